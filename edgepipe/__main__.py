@@ -1,0 +1,7 @@
+"""``python -m edgepipe``: the same as the ``edgepipe`` command."""
+
+from __future__ import annotations
+
+from edgepipe.cli import main
+
+raise SystemExit(main())

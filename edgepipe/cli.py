@@ -1,0 +1,233 @@
+"""The ``edgepipe`` command.
+
+Exit codes: 0 success (including a stop by SIGINT/SIGTERM or ``--duration``); 1 a node failed
+at run time; 2 the pipeline file, its parameters or the command line are wrong. No traceback is
+shown unless ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from edgepipe import __version__
+from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
+from edgepipe.core.loader import load_pipeline
+from edgepipe.core.pipeline import Graph
+from edgepipe.core.run import run
+from edgepipe.core.runtime import Watcher
+from edgepipe.core.types import type_name
+
+log = logging.getLogger("edgepipe")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="edgepipe",
+        description="Media + AI pipelines for edge devices.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"edgepipe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run_p = sub.add_parser(
+        "run",
+        help="run a pipeline file until its sources end or SIGINT/SIGTERM",
+        description="Run FILE's pipeline(). Extra --name value arguments are its parameters.",
+        allow_abbrev=False,
+    )
+    run_p.add_argument("file", metavar="FILE", help="a pipeline file, e.g. pipelines/demo.py")
+    run_p.add_argument("--duration", type=float, metavar="SECONDS", help="stop cleanly after this long")
+    run_p.add_argument(
+        "--results", metavar="PATH", help="write every message reaching a sink as JSON lines ('-': stdout)"
+    )
+    run_p.add_argument(
+        "--stats", action="store_true", help="live per-node table on a terminal, summary at exit"
+    )
+    run_p.add_argument("--drain-timeout", type=float, default=5.0, metavar="SECONDS",
+                       help="on stop, how long queued items may take to drain (default 5)")  # fmt: skip
+    run_p.add_argument(
+        "--health-file", metavar="PATH", help="keep a heartbeat file fresh (see `edgepipe health`)"
+    )
+    run_p.add_argument(
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="event loop (default: uvloop if installed)",
+    )
+    _add_common(run_p)
+
+    graph_p = sub.add_parser(
+        "graph",
+        help="print the validated graph without running it",
+        description="Validate FILE's pipeline() and print its nodes, channels and resources.",
+        allow_abbrev=False,
+    )
+    graph_p.add_argument("file", metavar="FILE")
+    graph_p.add_argument("--format", choices=("text", "json"), default="text")
+    _add_common(graph_p)
+
+    health_p = sub.add_parser(
+        "health",
+        help="exit 0 if a running pipeline's heartbeat file is fresh (for HEALTHCHECK)",
+        allow_abbrev=False,
+    )
+    health_p.add_argument("file", metavar="PATH")
+    health_p.add_argument("--max-age", type=float, default=30.0, metavar="SECONDS")
+    return parser
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="debug logging and full tracebacks")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+
+
+def _setup_logging(debug: bool, quiet: bool) -> None:
+    level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    if extra and args.command not in ("run", "graph"):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "health":
+        from edgepipe.health import check
+
+        healthy, reason = check(args.file, args.max_age)
+        print(reason, file=sys.stdout if healthy else sys.stderr)
+        return EXIT_OK if healthy else EXIT_FAILED
+    _setup_logging(args.debug, args.quiet)
+    try:
+        if args.command == "graph":
+            return _graph(args, extra)
+        return _run(args, extra)
+    except PipelineError as exc:
+        return _fail(exc, EXIT_USAGE, args.debug)
+    except NodeError as exc:
+        return _fail(exc, EXIT_FAILED, args.debug)
+    except EdgepipeError as exc:
+        return _fail(exc, EXIT_FAILED, args.debug)
+
+
+def _fail(exc: BaseException, code: int, debug: bool) -> int:
+    if debug:
+        logging.getLogger("edgepipe").error("error", exc_info=exc)
+    print(f"edgepipe: error: {exc}", file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    pipeline = load_pipeline(args.file, extra)
+    graph = pipeline.validate()
+    watchers: list[Watcher] = []
+    if args.stats:
+        from edgepipe.console import live_stats
+
+        watchers.append(live_stats(graph.name))
+    if args.health_file:
+        from edgepipe.health import heartbeat
+
+        watchers.append(heartbeat(args.health_file))
+    log.info("running '%s' from %s (%d nodes)", graph.name, args.file, len(graph.nodes))
+    report = run(
+        graph,
+        loop=args.loop,
+        duration_s=args.duration,
+        results_path=args.results,
+        drain_timeout_s=args.drain_timeout,
+        handle_signals=True,
+        watchers=watchers,
+        debug=args.debug,
+    )
+    if args.stats:
+        from edgepipe.console import print_summary
+
+        print_summary(report.stats, graph.name)
+    errors = sum(n.errors for n in report.stats.nodes)
+    log.info(
+        "'%s' ended (%s) after %.1f s; %d errors%s",
+        graph.name,
+        report.stopped_by,
+        report.duration_s,
+        errors,
+        f"; {report.results_written} results written to {args.results}" if args.results else "",
+    )
+    return EXIT_OK
+
+
+def graph_dict(graph: Graph, workers: dict[str, int]) -> dict[str, Any]:
+    """The graph as plain data (``edgepipe graph --format json``)."""
+    return {
+        "name": graph.name,
+        "nodes": [
+            {
+                "id": n.node_id,
+                "kind": n.kind.value,
+                "code": n.label,
+                "inputs": list(n.inputs),
+                "resource": n.resource,
+                "on_error": n.on_error.action.value,
+                "timeout_s": n.timeout_s,
+                "in_type": type_name(n.in_type) if n.in_type is not None else None,
+                "out_type": type_name(n.out_type) if n.out_type is not None else None,
+                "declared_at": n.where,
+            }
+            for n in graph.nodes
+        ],
+        "channels": [
+            {"from": list(n.inputs), "to": n.node_id, "size": n.queue_size, "policy": n.policy.value}
+            for n in graph.nodes
+            if n.inputs
+        ],
+        "resources": [
+            {
+                "name": r,
+                "threads": workers[r],
+                "nodes": [n.node_id for n in graph.nodes if n.resource == r],
+            }
+            for r in graph.resources
+        ],
+        "warnings": list(graph.warnings),
+    }
+
+
+def _graph(args: argparse.Namespace, extra: list[str]) -> int:
+    graph = load_pipeline(args.file, extra).validate()
+    data = graph_dict(graph, graph.workers())
+    if args.format == "json":
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    print(f"pipeline '{graph.name}': {len(graph.nodes)} nodes, {len(data['channels'])} channels")
+    print("nodes:")
+    width = max(len(n["id"]) for n in data["nodes"])
+    for n in data["nodes"]:
+        types = f"{n['in_type'] or '-'} -> {n['out_type'] or '-'}"
+        print(f"  {n['id']:<{width}}  {n['kind']:<6}  {n['code']}  [{types}]  resource={n['resource']}"
+              f"  on_error={n['on_error']}  ({n['declared_at']})")  # fmt: skip
+    print("channels (each node's inbox):")
+    for c in data["channels"]:
+        print(f"  {', '.join(c['from'])} -> {c['to']}  size={c['size']} policy={c['policy']}")
+    print("resources:")
+    for r in data["resources"]:
+        print(f"  {r['name']}: {r['threads']} thread(s) for {', '.join(r['nodes'])}")
+    for warning in graph.warnings:
+        print(f"warning: {warning}")
+    return EXIT_OK

@@ -1,0 +1,78 @@
+"""The ``--stats`` table: live while a pipeline runs (on a terminal), and a summary at exit."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from edgepipe.core.runtime import Runtime, Snapshot, Watcher
+
+REFRESH_S = 1.0
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) -> Table:
+    """One row per node (with its inbox's depth and drops); rates over the last interval."""
+    channels = {c.name: c for c in snap.channels}
+    before = {n.node_id: n for n in previous.nodes} if previous else {}
+    dt = snap.t_s - previous.t_s if previous else snap.t_s
+    table = Table(title=f"{title}  ({snap.t_s:.1f} s)", title_justify="left", expand=False)
+    for column in ("node", "kind", "state", "in", "out", "out/s", "err", "p50 ms", "p95 ms",
+                   "p99 ms", "busy", "queue", "dropped"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("node", "kind", "state") else "right")
+    for node in snap.nodes:
+        prior = before.get(node.node_id)
+        done = node.items_out - (prior.items_out if prior else 0)
+        rate = done / dt if dt > 0 else 0.0
+        inbox = channels.get(node.node_id)
+        table.add_row(
+            node.node_id,
+            node.kind,
+            node.state,
+            str(node.items_in),
+            str(node.items_out),
+            f"{rate:.1f}",
+            str(node.errors),
+            _ms(node.latency_p50_ms),
+            _ms(node.latency_p95_ms),
+            _ms(node.latency_p99_ms),
+            f"{node.busy_frac:.0%}",
+            f"{inbox.depth}/{inbox.size} {inbox.policy}" if inbox else "-",
+            str(inbox.dropped) if inbox else "-",
+        )
+    return table
+
+
+def live_stats(title: str) -> Watcher:
+    """A runtime watcher that redraws the table every second while stderr is a terminal."""
+
+    async def watch(runtime: Runtime) -> None:
+        console = Console(stderr=True)
+        if not console.is_terminal:
+            return
+        previous = runtime.snapshot()
+        with Live(
+            stats_table(previous, title), console=console, refresh_per_second=2, transient=True
+        ) as live:
+            while True:
+                await asyncio.sleep(REFRESH_S)
+                snap = runtime.snapshot()
+                live.update(stats_table(snap, title, previous))
+                previous = snap
+
+    return watch
+
+
+def print_summary(snap: Snapshot, title: str) -> None:
+    """The whole-run table, to stderr (stdout may carry ``--results -``)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(file=sys.stderr, width=160)  # a log file has no width to fit
+    console.print(stats_table(snap, f"{title}: summary"))

@@ -1,0 +1,52 @@
+"""The graph runtime: pipelines, nodes, bounded channels, metrics. Standard library only."""
+
+from __future__ import annotations
+
+from edgepipe.core.channel import Channel, ChannelStats, Policy
+from edgepipe.core.errors import (
+    ChannelClosed,
+    EdgepipeError,
+    EndOfStream,
+    GraphError,
+    NodeError,
+    NodeTimeout,
+    OutputError,
+    ParameterError,
+    PipelineError,
+    PipelineFileError,
+)
+from edgepipe.core.loader import load_pipeline
+from edgepipe.core.metrics import NodeStats
+from edgepipe.core.pipeline import ErrorPolicy, Graph, NodeKind, NodeRef, NodeSpec, OnError, Pipeline
+from edgepipe.core.results import Message, ResultsWriter
+from edgepipe.core.runtime import RunReport, Runtime, Snapshot
+
+__all__ = [
+    "Channel",
+    "ChannelClosed",
+    "ChannelStats",
+    "EdgepipeError",
+    "EndOfStream",
+    "ErrorPolicy",
+    "Graph",
+    "GraphError",
+    "Message",
+    "NodeError",
+    "NodeKind",
+    "NodeRef",
+    "NodeSpec",
+    "NodeStats",
+    "NodeTimeout",
+    "OnError",
+    "OutputError",
+    "ParameterError",
+    "Pipeline",
+    "PipelineError",
+    "PipelineFileError",
+    "Policy",
+    "ResultsWriter",
+    "RunReport",
+    "Runtime",
+    "Snapshot",
+    "load_pipeline",
+]

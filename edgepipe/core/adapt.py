@@ -1,0 +1,209 @@
+"""Turning whatever the user declared into one of a few shapes the runtime knows how to drive.
+
+Sources become an ``open()`` that returns a fresh async iterator (called again on restart).
+Stages and sinks become a per-item call in one of three modes, chosen once per node rather than
+tested per item:
+
+- ``async``: ``await fn(item)`` on the event loop (async functions and methods);
+- ``thread``: the call runs on the node's resource executor (sync code, the default for it);
+- ``inline``: a plain call on the loop (sync code declared ``blocking=False``: cheap and pure);
+
+or, for a stage written as an async generator function over its input stream, ``stream``.
+
+Objects may also have ``start()`` and ``stop()`` hooks, sync (run on the executor) or async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from edgepipe.core.errors import GraphError
+from edgepipe.core.pipeline import NodeKind, NodeSpec
+
+_END = object()
+
+Hook = Callable[[], Awaitable[None]]
+
+
+async def _no_hook() -> None:
+    return None
+
+
+def _unwrap(fn: Any) -> Any:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def _is_async_fn(fn: Any) -> bool:
+    fn = _unwrap(fn)
+    return inspect.iscoroutinefunction(fn) or (
+        callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+    )
+
+
+def _is_async_gen_fn(fn: Any) -> bool:
+    return inspect.isasyncgenfunction(_unwrap(fn))
+
+
+def _to_thread(executor: Any, fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    def call(*args: Any) -> Awaitable[Any]:
+        return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+    return call
+
+
+def _hook(obj: Any, name: str, executor: Any) -> Hook:
+    method = getattr(obj, name, None)
+    if method is None or inspect.isfunction(obj) or inspect.ismethod(obj):
+        return _no_hook
+    if not callable(method):
+        return _no_hook
+    if _is_async_fn(method):
+        return method  # type: ignore[no-any-return]
+    run = _to_thread(executor, method)
+
+    async def sync_hook() -> None:
+        await run()
+
+    return sync_hook
+
+
+@dataclass(slots=True)
+class SourceAdapter:
+    open: Callable[[], AsyncIterator[Any]]
+    start: Hook
+    stop: Hook
+    restartable: bool
+
+
+@dataclass(slots=True)
+class ProcessAdapter:
+    mode: str
+    """``async``, ``thread``, ``inline`` or ``stream``."""
+    call: Callable[[Any], Any]
+    """Per item: returns an awaitable (async, thread), a value (inline) or, for stream, an async
+    iterator when called with the input stream."""
+    start: Hook
+    stop: Hook
+
+
+async def _aiter_inline(items: Iterable[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
+async def _aiter_thread(iterator: Iterator[Any], executor: Any) -> AsyncIterator[Any]:
+    loop = asyncio.get_running_loop()
+    while True:
+        # next() with a default: a StopIteration must not cross the executor's future.
+        item = await loop.run_in_executor(executor, next, iterator, _END)
+        if item is _END:
+            return
+        yield item
+
+
+def _as_async_iterator(value: Any, spec: NodeSpec, executor: Any) -> AsyncIterator[Any]:
+    if hasattr(value, "__aiter__"):
+        return value.__aiter__()  # type: ignore[no-any-return]
+    if isinstance(value, Sequence | range | set | frozenset | dict) and not spec.blocking:
+        return _aiter_inline(value)
+    if hasattr(value, "__iter__"):
+        if spec.blocking is False:
+            return _aiter_inline(value)
+        return _aiter_thread(iter(value), executor)
+    raise GraphError(
+        f"a source must be an async iterable, an iterable, or a function returning one; got "
+        f"{type(value).__name__}",
+        node_id=spec.node_id,
+        where=spec.where,
+    )
+
+
+def adapt_source(spec: NodeSpec, executor: Any) -> SourceAdapter:
+    target = spec.target
+    start, stop = _hook(target, "start", executor), _hook(target, "stop", executor)
+    if _is_async_gen_fn(target):
+        return SourceAdapter(lambda: target().__aiter__(), start, stop, restartable=True)
+    if inspect.isasyncgen(target) or inspect.isgenerator(target):
+        # A generator object can be iterated once: it cannot be restarted.
+        used = False
+
+        def open_once() -> AsyncIterator[Any]:
+            nonlocal used
+            if used:
+                raise RuntimeError("a generator object cannot restart; pass the generator function instead")
+            used = True
+            return _as_async_iterator(target, spec, executor)
+
+        return SourceAdapter(open_once, start, stop, restartable=False)
+    if hasattr(target, "__aiter__") or hasattr(target, "__iter__"):
+        return SourceAdapter(lambda: _as_async_iterator(target, spec, executor), start, stop, True)
+    if callable(target):
+        if _is_async_fn(target):
+
+            async def from_coroutine() -> AsyncIterator[Any]:
+                async for item in _as_async_iterator(await target(), spec, executor):
+                    yield item
+
+            return SourceAdapter(from_coroutine, start, stop, restartable=True)
+        return SourceAdapter(
+            lambda: _as_async_iterator(target(), spec, executor), start, stop, restartable=True
+        )
+    raise GraphError(
+        f"cannot use a {type(target).__name__} as a source; give an async generator function, "
+        "an iterable, or a function returning one",
+        node_id=spec.node_id,
+        where=spec.where,
+    )
+
+
+def adapt_process(spec: NodeSpec, executor: Any) -> ProcessAdapter:
+    target = spec.target
+    if isinstance(target, type):
+        raise GraphError(
+            f"got the class {target.__name__}; pass an instance, e.g. {target.__name__}()",
+            node_id=spec.node_id,
+            where=spec.where,
+        )
+    fn = getattr(target, "process", None)
+    if fn is None or inspect.isfunction(target) or isinstance(target, functools.partial):
+        fn = target
+    if not callable(fn):
+        raise GraphError(
+            f"cannot use a {type(target).__name__} as a {spec.kind.value}; give a function or an "
+            "object with a process(item) method",
+            node_id=spec.node_id,
+            where=spec.where,
+        )
+    start, stop = _hook(target, "start", executor), _hook(target, "stop", executor)
+    if _is_async_gen_fn(fn):
+        if spec.kind is not NodeKind.STAGE:
+            raise GraphError(
+                "an async generator function can only be a stage (it maps the input stream)",
+                node_id=spec.node_id,
+                where=spec.where,
+            )
+        if spec.timeout_s is not None:
+            raise GraphError(
+                "timeout_s applies to per-item calls, not to a stream stage",
+                node_id=spec.node_id,
+                where=spec.where,
+            )
+        return ProcessAdapter("stream", fn, start, stop)
+    if _is_async_fn(fn):
+        return ProcessAdapter("async", fn, start, stop)
+    if spec.blocking is False:
+        if spec.timeout_s is not None:
+            raise GraphError(
+                "timeout_s cannot interrupt code that runs on the event loop; drop blocking=False",
+                node_id=spec.node_id,
+                where=spec.where,
+            )
+        return ProcessAdapter("inline", fn, start, stop)
+    return ProcessAdapter("thread", _to_thread(executor, fn), start, stop)

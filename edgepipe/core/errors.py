@@ -1,0 +1,94 @@
+"""edgepipe's errors: one root, subclasses that carry the context a log reader needs.
+
+::
+
+    EdgepipeError
+    ├── PipelineError             the declaration is wrong (exit code 2)
+    │   ├── PipelineFileError     a pipeline file cannot be loaded or called   (path, line)
+    │   ├── ParameterError        a command-line parameter is unknown or ill-typed
+    │   ├── GraphError            duplicate id, dangling input, cycle, type mismatch (node_id)
+    │   └── OutputError           an output file (``--results``) cannot be written       (path)
+    ├── NodeError                 a node failed while running (exit code 1)        (node_id)
+    │   └── NodeTimeout           one call ran past the node's ``timeout_s``
+    └── ChannelClosed             put() on a channel that was closed            (channel)
+
+``EndOfStream`` is not an error: a consumer gets it when its channel is closed and empty.
+"""
+
+from __future__ import annotations
+
+
+class EdgepipeError(Exception):
+    """Root of every error edgepipe raises on purpose."""
+
+
+class PipelineError(EdgepipeError):
+    """The pipeline as declared cannot run. The CLI maps it to exit code 2."""
+
+    exit_code = 2
+
+
+class PipelineFileError(PipelineError):
+    """A pipeline file could not be imported, has no ``pipeline()``, or ``pipeline()`` failed."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.message = message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class ParameterError(PipelineError):
+    """A ``--name value`` parameter does not match the pipeline function's signature."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class GraphError(PipelineError):
+    """The graph is invalid. ``where`` is the ``file:line`` that declared the node, if known."""
+
+    def __init__(self, message: str, *, node_id: str | None = None, where: str | None = None) -> None:
+        self.node_id = node_id
+        self.where = where
+        prefix = f"{where}: " if where else ""
+        subject = f"node '{node_id}': " if node_id else ""
+        super().__init__(f"{prefix}{subject}{message}")
+
+
+class OutputError(PipelineError):
+    """An output path given on the command line cannot be opened for writing."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class NodeError(EdgepipeError):
+    """A node failed at run time and its error policy said to stop. Exit code 1."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, node_id: str) -> None:
+        self.node_id = node_id
+        super().__init__(f"node '{node_id}': {message}")
+
+
+class NodeTimeout(NodeError, TimeoutError):
+    """One call of a node ran past its ``timeout_s`` and was abandoned."""
+
+
+class ChannelClosed(EdgepipeError):
+    """``put()`` on a channel that is closed: its consumer is gone or shutdown began."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        super().__init__(f"channel '{channel}' is closed")
+
+
+class EndOfStream(Exception):
+    """Raised by ``Channel.get()`` when the channel is closed and drained."""

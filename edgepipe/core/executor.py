@@ -1,0 +1,117 @@
+"""Thread pools for blocking work, one per named resource (``cpu``, ``vdec``, ``npu`` ...).
+
+Why not ``concurrent.futures.ThreadPoolExecutor``: the interpreter joins its threads at exit, so
+one hung driver call (a camera that never answers) would hang the process forever after the
+pipeline gave up on it. These workers are daemon threads: a call abandoned at its deadline keeps
+its thread until it returns, but never keeps the process alive.
+
+The work queue has no fixed bound because its callers bound it: each node has at most one call
+in flight (it awaits the result before taking its next item), so a pool never holds more calls
+than there are nodes using it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any, ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_STOP = object()
+
+
+class DaemonThreadPool(Executor):
+    """A fixed-size pool of daemon worker threads, started on first use."""
+
+    def __init__(self, max_workers: int, name: str) -> None:
+        if max_workers < 1:
+            raise ValueError(f"resource '{name}': max_workers must be at least 1")
+        self.max_workers = max_workers
+        self.name = name
+        self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        future: Future[R] = Future()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError(f"resource '{self.name}' is shut down")
+            self._work.put((future, fn, args, kwargs))
+            if len(self._threads) < self.max_workers:
+                thread = threading.Thread(
+                    target=self._worker,
+                    name=f"edgepipe-{self.name}-{len(self._threads)}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def _worker(self) -> None:
+        while True:
+            job = self._work.get()
+            if job is _STOP:
+                return
+            future, fn, args, kwargs = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the awaiting node, which applies its policy
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            if cancel_futures:
+                while True:
+                    try:
+                        job = self._work.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is not _STOP:
+                        job[0].cancel()
+            for _ in self._threads:
+                self._work.put(_STOP)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+
+class Resources:
+    """The executors of one run, created on first use and shut down together.
+
+    ``workers`` sizes each pool; a resource not named there gets as many threads as the CPU has
+    cores (the runtime names every resource its nodes use, sized so that no node waits for
+    another's thread).
+    """
+
+    def __init__(self, workers: dict[str, int] | None = None) -> None:
+        self._workers = dict(workers or {})
+        self._pools: dict[str, DaemonThreadPool] = {}
+
+    def executor(self, name: str) -> DaemonThreadPool:
+        pool = self._pools.get(name)
+        if pool is None:
+            pool = DaemonThreadPool(self._workers.get(name) or os.cpu_count() or 1, name)
+            self._pools[name] = pool
+        return pool
+
+    def workers(self, name: str) -> int:
+        return self.executor(name).max_workers
+
+    def shutdown(self) -> None:
+        """Stop taking work. Never waits for a call that is still running (it was abandoned)."""
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)

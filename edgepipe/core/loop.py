@@ -1,0 +1,34 @@
+"""Choosing the event loop: uvloop when it is installed, asyncio's own otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def loop_factory(name: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
+    """A factory for ``asyncio.Runner``: ``auto`` (uvloop if importable), ``uvloop`` or ``asyncio``."""
+    if name not in ("auto", "uvloop", "asyncio"):
+        raise ValueError(f"unknown event loop {name!r}; use auto, uvloop or asyncio")
+    if name != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if name == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+
+
+def run(main: Coroutine[Any, Any, T], *, loop: str = "auto", debug: bool = False) -> T:
+    """Run ``main`` to completion on a new loop of the chosen kind."""
+    with asyncio.Runner(loop_factory=loop_factory(loop), debug=debug) as runner:
+        return runner.run(main)

@@ -1,0 +1,294 @@
+"""Running one node: the per-item loop, its error policy, and its start/stop hooks.
+
+A :class:`NodeRunner` is the running state of one :class:`~edgepipe.core.pipeline.NodeSpec`. Its
+:meth:`NodeRunner.run` is one task in the runtime's TaskGroup. The loop is the hot path: it is
+specialised once per node (async call, thread call, inline call, stream) so that nothing is
+decided per item, and it allocates nothing per item beyond what the user's code returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from edgepipe.core.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
+from edgepipe.core.channel import Channel, Policy
+from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout
+from edgepipe.core.metrics import NodeMetrics
+from edgepipe.core.pipeline import NodeKind, NodeSpec, OnError
+
+if TYPE_CHECKING:
+    from edgepipe.core.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+_LOG_EVERY_S = 1.0
+_clock = time.perf_counter_ns
+
+
+class NodeRunner:
+    """One node's task: takes from its inbox, calls the user's code, emits to its consumers."""
+
+    def __init__(self, spec: NodeSpec, runtime: Runtime, executor: Any) -> None:
+        self.spec = spec
+        self.node_id = spec.node_id
+        self.runtime = runtime
+        self.metrics = NodeMetrics(spec.node_id, spec.kind.value)
+        self.inbox: Channel[Any] | None = None
+        if spec.kind is not NodeKind.SOURCE:
+            self.inbox = Channel(spec.node_id, spec.queue_size, spec.policy)
+        self.outputs: list[Channel[Any]] = []
+        self.records_results = False
+        """Whether this node feeds a sink, so its output is written to ``--results``."""
+        self.task: asyncio.Task[None] | None = None
+        self._source: SourceAdapter | None = None
+        self._process: ProcessAdapter | None = None
+        if spec.kind is NodeKind.SOURCE:
+            self._source = adapt_source(spec, executor)
+        else:
+            self._process = adapt_process(spec, executor)
+        self._consecutive_failures = 0
+        self._last_log_ns = 0
+        self._suppressed = 0
+
+    def connect(self, consumer: NodeRunner) -> None:
+        assert consumer.inbox is not None
+        consumer.inbox.add_producer()
+        self.outputs.append(consumer.inbox)
+        if consumer.spec.kind is NodeKind.SINK:
+            self.records_results = True
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The node's whole life: start hook, loop, stop hook. Raises NodeError to stop the run."""
+        m = self.metrics
+        m.started()
+        state = "failed"
+        try:
+            await self._start()
+            self.runtime.node_started(self)
+            if self._source is not None:
+                await self.runtime.all_started.wait()
+                await self._run_source(self._source)
+            else:
+                assert self._process is not None
+                await self._run_process(self._process)
+            state = "done"
+        except asyncio.CancelledError:
+            state = "stopped" if self.runtime.stopping else "cancelled"
+            raise
+        finally:
+            for channel in self.outputs:
+                channel.close()
+            if self.inbox is not None:
+                self.inbox.detach()
+            await self._stop()
+            m.finished(state)
+            self.runtime.node_finished(self)
+
+    async def _start(self) -> None:
+        hooks = self._source or self._process
+        assert hooks is not None
+        while True:
+            try:
+                await hooks.start()
+                return
+            except Exception as exc:
+                if self.spec.on_error.action is not OnError.RESTART:
+                    raise NodeError(f"start() failed: {_describe(exc)}", node_id=self.node_id) from exc
+                await self._failed(exc, restart_hooks=False)
+
+    async def _stop(self) -> None:
+        hooks = self._source or self._process
+        assert hooks is not None
+        try:
+            async with asyncio.timeout(self.runtime.drain_timeout_s):
+                await hooks.stop()
+        except TimeoutError:
+            log.warning("[%s] stop() did not return within %.1f s; abandoned", self.node_id,
+                        self.runtime.drain_timeout_s)  # fmt: skip
+        except Exception as exc:
+            log.warning("[%s] stop() failed: %s", self.node_id, _describe(exc))
+
+    # -- sources ------------------------------------------------------------------------------
+
+    async def _run_source(self, source: SourceAdapter) -> None:
+        emit = self._emit
+        while True:
+            try:
+                iterator = source.open()
+                if hasattr(iterator, "aclose"):
+                    async with aclosing(iterator):  # type: ignore[type-var]
+                        await self._pump(iterator, emit)
+                else:
+                    await self._pump(iterator, emit)
+                return
+            except Exception as exc:
+                if not source.restartable and self.spec.on_error.action is not OnError.STOP:
+                    raise NodeError(
+                        f"{_describe(exc)} (cannot restart a generator object; pass the generator "
+                        "function instead)",
+                        node_id=self.node_id,
+                    ) from exc
+                # For a source, "skip" also means "open it again": an iterator that raised is over.
+                await self._failed(exc, restart_hooks=self.spec.on_error.action is OnError.RESTART)
+
+    async def _pump(self, iterator: AsyncIterator[Any], emit: Callable[[Any], Awaitable[None]]) -> None:
+        async for item in iterator:
+            self._consecutive_failures = 0
+            await emit(item)
+
+    # -- stages and sinks ---------------------------------------------------------------------
+
+    async def _run_process(self, process: ProcessAdapter) -> None:
+        if process.mode == "stream":
+            await self._run_stream(process)
+            return
+        inbox = self.inbox
+        assert inbox is not None
+        get = inbox.get
+        call = process.call
+        inline = process.mode == "inline"
+        timeout_s = self.spec.timeout_s
+        emit = self._emit if self.spec.kind is NodeKind.STAGE else None
+        record = self.metrics.record
+        m = self.metrics
+        while True:
+            try:
+                item = await get()
+            except EndOfStream:
+                return
+            m.items_in += 1
+            t0 = _clock()
+            try:
+                if inline:
+                    out = call(item)
+                elif timeout_s is None:
+                    out = await call(item)
+                else:
+                    out = await self._call_with_deadline(call, item, timeout_s)
+            except Exception as exc:
+                await self._failed(exc, restart_hooks=True)
+                continue
+            record(_clock() - t0)
+            self._consecutive_failures = 0
+            if emit is not None and out is not None:
+                await emit(out)
+
+    async def _call_with_deadline(
+        self, call: Callable[[Any], Awaitable[Any]], item: Any, timeout_s: float
+    ) -> Any:
+        # A call on a thread cannot be interrupted: it is abandoned (its thread finishes it and
+        # the result is dropped) and the node moves on.
+        deadline = asyncio.timeout(timeout_s)
+        try:
+            async with deadline:
+                return await call(item)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise NodeTimeout(
+                    f"call took longer than timeout_s={timeout_s}", node_id=self.node_id
+                ) from exc
+            raise
+
+    async def _run_stream(self, process: ProcessAdapter) -> None:
+        while True:
+            try:
+                stream = process.call(self._inbox_items())
+                async with aclosing(stream):
+                    async for out in stream:
+                        self._consecutive_failures = 0
+                        await self._emit(out)
+                return
+            except Exception as exc:
+                # The generator is dead after raising: skip and restart both start a new one on
+                # the rest of the input; restart also cycles the hooks.
+                await self._failed(exc, restart_hooks=self.spec.on_error.action is OnError.RESTART)
+
+    async def _inbox_items(self) -> AsyncIterator[Any]:
+        inbox = self.inbox
+        assert inbox is not None
+        m = self.metrics
+        while True:
+            try:
+                item = await inbox.get()
+            except EndOfStream:
+                return
+            m.items_in += 1
+            yield item
+
+    # -- output -------------------------------------------------------------------------------
+
+    async def _emit(self, item: Any) -> None:
+        """Hand ``item`` to every consumer (the same object: no copy)."""
+        m = self.metrics
+        for channel in self.outputs:
+            if len(channel) >= channel.size and channel.policy is Policy.BLOCK:
+                t0 = _clock()
+                await channel.put(item)
+                m.blocked_ns += _clock() - t0
+            else:
+                await channel.put(item)
+        m.items_out += 1
+        if self.records_results and self.runtime.results is not None:
+            await self.runtime.results.write(item, self.node_id)
+
+    # -- errors -------------------------------------------------------------------------------
+
+    async def _failed(self, exc: Exception, *, restart_hooks: bool) -> None:
+        """Apply the error policy to ``exc``. Returns to carry on; raises NodeError to stop."""
+        policy = self.spec.on_error
+        m = self.metrics
+        m.errors += 1
+        self._consecutive_failures += 1
+        what = _describe(exc)
+        await self.runtime.emit_event(
+            self.node_id, "error", {"error": type(exc).__name__, "message": str(exc)}
+        )
+        if policy.action is OnError.STOP:
+            raise NodeError(what, node_id=self.node_id) from exc
+        if self._consecutive_failures >= policy.max_consecutive:
+            raise NodeError(
+                f"{what} ({self._consecutive_failures} failures in a row; giving up)", node_id=self.node_id
+            ) from exc
+        self._log_failure(what, exc)
+        if policy.action is OnError.RESTART:
+            await self._restart(restart_hooks)
+
+    async def _restart(self, restart_hooks: bool) -> None:
+        policy = self.spec.on_error
+        delay = min(policy.backoff_max_s, policy.backoff_initial_s * 2 ** (self._consecutive_failures - 1))
+        self.metrics.restarts += 1
+        self.metrics.state = "restarting"
+        log.warning("[%s] restarting in %.2f s", self.node_id, delay)
+        await self.runtime.emit_event(
+            self.node_id, "restart", {"delay_s": delay, "attempt": self._consecutive_failures}
+        )
+        if restart_hooks:
+            await self._stop()
+        await asyncio.sleep(delay)
+        if restart_hooks:
+            await self._start()
+        self.metrics.state = "running"
+
+    def _log_failure(self, what: str, exc: Exception) -> None:
+        # One line per second at most: a node failing on every frame must not flood the log.
+        now = _clock()
+        if now - self._last_log_ns < _LOG_EVERY_S * 1e9:
+            self._suppressed += 1
+            return
+        more = f" (+{self._suppressed} more since last report)" if self._suppressed else ""
+        log.error("[%s] %s; %s%s", self.node_id, what, self.spec.on_error.action.value, more,
+                  exc_info=exc if self.runtime.debug else None)  # fmt: skip
+        self._last_log_ns = now
+        self._suppressed = 0
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

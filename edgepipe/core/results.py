@@ -1,0 +1,176 @@
+"""Result messages as JSON lines: what ``edgepipe run --results PATH`` writes.
+
+Every message a node hands to a sink becomes one line::
+
+    {"t": 1764683001.25, "node": "detect", "kind": "detection", "data": {...}}
+
+``t`` is wall-clock seconds, ``node`` the node that emitted it, ``kind`` what it is, ``data`` the
+payload. The kind comes from the item: a :class:`Message` says it; a dict's ``"kind"`` key; a
+class's ``kind`` attribute; otherwise the type's name in snake case. Payloads that JSON cannot hold
+as they are (numpy values, dataclasses, enums, bytes, paths) are converted, never dropped.
+
+Writing never blocks the event loop: lines collect in memory and a single writer thread flushes
+them in order, at least every :data:`FLUSH_INTERVAL_S`. A writer that falls behind the disk by
+:data:`FLUSH_BYTES` makes its callers wait (backpressure) rather than grow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import enum
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from edgepipe.core.errors import OutputError
+from edgepipe.core.executor import DaemonThreadPool
+
+FLUSH_BYTES = 256 * 1024
+FLUSH_INTERVAL_S = 0.5
+_ARRAY_INLINE_MAX = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A result with an explicit kind: ``Message("event", {"what": "person entered"})``."""
+
+    kind: str
+    """What the message is: ``detection``, ``token``, ``event``, ``source_state`` ..."""
+    data: Any = None
+    """The payload; anything :func:`to_jsonable` can convert."""
+    node: str | None = None
+    """Set when the message speaks for another node than the one that emitted it."""
+    t: float = field(default_factory=time.time)
+    """Wall-clock seconds when the message was made."""
+
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def _snake(name: str) -> str:
+    return _CAMEL.sub("_", name).lower()
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-serializable view of ``value``: the ``default`` hook of :func:`json.dumps`."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    module = type(value).__module__
+    if module == "numpy":
+        if getattr(value, "ndim", 0) == 0:
+            return value.item()
+        if value.size <= _ARRAY_INLINE_MAX:
+            return value.tolist()
+        return {"shape": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return repr(value)
+
+
+def describe(item: Any) -> tuple[str | None, str, Any, float | None]:
+    """``(node, kind, data, t)`` of an item; node and t are None unless the item says them."""
+    if isinstance(item, Message):
+        return item.node, item.kind, item.data, item.t
+    if isinstance(item, dict):
+        kind = item.get("kind")
+        if isinstance(kind, str):
+            return None, kind, {k: v for k, v in item.items() if k != "kind"}, None
+        return None, "dict", item, None
+    kind = getattr(type(item), "kind", None)
+    if not isinstance(kind, str):
+        kind = _snake(type(item).__name__)
+    return None, kind, item, None
+
+
+def encode(item: Any, node_id: str) -> str:
+    """One JSON line (with its newline) for ``item`` emitted by ``node_id``."""
+    node, kind, data, t = describe(item)
+    record = {"t": t if t is not None else time.time(), "node": node or node_id, "kind": kind, "data": data}
+    try:
+        return json.dumps(record, default=to_jsonable, separators=(",", ":")) + "\n"
+    except (TypeError, ValueError) as exc:  # e.g. a reference cycle: keep the message, say why
+        record["data"] = {"unencodable": repr(data)[:1000], "error": str(exc)}
+        return json.dumps(record, separators=(",", ":")) + "\n"
+
+
+class ResultsWriter:
+    """Writes result lines to a file (``-``: standard output) off the event loop, in order."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lines_written = 0
+        self._pending: list[str] = []
+        self._pending_bytes = 0
+        self._file: IO[str] | None = None
+        self._pool = DaemonThreadPool(1, "results")
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        """Open (truncate) the file. Raises ``OSError`` naming the path if it cannot."""
+        if self.path == "-":
+            self._file = sys.stdout
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            self._file = await loop.run_in_executor(self._pool, _open_for_write, self.path)
+        except OSError as exc:
+            self._pool.shutdown(wait=False)
+            raise OutputError(f"cannot write results here: {exc.strerror or exc}", path=self.path) from exc
+
+    async def write(self, item: Any, node_id: str) -> None:
+        line = encode(item, node_id)
+        self._pending.append(line)
+        self._pending_bytes += len(line)
+        if self._pending_bytes >= FLUSH_BYTES:
+            await self.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            if not self._pending or self._file is None:
+                return
+            lines, self._pending, self._pending_bytes = self._pending, [], 0
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._pool, _write_lines, self._file, lines)
+            self.lines_written += len(lines)
+
+    async def flush_every(self, interval_s: float, done: asyncio.Event) -> None:
+        """Flush periodically until ``done`` is set, then once more."""
+        while not done.is_set():
+            try:
+                async with asyncio.timeout(interval_s):
+                    await done.wait()
+            except TimeoutError:
+                pass
+            await self.flush()
+
+    async def close(self) -> None:
+        await self.flush()
+        if self._file is not None and self._file is not sys.stdout:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._pool, self._file.close)
+        self._file = None
+        self._pool.shutdown(wait=False)
+
+
+def _open_for_write(path: str) -> IO[str]:
+    return open(path, "w", encoding="utf-8")  # closed by ResultsWriter.close
+
+
+def _write_lines(file: IO[str], lines: list[str]) -> None:
+    file.writelines(lines)
+    file.flush()

@@ -1,0 +1,88 @@
+"""Running a pipeline from start to finish: the one entry point the CLI and tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Sequence
+
+from edgepipe.core.loop import run as run_on_loop
+from edgepipe.core.pipeline import Graph, Pipeline
+from edgepipe.core.results import ResultsWriter
+from edgepipe.core.runtime import RunReport, Runtime, Watcher
+
+log = logging.getLogger(__name__)
+
+
+async def run_async(
+    pipeline: Pipeline | Graph,
+    *,
+    duration_s: float | None = None,
+    results_path: str | None = None,
+    drain_timeout_s: float = 5.0,
+    handle_signals: bool = False,
+    watchers: Sequence[Watcher] = (),
+    workers: dict[str, int] | None = None,
+    debug: bool = False,
+) -> RunReport:
+    """Validate and run ``pipeline`` on the running loop.
+
+    ``duration_s`` stops it (draining) after that long. ``handle_signals`` makes SIGINT and
+    SIGTERM stop it the same way, and a second SIGINT cancel everything at once. Raises
+    :class:`GraphError` before anything starts, or :class:`NodeError` if a node stopped the run.
+    """
+    graph = pipeline.validate() if isinstance(pipeline, Pipeline) else pipeline
+    results = ResultsWriter(results_path) if results_path is not None else None
+    runtime = Runtime(graph, results=results, drain_timeout_s=drain_timeout_s, workers=workers, debug=debug)
+    loop = asyncio.get_running_loop()
+    timer = loop.call_later(duration_s, runtime.request_stop) if duration_s is not None else None
+    installed: list[signal.Signals] = []
+
+    def on_interrupt(signum: signal.Signals) -> None:
+        if runtime.stopping:
+            log.warning("%s again: stopping now", signum.name)
+            runtime.force_stop()
+        else:
+            log.warning("%s: stopping (draining queued items; Ctrl-C again to stop now)", signum.name)
+            runtime.request_stop()
+
+    if handle_signals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_interrupt, signum)
+            installed.append(signum)
+    try:
+        return await runtime.run(watchers)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+def run(
+    pipeline: Pipeline | Graph,
+    *,
+    loop: str = "auto",
+    duration_s: float | None = None,
+    results_path: str | None = None,
+    drain_timeout_s: float = 5.0,
+    handle_signals: bool = False,
+    watchers: Sequence[Watcher] = (),
+    workers: dict[str, int] | None = None,
+    debug: bool = False,
+) -> RunReport:
+    """Run ``pipeline`` on a new event loop (uvloop when installed) and return its report."""
+    return run_on_loop(
+        run_async(
+            pipeline,
+            duration_s=duration_s,
+            results_path=results_path,
+            drain_timeout_s=drain_timeout_s,
+            handle_signals=handle_signals,
+            watchers=watchers,
+            workers=workers,
+            debug=debug,
+        ),
+        loop=loop,
+    )

@@ -1,0 +1,227 @@
+"""Running a validated graph: one TaskGroup, orderly start, draining shutdown.
+
+Life of a run:
+
+1. Every node's task starts and runs its ``start()`` hook; sources wait until every node has
+   started (a slow model load does not make the first frames pile up).
+2. Items flow until the sources end, or :meth:`Runtime.request_stop` (SIGINT, SIGTERM,
+   ``--duration``).
+3. Stopping cancels the sources only; everything already in the channels drains through to the
+   sinks within ``drain_timeout_s``. Past that, or on :meth:`Runtime.force_stop` (a second
+   Ctrl-C), every remaining task is cancelled.
+4. A node whose error policy says stop raises :class:`NodeError`: the TaskGroup cancels the rest
+   and :meth:`Runtime.run` re-raises that error, naming the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from edgepipe.core.channel import ChannelStats
+from edgepipe.core.errors import NodeError
+from edgepipe.core.executor import Resources
+from edgepipe.core.metrics import NodeStats
+from edgepipe.core.node import NodeRunner
+from edgepipe.core.pipeline import Graph, NodeKind
+from edgepipe.core.results import Message, ResultsWriter
+
+log = logging.getLogger(__name__)
+
+Watcher = Callable[["Runtime"], Coroutine[Any, Any, None]]
+"""A coroutine function run beside the nodes (a stats table, a health file); cancelled when the
+nodes are done."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every node's and channel's counters at one moment."""
+
+    t_s: float
+    """Seconds since the run started."""
+    nodes: tuple[NodeStats, ...]
+    channels: tuple[ChannelStats, ...]
+
+    def node(self, node_id: str) -> NodeStats:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def channel(self, name: str) -> ChannelStats:
+        return next(c for c in self.channels if c.name == name)
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """How a run ended, with the final counters."""
+
+    stopped_by: str
+    """``end`` (sources finished), ``stop`` (requested) or ``forced`` (drain deadline passed)."""
+    duration_s: float
+    stats: Snapshot
+    results_written: int
+    """Lines written to ``--results`` (0 without it)."""
+
+
+class Runtime:
+    """Runs one :class:`Graph` once. Not reusable: build a new one per run."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        results: ResultsWriter | None = None,
+        drain_timeout_s: float = 5.0,
+        workers: dict[str, int] | None = None,
+        debug: bool = False,
+    ) -> None:
+        self.graph = graph
+        self.results = results
+        self.drain_timeout_s = drain_timeout_s
+        self.debug = debug
+        self.resources = Resources({**graph.workers(), **(workers or {})})
+        self.runners = {
+            spec.node_id: NodeRunner(spec, self, self.resources.executor(spec.resource))
+            for spec in graph.nodes
+        }
+        for producer_id, consumer_ids in graph.consumers.items():
+            for consumer_id in consumer_ids:
+                self.runners[producer_id].connect(self.runners[consumer_id])
+        self.all_started = asyncio.Event()
+        self._started = 0
+        self._running = len(self.runners)
+        self._changed = asyncio.Event()
+        self._done = asyncio.Event()
+        self._stopping = False
+        self._forced = False
+        self._t0 = 0.0
+
+    # -- control ------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop the sources and let what is queued drain. Safe to call from a signal handler."""
+        self._stopping = True
+        self._changed.set()
+
+    def force_stop(self) -> None:
+        """Cancel every node now."""
+        self._stopping = True
+        self._forced = True
+        self._changed.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            t_s=time.monotonic() - self._t0 if self._t0 else 0.0,
+            nodes=tuple(r.metrics.snapshot() for r in self.runners.values()),
+            channels=tuple(r.inbox.stats() for r in self.runners.values() if r.inbox is not None),
+        )
+
+    # -- called by node runners ---------------------------------------------------------------
+
+    def node_started(self, runner: NodeRunner) -> None:
+        self._started += 1
+        if self._started == len(self.runners):
+            self.all_started.set()
+
+    def node_finished(self, runner: NodeRunner) -> None:
+        self._running -= 1
+        if self._running == 0:
+            self._done.set()
+            self._changed.set()
+
+    async def emit_event(self, node_id: str, kind: str, data: Any) -> None:
+        """Record a runtime event (error, restart) in the results, if they are being written."""
+        if self.results is not None:
+            await self.results.write(Message(kind=kind, data=data, node=node_id), node_id)
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def run(self, watchers: Sequence[Watcher] = ()) -> RunReport:
+        """Run to the end. Raises :class:`NodeError` if a node's policy stopped the pipeline."""
+        self._t0 = time.monotonic()
+        if self.results is not None:
+            await self.results.open()
+        for warning in self.graph.warnings:
+            log.warning("%s", warning)
+        failure: BaseException | None = None
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for runner in self.runners.values():
+                    runner.task = tg.create_task(runner.run(), name=f"node:{runner.node_id}")
+                watcher_tasks = [tg.create_task(w(self), name=f"watcher:{i}") for i, w in enumerate(watchers)]
+                if self.results is not None:
+                    tg.create_task(self.results.flush_every(0.5, self._done), name="results-flush")
+                tg.create_task(self._supervise(watcher_tasks), name="supervisor")
+        except BaseExceptionGroup as group:
+            failure = _first_failure(group)
+        finally:
+            self.resources.shutdown()
+            if self.results is not None:
+                await self.results.close()
+        if failure is not None:
+            raise failure
+        stopped_by = "forced" if self._forced else ("stop" if self._stopping else "end")
+        return RunReport(
+            stopped_by=stopped_by,
+            duration_s=time.monotonic() - self._t0,
+            stats=self.snapshot(),
+            results_written=self.results.lines_written if self.results is not None else 0,
+        )
+
+    async def _supervise(self, watchers: list[asyncio.Task[None]]) -> None:
+        loop = asyncio.get_running_loop()
+        sources_cancelled = False
+        drain_timer: asyncio.TimerHandle | None = None
+        while not self._done.is_set():
+            await self._changed.wait()
+            self._changed.clear()
+            if self._done.is_set():
+                break
+            if self._forced:
+                log.warning("stopping now: cancelling %d running node(s)", self._running)
+                for runner in self.runners.values():
+                    if runner.task is not None:
+                        runner.task.cancel()
+            elif self._stopping and not sources_cancelled:
+                sources_cancelled = True
+                log.info("stopping: sources closed, draining for up to %.1f s", self.drain_timeout_s)
+                for runner in self.runners.values():
+                    if runner.spec.kind is NodeKind.SOURCE and runner.task is not None:
+                        runner.task.cancel()
+                drain_timer = loop.call_later(self.drain_timeout_s, self._drain_expired)
+        if drain_timer is not None:
+            drain_timer.cancel()
+        for task in watchers:
+            task.cancel()
+
+    def _drain_expired(self) -> None:
+        if not self._done.is_set():
+            log.warning("drain did not finish within %.1f s", self.drain_timeout_s)
+            self.force_stop()
+
+
+def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to report for a failed run: a node's error if there is one, else the group."""
+    leaves: list[BaseException] = []
+
+    def walk(g: BaseExceptionGroup[BaseException]) -> None:
+        for exc in g.exceptions:
+            if isinstance(exc, BaseExceptionGroup):
+                walk(exc)
+            else:
+                leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if isinstance(exc, NodeError):
+            return exc
+    for exc in leaves:
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
+            return exc
+    return group
