@@ -147,6 +147,11 @@ class Channel(Generic[T]):
         """True once every producer closed it, or the consumer detached."""
         return self._closed
 
+    @property
+    def detached(self) -> bool:
+        """True once the consumer detached: puts are discarded."""
+        return self._detached
+
     def __len__(self) -> int:
         return len(self._buf)
 

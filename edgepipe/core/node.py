@@ -30,6 +30,11 @@ _LOG_EVERY_S = 1.0
 _clock = time.perf_counter_ns
 
 
+class _ConsumersGone(BaseException):
+    """Internal: every channel this node feeds has been detached by its consumer. A
+    BaseException so that no error policy mistakes it for a failure of the node's code."""
+
+
 class NodeRunner:
     """One node's task: takes from its inbox, calls the user's code, emits to its consumers."""
 
@@ -78,6 +83,9 @@ class NodeRunner:
             else:
                 assert self._process is not None
                 await self._run_process(self._process)
+            state = "done"
+        except _ConsumersGone:
+            log.info("[%s] every consumer has stopped; stopping", self.node_id)
             state = "done"
         except asyncio.CancelledError:
             state = "stopped" if self.runtime.stopping else "cancelled"
@@ -139,9 +147,15 @@ class NodeRunner:
                 await self._failed(exc, restart_hooks=self.spec.on_error.action is OnError.RESTART)
 
     async def _pump(self, iterator: AsyncIterator[Any], emit: Callable[[Any], Awaitable[None]]) -> None:
+        n = 0
         async for item in iterator:
             self._consecutive_failures = 0
             await emit(item)
+            n += 1
+            if n & 15 == 0:
+                # A source that never awaits (an in-memory list into a "latest" channel) would
+                # otherwise starve its consumers and ignore cancellation.
+                await asyncio.sleep(0)
 
     # -- stages and sinks ---------------------------------------------------------------------
 
@@ -225,15 +239,21 @@ class NodeRunner:
     # -- output -------------------------------------------------------------------------------
 
     async def _emit(self, item: Any) -> None:
-        """Hand ``item`` to every consumer (the same object: no copy)."""
+        """Hand ``item`` to every consumer (the same object: no copy).
+
+        Raises :class:`_ConsumersGone` once every consumer has detached: nobody is listening,
+        so the node ends instead of producing into the void.
+        """
         m = self.metrics
         for channel in self.outputs:
             if len(channel) >= channel.size and channel.policy is Policy.BLOCK:
                 t0 = _clock()
-                await channel.put(item)
+                accepted = await channel.put(item)
                 m.blocked_ns += _clock() - t0
             else:
-                await channel.put(item)
+                accepted = await channel.put(item)
+            if not accepted and channel.detached and all(c.detached for c in self.outputs):
+                raise _ConsumersGone
         m.items_out += 1
         if self.records_results and self.runtime.results is not None:
             await self.runtime.results.write(item, self.node_id)
@@ -251,6 +271,8 @@ class NodeRunner:
             self.node_id, "error", {"error": type(exc).__name__, "message": str(exc)}
         )
         if policy.action is OnError.STOP:
+            if isinstance(exc, NodeError):
+                raise exc
             raise NodeError(what, node_id=self.node_id) from exc
         if self._consecutive_failures >= policy.max_consecutive:
             raise NodeError(

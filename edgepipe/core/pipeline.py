@@ -383,5 +383,7 @@ class Pipeline:
             path.append(node_id)
             node_id = next(i for i in self._nodes[node_id].inputs if i in remaining)
         loop = path[seen[node_id] :]
-        loop.reverse()  # report in the direction items flow
-        return loop
+        loop.reverse()  # report in the direction items flow...
+        declared = list(self._nodes)
+        first = min(range(len(loop)), key=lambda i: declared.index(loop[i]))
+        return loop[first:] + loop[:first]  # ...from the node declared first

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
+from edgepipe.core.loader import load_pipeline
+
+HEADER = """\
+from __future__ import annotations
+import enum
+from pathlib import Path
+from typing import Literal
+from edgepipe import Pipeline
+
+class Mode(enum.Enum):
+    FAST = "fast"
+    EXACT = "exact"
+
+"""
+
+PARAMS = HEADER + textwrap.dedent("""\
+    def pipeline(
+        fps: float = 15.0,
+        count: int = 3,
+        name: str = "cam",
+        enabled: bool = False,
+        mode: Mode = Mode.FAST,
+        size: Literal["small", "large"] = "small",
+        out: Path | None = None,
+        untyped=7,
+    ) -> Pipeline:
+        p = Pipeline(name)
+        p.params = dict(fps=fps, count=count, enabled=enabled, mode=mode, size=size, out=out, untyped=untyped)
+        src = p.source("src", list(range(count)))
+        p.sink("out", print, inputs=src)
+        return p
+""")
+
+
+def write(tmp_path: Path, text: str, name: str = "p.py") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_parameters_are_converted_by_annotation(tmp_path: Path) -> None:
+    path = write(tmp_path, PARAMS)
+    p = load_pipeline(path, ["--fps", "30", "--count=5", "--enabled", "--mode", "EXACT",
+                             "--size", "large", "--out", "x.mp4", "--untyped", "9", "--name", "door"])  # fmt: skip
+    assert p.name == "door"
+    assert p.params == {  # type: ignore[attr-defined]
+        "fps": 30.0, "count": 5, "enabled": True, "mode": p.params["mode"].__class__.EXACT,  # type: ignore[attr-defined]
+        "size": "large", "out": Path("x.mp4"), "untyped": 9,
+    }  # fmt: skip
+    defaults = load_pipeline(path, [])
+    assert defaults.params["fps"] == 15.0 and defaults.params["out"] is None  # type: ignore[attr-defined]
+    negated = load_pipeline(path, ["--enabled", "--no-enabled"])
+    assert negated.params["enabled"] is False  # type: ignore[attr-defined]
+    explicit = load_pipeline(path, ["--enabled", "false", "--out", "none"])
+    assert explicit.params["enabled"] is False and explicit.params["out"] is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fsp", "30"], r"unknown parameter --fsp; did you mean --fps\?"),
+        (["--fps", "fast"], r"--fps: expected a number, got 'fast'"),
+        (["--count", "2.5"], r"--count: expected an integer, got '2.5'"),
+        (["--mode", "slow"], r"--mode: expected one of 'FAST', 'EXACT', got 'slow'"),
+        (["--size", "huge"], r"--size: expected one of 'small', 'large', got 'huge'"),
+        (["--fps"], r"--fps needs a value"),
+        (["stray"], r"unexpected argument 'stray'"),
+    ],
+)
+def test_bad_parameters_name_the_file_line_and_parameter(tmp_path: Path, args: list[str], message: str) -> None:
+    path = write(tmp_path, PARAMS)
+    with pytest.raises(ParameterError, match=r"p\.py:11: " + message):
+        load_pipeline(path, args)
+
+
+def test_missing_required_parameter(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER + "def pipeline(source: str) -> Pipeline:\n    return Pipeline()\n")
+    with pytest.raises(ParameterError, match=r"p\.py:11: missing required parameter\(s\): --source"):
+        load_pipeline(path, [])
+
+
+def test_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "from edgepipe import Pipeline\n\ndef pipeline() -> Pipeline\n    return Pipeline()\n")
+    with pytest.raises(PipelineFileError, match=r"p\.py:3: syntax error: expected ':'"):
+        load_pipeline(path)
+
+
+def test_import_time_error_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "from edgepipe import Pipeline\nimport nonexistent_module_xyz\n")
+    with pytest.raises(PipelineFileError, match=r"p\.py:2: ModuleNotFoundError: No module named 'nonexistent_module_xyz'"):
+        load_pipeline(path)
+
+
+def test_missing_file_and_missing_function(tmp_path: Path) -> None:
+    with pytest.raises(PipelineFileError, match=r"nope\.py: no such pipeline file"):
+        load_pipeline(tmp_path / "nope.py")
+    path = write(tmp_path, "x = 1\n")
+    with pytest.raises(PipelineFileError, match=r"p\.py: defines no pipeline\(\) function"):
+        load_pipeline(path)
+
+
+def test_pipeline_function_that_raises_or_returns_the_wrong_thing(tmp_path: Path) -> None:
+    raising = write(tmp_path, HEADER + "def pipeline() -> Pipeline:\n    p = Pipeline()\n    return p.nodes[5]\n", "r.py")
+    with pytest.raises(PipelineFileError, match=r"r\.py:13: pipeline\(\) raised IndexError"):
+        load_pipeline(raising)
+    wrong = write(tmp_path, HEADER + "def pipeline():\n    Pipeline()\n", "w.py")
+    with pytest.raises(PipelineFileError, match=r"w\.py:11: pipeline\(\) returned NoneType, not a Pipeline; end it with `return p`"):
+        load_pipeline(wrong)
+
+
+def test_declaration_error_points_at_the_pipeline_file(tmp_path: Path) -> None:
+    text = HEADER + textwrap.dedent("""\
+        def pipeline() -> Pipeline:
+            p = Pipeline()
+            p.source("cam", [1])
+            p.source("cam", [2])
+            return p
+    """)
+    path = write(tmp_path, text)
+    with pytest.raises(GraphError, match=r"p\.py:14: node 'cam': duplicate node id"):
+        load_pipeline(path)

@@ -1,0 +1,232 @@
+"""The ``edgepipe`` command as a user runs it: real subprocesses, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EDGEPIPE = [sys.executable, "-m", "edgepipe"]
+
+pytestmark = pytest.mark.slow
+
+
+def edgepipe(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EDGEPIPE, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def write(tmp_path: Path, body: str, name: str = "p.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+ENDLESS = """\
+    import asyncio
+    from edgepipe import Pipeline
+
+    async def counter():
+        n = 0
+        while True:
+            yield {"kind": "count", "n": n}
+            n += 1
+            await asyncio.sleep(0.002)
+
+    class FileSink:
+        '''Buffers in memory; only stop() writes, so a sink that is not stopped loses it all.'''
+        def __init__(self, path):
+            self.path = path
+            self.seen = []
+        def process(self, item):
+            self.seen.append(item["n"])
+        def stop(self):
+            with open(self.path, "w") as f:
+                f.write("\\n".join(map(str, self.seen)))
+
+    def pipeline(out: str = "sink.txt") -> Pipeline:
+        p = Pipeline("endless")
+        src = p.source("counter", counter)
+        mid = p.stage("relay", lambda item: item, inputs=src, queue_size=64)
+        p.sink("file", FileSink(out), inputs=mid, queue_size=64)
+        return p
+"""
+
+
+def test_help_lists_the_commands() -> None:
+    result = edgepipe("--help")
+    assert result.returncode == 0
+    for command in ("run", "graph", "health"):
+        assert command in result.stdout
+    script = Path(sys.executable).parent / "edgepipe"
+    assert subprocess.run([str(script), "--help"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_gracefully_with_sinks_flushed_and_results_complete(tmp_path: Path, signum: int) -> None:
+    pipeline = write(tmp_path, ENDLESS)
+    results = tmp_path / "results.jsonl"
+    sink_file = tmp_path / "sink.txt"
+    health = tmp_path / "health.json"
+    proc = subprocess.Popen(
+        [*EDGEPIPE, "run", str(pipeline), "--results", str(results), "--health-file", str(health),
+         "--out", str(sink_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (results.exists() and results.stat().st_size > 2000):
+            time.sleep(0.1)
+        assert edgepipe("health", str(health)).returncode == 0  # alive while running
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    lines = results.read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line whole: nothing cut off
+    numbers = [r["data"]["n"] for r in records if r["kind"] == "count"]
+    assert numbers == list(range(len(numbers))) and len(numbers) > 20
+    sunk = [int(x) for x in sink_file.read_text().split()]
+    assert sunk == numbers  # the sink saw exactly what the results recorded: drained, flushed
+    assert all(r["node"] == "relay" for r in records)
+
+
+def test_duration_stops_the_demo_cleanly(tmp_path: Path) -> None:
+    results = tmp_path / "r.jsonl"
+    result = edgepipe("run", "pipelines/demo.py", "--duration", "1.5", "--fps", "30", "--results", str(results), "--stats")
+    assert result.returncode == 0, result.stderr
+    motions = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(motions) > 20
+    assert all(m["kind"] == "motion" and m["node"] == "motion" for m in motions)
+    assert "summary" in result.stderr and "camera" in result.stderr  # the --stats table
+
+
+def test_results_to_stdout(tmp_path: Path) -> None:
+    result = edgepipe("run", "pipelines/demo.py", "--frames", "10", "--fps", "200", "--results", "-", "-q")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["data"]["frame"] for r in records] == list(range(1, 10))
+
+
+BAD_FILES = {
+    "syntax": ("def pipeline(:\n    pass\n", r"bad\.py:1: syntax error"),
+    "no_function": ("x = 1\n", r"bad\.py: defines no pipeline\(\) function"),
+    "cycle": (
+        """\
+        from edgepipe import Pipeline
+        def pipeline():
+            p = Pipeline()
+            p.source("src", [1, 2])
+            p.stage("a", str, inputs=["src", "b"])
+            p.stage("b", str, inputs="a")
+            p.sink("out", print, inputs="b")
+            return p
+        """,
+        r"bad\.py:5: node 'a': is part of a cycle: a -> b -> a",
+    ),
+    "dangling": (
+        """\
+        from edgepipe import Pipeline
+        def pipeline():
+            p = Pipeline()
+            p.source("camera", [1, 2])
+            p.sink("out", print, inputs="camrea")
+            return p
+        """,
+        r"bad\.py:5: node 'out': input 'camrea' is not a node in this pipeline; did you mean 'camera'\?",
+    ),
+    "raises": (
+        """\
+        from edgepipe import Pipeline
+        def pipeline():
+            p = Pipeline()
+            p.source("camera", undefined_source)
+            return p
+        """,
+        r"bad\.py:4: pipeline\(\) raised NameError: name 'undefined_source' is not defined",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_pipeline_file_is_a_short_message_and_exit_2(tmp_path: Path, case: str) -> None:
+    body, message = BAD_FILES[case]
+    path = write(tmp_path, body, "bad.py")
+    for command in ("run", "graph"):
+        result = edgepipe(command, str(path))
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        import re
+
+        assert re.search(r"^edgepipe: error: .*" + message, lines[0]), lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fsp", "3"], r"demo\.py:\d+: unknown parameter --fsp; did you mean --fps\?"),
+        (["--fps", "fast"], r"demo\.py:\d+: --fps: expected a number, got 'fast'"),
+    ],
+)
+def test_bad_parameter_is_exit_2(args: list[str], message: str) -> None:
+    result = edgepipe("run", "pipelines/demo.py", *args)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    import re
+
+    assert re.search(message, result.stderr), result.stderr
+
+
+def test_missing_file_and_unwritable_results_are_exit_2(tmp_path: Path) -> None:
+    result = edgepipe("run", str(tmp_path / "nope.py"))
+    assert result.returncode == 2
+    assert "nope.py: no such pipeline file" in result.stderr
+    result = edgepipe("run", "pipelines/demo.py", "--frames", "3", "--results", str(tmp_path / "no" / "dir" / "r.jsonl"))
+    assert result.returncode == 2, result.stderr
+    assert "r.jsonl: cannot write results here: No such file or directory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+FAILING = """\
+    from edgepipe import Pipeline
+
+    def explode(x):
+        raise ValueError(f"cannot handle {x}")
+
+    def pipeline() -> Pipeline:
+        p = Pipeline()
+        src = p.source("src", [1, 2, 3])
+        p.sink("out", print, inputs=p.stage("explode", explode, inputs=src, on_error="stop"))
+        return p
+"""
+
+
+def test_run_time_failure_names_the_node_and_exits_1(tmp_path: Path) -> None:
+    path = write(tmp_path, FAILING)
+    result = edgepipe("run", str(path))
+    assert result.returncode == 1
+    assert "edgepipe: error: node 'explode': ValueError: cannot handle 1" in result.stderr
+    assert "Traceback" not in result.stderr
+    debug = edgepipe("run", str(path), "--debug")
+    assert debug.returncode == 1
+    assert "Traceback" in debug.stderr
+
+
+def test_graph_prints_nodes_channels_and_resources() -> None:
+    text = edgepipe("graph", "pipelines/demo.py")
+    assert text.returncode == 0, text.stderr
+    assert "camera -> motion  size=2 policy=latest" in text.stdout
+    assert "motion  stage   MotionDetector  [GrayFrame -> Message]" in text.stdout
+    data = json.loads(edgepipe("graph", "pipelines/demo.py", "--format", "json").stdout)
+    assert [n["id"] for n in data["nodes"]] == ["camera", "motion", "log"]
+    assert data["channels"][0] == {"from": ["camera"], "to": "motion", "size": 2, "policy": "latest"}
