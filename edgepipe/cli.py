@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -55,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument("--drain-timeout", type=float, default=5.0, metavar="SECONDS",
                        help="on stop, how long queued items may take to drain (default 5)")  # fmt: skip
     run_p.add_argument(
-        "--health-file", metavar="PATH", help="keep a heartbeat file fresh (see `edgepipe health`)"
+        "--health-file",
+        metavar="PATH",
+        default=os.environ.get("EDGEPIPE_HEALTH_FILE") or None,
+        help="keep a heartbeat file fresh (see `edgepipe health`; default $EDGEPIPE_HEALTH_FILE)",
     )
     run_p.add_argument(
         "--loop",

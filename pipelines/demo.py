@@ -86,7 +86,9 @@ class MotionDetector:
         cols = np.flatnonzero(moved.any(axis=0))
         box = [int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1]
         latency_ms = (time.monotonic_ns() - frame.t_capture_ns) / 1e6
-        return Message("motion", {"frame": frame.seq, "box_xyxy": box, "pixels": count, "latency_ms": latency_ms})
+        return Message(
+            "motion", {"frame": frame.seq, "box_xyxy": box, "pixels": count, "latency_ms": latency_ms}
+        )
 
 
 async def log_motion(message: Message) -> None:

@@ -93,7 +93,8 @@ def test_signal_stops_gracefully_with_sinks_flushed_and_results_complete(tmp_pat
     lines = results.read_text().splitlines()
     records = [json.loads(line) for line in lines]  # every line whole: nothing cut off
     numbers = [r["data"]["n"] for r in records if r["kind"] == "count"]
-    assert numbers == list(range(len(numbers))) and len(numbers) > 20
+    assert numbers == list(range(len(numbers)))
+    assert len(numbers) > 20
     sunk = [int(x) for x in sink_file.read_text().split()]
     assert sunk == numbers  # the sink saw exactly what the results recorded: drained, flushed
     assert all(r["node"] == "relay" for r in records)
@@ -101,12 +102,15 @@ def test_signal_stops_gracefully_with_sinks_flushed_and_results_complete(tmp_pat
 
 def test_duration_stops_the_demo_cleanly(tmp_path: Path) -> None:
     results = tmp_path / "r.jsonl"
-    result = edgepipe("run", "pipelines/demo.py", "--duration", "1.5", "--fps", "30", "--results", str(results), "--stats")
+    result = edgepipe(
+        "run", "pipelines/demo.py", "--duration", "1.5", "--fps", "30", "--results", str(results), "--stats"
+    )
     assert result.returncode == 0, result.stderr
     motions = [json.loads(line) for line in results.read_text().splitlines()]
     assert len(motions) > 20
     assert all(m["kind"] == "motion" and m["node"] == "motion" for m in motions)
-    assert "summary" in result.stderr and "camera" in result.stderr  # the --stats table
+    assert "summary" in result.stderr
+    assert "camera" in result.stderr
 
 
 def test_results_to_stdout(tmp_path: Path) -> None:
@@ -191,7 +195,9 @@ def test_missing_file_and_unwritable_results_are_exit_2(tmp_path: Path) -> None:
     result = edgepipe("run", str(tmp_path / "nope.py"))
     assert result.returncode == 2
     assert "nope.py: no such pipeline file" in result.stderr
-    result = edgepipe("run", "pipelines/demo.py", "--frames", "3", "--results", str(tmp_path / "no" / "dir" / "r.jsonl"))
+    result = edgepipe(
+        "run", "pipelines/demo.py", "--frames", "3", "--results", str(tmp_path / "no" / "dir" / "r.jsonl")
+    )
     assert result.returncode == 2, result.stderr
     assert "r.jsonl: cannot write results here: No such file or directory" in result.stderr
     assert "Traceback" not in result.stderr

@@ -8,7 +8,6 @@ import pytest
 from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.errors import ChannelClosed, EndOfStream
 
-
 N_ITEMS = 600
 ITEM_BYTES = 100_000
 
@@ -45,7 +44,9 @@ async def test_lossy_policy_keeps_memory_bounded_and_counts_every_drop(policy: s
     channel.add_producer()
     tracemalloc.start()
     try:
-        accepted, got = await asyncio.gather(_fast_producer(channel, N_ITEMS, big=True), _slow_consumer(channel))
+        accepted, got = await asyncio.gather(
+            _fast_producer(channel, N_ITEMS, big=True), _slow_consumer(channel)
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

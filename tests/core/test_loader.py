@@ -56,11 +56,13 @@ def test_parameters_are_converted_by_annotation(tmp_path: Path) -> None:
         "size": "large", "out": Path("x.mp4"), "untyped": 9,
     }  # fmt: skip
     defaults = load_pipeline(path, [])
-    assert defaults.params["fps"] == 15.0 and defaults.params["out"] is None  # type: ignore[attr-defined]
+    assert defaults.params["fps"] == 15.0
+    assert defaults.params["out"] is None
     negated = load_pipeline(path, ["--enabled", "--no-enabled"])
     assert negated.params["enabled"] is False  # type: ignore[attr-defined]
     explicit = load_pipeline(path, ["--enabled", "false", "--out", "none"])
-    assert explicit.params["enabled"] is False and explicit.params["out"] is None  # type: ignore[attr-defined]
+    assert explicit.params["enabled"] is False
+    assert explicit.params["out"] is None
 
 
 @pytest.mark.parametrize(
@@ -75,7 +77,9 @@ def test_parameters_are_converted_by_annotation(tmp_path: Path) -> None:
         (["stray"], r"unexpected argument 'stray'"),
     ],
 )
-def test_bad_parameters_name_the_file_line_and_parameter(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_parameters_name_the_file_line_and_parameter(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     path = write(tmp_path, PARAMS)
     with pytest.raises(ParameterError, match=r"p\.py:11: " + message):
         load_pipeline(path, args)
@@ -88,14 +92,18 @@ def test_missing_required_parameter(tmp_path: Path) -> None:
 
 
 def test_syntax_error_names_the_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "from edgepipe import Pipeline\n\ndef pipeline() -> Pipeline\n    return Pipeline()\n")
+    path = write(
+        tmp_path, "from edgepipe import Pipeline\n\ndef pipeline() -> Pipeline\n    return Pipeline()\n"
+    )
     with pytest.raises(PipelineFileError, match=r"p\.py:3: syntax error: expected ':'"):
         load_pipeline(path)
 
 
 def test_import_time_error_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, "from edgepipe import Pipeline\nimport nonexistent_module_xyz\n")
-    with pytest.raises(PipelineFileError, match=r"p\.py:2: ModuleNotFoundError: No module named 'nonexistent_module_xyz'"):
+    with pytest.raises(
+        PipelineFileError, match=r"p\.py:2: ModuleNotFoundError: No module named 'nonexistent_module_xyz'"
+    ):
         load_pipeline(path)
 
 
@@ -108,11 +116,16 @@ def test_missing_file_and_missing_function(tmp_path: Path) -> None:
 
 
 def test_pipeline_function_that_raises_or_returns_the_wrong_thing(tmp_path: Path) -> None:
-    raising = write(tmp_path, HEADER + "def pipeline() -> Pipeline:\n    p = Pipeline()\n    return p.nodes[5]\n", "r.py")
+    raising = write(
+        tmp_path, HEADER + "def pipeline() -> Pipeline:\n    p = Pipeline()\n    return p.nodes[5]\n", "r.py"
+    )
     with pytest.raises(PipelineFileError, match=r"r\.py:13: pipeline\(\) raised IndexError"):
         load_pipeline(raising)
     wrong = write(tmp_path, HEADER + "def pipeline():\n    Pipeline()\n", "w.py")
-    with pytest.raises(PipelineFileError, match=r"w\.py:11: pipeline\(\) returned NoneType, not a Pipeline; end it with `return p`"):
+    with pytest.raises(
+        PipelineFileError,
+        match=r"w\.py:11: pipeline\(\) returned NoneType, not a Pipeline; end it with `return p`",
+    ):
         load_pipeline(wrong)
 
 

@@ -36,7 +36,7 @@ def test_valid_graph_is_ordered_and_knows_its_consumers() -> None:
     p.sink("a", take_int, inputs=src)
     p.sink("b", print, inputs=[text, "numbers"])
     graph = p.validate()
-    assert [n.node_id for n in graph.nodes][0] == "numbers"
+    assert next(n.node_id for n in graph.nodes) == "numbers"
     assert set(graph.consumers["numbers"]) == {"text", "a", "b"}
     assert graph.consumers["text"] == ("b",)
     assert graph.warnings == ()
@@ -45,7 +45,10 @@ def test_valid_graph_is_ordered_and_knows_its_consumers() -> None:
 def test_duplicate_id_names_both_declarations() -> None:
     p = Pipeline()
     p.source("cam", numbers)
-    with pytest.raises(GraphError, match=r"test_pipeline\.py:\d+: node 'cam': duplicate node id \(first declared at .*test_pipeline\.py:\d+\)"):
+    with pytest.raises(
+        GraphError,
+        match=r"test_pipeline\.py:\d+: node 'cam': duplicate node id \(first declared at .*test_pipeline\.py:\d+\)",
+    ):
         p.source("cam", numbers)
 
 
@@ -53,10 +56,14 @@ def test_dangling_input_suggests_the_close_name() -> None:
     p = Pipeline()
     p.source("detect", numbers)
     p.sink("log", print, inputs="detcet")
-    with pytest.raises(GraphError, match=r"node 'log': input 'detcet' is not a node in this pipeline; did you mean 'detect'\?") as info:
+    with pytest.raises(
+        GraphError,
+        match=r"node 'log': input 'detcet' is not a node in this pipeline; did you mean 'detect'\?",
+    ) as info:
         p.validate()
     assert info.value.node_id == "log"
-    assert info.value.where is not None and "test_pipeline.py" in info.value.where
+    assert info.value.where is not None
+    assert "test_pipeline.py" in info.value.where
 
 
 def test_cycle_is_reported_in_flow_order() -> None:

@@ -71,11 +71,15 @@ async def test_every_form_of_node_code_runs() -> None:
     even = p.stage("even", evens, inputs=inline)
     p.sink("out", out, inputs=even)
     await run_async(p)
-    expected = sorted(v for v in ((x + 1) * 2 - 1 for x in [*range(5), *range(0, 50, 10), 100, 200]) if v % 2 == 0)
+    expected = sorted(
+        v for v in ((x + 1) * 2 - 1 for x in [*range(5), *range(0, 50, 10), 100, 200]) if v % 2 == 0
+    )
     assert sorted(out.items) == expected  # (x+1)*2-1 is always odd: nothing passes
     assert expected == []
-    assert doubler.started and doubler.stopped
-    assert out.started and out.stopped
+    assert doubler.started
+    assert doubler.stopped
+    assert out.started
+    assert out.stopped
 
 
 async def test_returning_none_emits_nothing_and_multiple_inputs_merge() -> None:
@@ -218,7 +222,7 @@ async def test_timeout_is_an_error_that_names_the_node_under_stop() -> None:
     p = Pipeline()
     src = p.source("src", FakeSource([1]))
     p.sink("out", ListSink(), inputs=p.stage("slow", slow, inputs=src, timeout_s=0.05, on_error="stop"))
-    with pytest.raises(NodeTimeout, match="node 'slow': call took longer than timeout_s=0.05"):
+    with pytest.raises(NodeTimeout, match=r"node 'slow': call took longer than timeout_s=0\.05"):
         await run_async(p)
 
 
@@ -305,7 +309,14 @@ async def test_results_file_has_one_line_per_message_reaching_a_sink(tmp_path: P
     assert [r["data"]["frame"] for r in detections] == [0, 1, 3]
     assert all(r["node"] == "det" and isinstance(r["t"], float) for r in detections)
     errors = [r for r in lines if r["kind"] == "error"]
-    assert errors == [{"t": errors[0]["t"], "node": "det", "kind": "error", "data": {"error": "ValueError", "message": "bad frame"}}]
+    assert errors == [
+        {
+            "t": errors[0]["t"],
+            "node": "det",
+            "kind": "error",
+            "data": {"error": "ValueError", "message": "bad frame"},
+        }
+    ]
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])

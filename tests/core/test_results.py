@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgepipe.core.results import Message, ResultsWriter, encode
+
+
+@dataclass
+class Detection:
+    kind = "detection"
+    box: tuple[int, int, int, int]
+    score: float
+
+
+@dataclass
+class TrackUpdate:
+    track_id: int
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+def decode(item: object, node: str = "n") -> dict[str, object]:
+    line = encode(item, node)
+    assert line.endswith("\n")
+    assert line.count("\n") == 1
+    return json.loads(line)  # type: ignore[no-any-return]
+
+
+def test_kind_comes_from_the_item() -> None:
+    assert decode(Message("token", {"text": "hi"}))["kind"] == "token"
+    assert decode({"kind": "event", "what": "door"}) | {"t": 0} == {
+        "t": 0,
+        "node": "n",
+        "kind": "event",
+        "data": {"what": "door"},
+    }
+    assert decode(Detection((1, 2, 3, 4), 0.9))["kind"] == "detection"
+    assert decode(TrackUpdate(3))["kind"] == "track_update"
+    assert decode(42)["kind"] == "int"
+
+
+def test_message_may_speak_for_another_node_and_carry_its_time() -> None:
+    record = decode(Message("source_state", {"state": "live"}, node="camera", t=12.5), node="watcher")
+    assert record == {"t": 12.5, "node": "camera", "kind": "source_state", "data": {"state": "live"}}
+
+
+def test_payloads_json_cannot_hold_are_converted_not_dropped() -> None:
+    data = decode(
+        {
+            "kind": "x",
+            "score": np.float32(0.5),
+            "boxes": np.arange(4, dtype=np.int64).reshape(2, 2),
+            "big": np.zeros((100, 100)),
+            "det": Detection((1, 2, 3, 4), 0.25),
+            "color": Color.RED,
+            "raw": b"\x00\xff",
+            "path": Path("/tmp/x"),
+            "tags": {"a"},
+        }
+    )["data"]
+    assert data == {
+        "score": 0.5,
+        "boxes": [[0, 1], [2, 3]],
+        "big": {"shape": [100, 100], "dtype": "float64"},
+        "det": {"box": [1, 2, 3, 4], "score": 0.25},
+        "color": "red",
+        "raw": {"base64": "AP8="},
+        "path": "/tmp/x",
+        "tags": ["a"],
+    }
+
+
+def test_unencodable_payload_is_kept_as_text() -> None:
+    cyclic: list[object] = []
+    cyclic.append(cyclic)
+    record = decode(Message("odd", cyclic))
+    assert record["kind"] == "odd"
+    assert "unencodable" in record["data"]  # type: ignore[operator]
+
+
+async def test_writer_keeps_order_across_flushes(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    writer = ResultsWriter(str(path))
+    await writer.open()
+    for i in range(5000):
+        await writer.write({"kind": "n", "i": i, "pad": "x" * 100}, "src")
+    await writer.close()
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["data"]["i"] for line in lines] == list(range(5000))
+    assert writer.lines_written == 5000

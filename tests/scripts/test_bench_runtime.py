@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_runtime.py"
+
+
+@pytest.mark.slow
+def test_bench_runs_and_ends_with_its_json_line() -> None:
+    # A smoke run only: the performance target lives in the script, not in a timed test.
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--items", "3000", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["bench"] == "runtime"
+    assert figures["items_per_s"] > 0
+    assert figures["ratio_vs_bare_queue"] > 0
+    assert set(figures["asyncio"]) == {
+        "bare_items_per_s",
+        "items_per_s",
+        "ratio_vs_bare_queue",
+        "per_hop_overhead_us",
+    }

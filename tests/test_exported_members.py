@@ -1,0 +1,30 @@
+"""Each public module's __all__ lists exactly what it exports on purpose (as httpx checks)."""
+
+from __future__ import annotations
+
+import types
+
+import edgepipe
+import edgepipe.core
+import edgepipe.testing
+
+
+def public_names(module: types.ModuleType) -> set[str]:
+    return {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and getattr(value, "__module__", module.__name__).startswith("edgepipe")
+        and name not in {"annotations", "TYPE_CHECKING"}
+    }
+
+
+def test_all_matches_what_is_exported() -> None:
+    for module in (edgepipe, edgepipe.core, edgepipe.testing):
+        exported = set(module.__all__)
+        assert exported == {n for n in exported if hasattr(module, n)}, module.__name__
+        if module is not edgepipe.testing:
+            assert public_names(module) <= exported | {"T"}, module.__name__
+    assert set(edgepipe.testing.__all__) == {"FakeSource", "ListSink", "run_pipeline"}
+    assert "__version__" in edgepipe.__all__
