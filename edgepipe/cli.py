@@ -129,6 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, EXIT_FAILED, args.debug)
     except EdgepipeError as exc:
         return _fail(exc, EXIT_FAILED, args.debug)
+    except KeyboardInterrupt:  # Ctrl-C before the pipeline's own handlers were installed
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"edgepipe: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
 
 
 def _fail(exc: BaseException, code: int, debug: bool) -> int:
@@ -165,6 +173,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         from edgepipe.console import print_summary
 
         print_summary(report.stats, graph.name)
+    if report.results_error is not None:
+        print(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)", file=sys.stderr)
+        return EXIT_FAILED
     errors = sum(n.errors for n in report.stats.nodes)
     log.info(
         "'%s' ended (%s) after %.1f s; %d errors%s",

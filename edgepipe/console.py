@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import sys
+from collections.abc import Iterator
 
 from rich.console import Console
 from rich.live import Live
@@ -58,9 +61,8 @@ def live_stats(title: str) -> Watcher:
         if not console.is_terminal:
             return
         previous = runtime.snapshot()
-        with Live(
-            stats_table(previous, title), console=console, refresh_per_second=2, transient=True
-        ) as live:
+        live = Live(stats_table(previous, title), console=console, refresh_per_second=2, transient=True)
+        with live, _logs_above(live):
             while True:
                 await asyncio.sleep(REFRESH_S)
                 snap = runtime.snapshot()
@@ -68,6 +70,21 @@ def live_stats(title: str) -> Watcher:
                 previous = snap
 
     return watch
+
+
+@contextlib.contextmanager
+def _logs_above(live: Live) -> Iterator[None]:
+    """Send log lines through the live display, so they scroll above the table instead of
+    tearing it (the log handlers hold the real stderr, which Live's redirect cannot see)."""
+    swapped = []
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.__stderr__:
+            swapped.append((handler, handler.setStream(sys.stderr)))  # Live's proxy, while live
+    try:
+        yield
+    finally:
+        for handler, stream in swapped:
+            handler.setStream(stream)
 
 
 def print_summary(snap: Snapshot, title: str) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -170,7 +173,6 @@ def test_bad_pipeline_file_is_a_short_message_and_exit_2(tmp_path: Path, case: s
         assert "Traceback" not in result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
-        import re
 
         assert re.search(r"^edgepipe: error: .*" + message, lines[0]), lines[0]
 
@@ -236,3 +238,51 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
     data = json.loads(edgepipe("graph", "pipelines/demo.py", "--format", "json").stdout)
     assert [n["id"] for n in data["nodes"]] == ["camera", "motion", "log"]
     assert data["channels"][0] == {"from": ["camera"], "to": "motion", "size": 2, "policy": "latest"}
+
+
+def test_results_on_a_full_disk_lose_results_not_the_pipeline(tmp_path: Path) -> None:
+    # /dev/full accepts the open and fails every write with ENOSPC, as a full SD card does.
+    sink_file = tmp_path / "sink.txt"
+    pipeline = write(tmp_path, ENDLESS)
+    result = edgepipe(
+        "run", str(pipeline), "--duration", "1", "--results", "/dev/full", "--out", str(sink_file)
+    )
+    assert result.returncode == 1
+    assert re.search(
+        r"edgepipe: error: /dev/full: cannot write results: No space left on device \(\d+ lost\)",
+        result.stderr,
+    )
+    assert "Traceback" not in result.stderr
+    assert len(sink_file.read_text().split()) > 20  # the pipeline itself ran to the end
+
+
+def test_live_stats_table_on_a_terminal(tmp_path: Path) -> None:
+    # A real pseudo-terminal on stderr, as when a person runs it: the table is redrawn live.
+    primary, secondary = os.openpty()
+    os.set_blocking(primary, False)
+    proc = subprocess.Popen(
+        [*EDGEPIPE, "run", "pipelines/demo.py", "--duration", "2.5", "--stats", "-q"],
+        stdout=subprocess.DEVNULL, stderr=secondary, cwd=REPO,
+        env={**os.environ, "COLUMNS": "160", "LINES": "40"},
+    )  # fmt: skip
+    os.close(secondary)
+    screen = b""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([primary], [], [], 0.2)
+        if readable:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal closed: the process is gone
+                break
+            if not chunk:
+                break
+            screen += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(primary)
+    assert proc.wait(timeout=10) == 0
+    text = screen.decode(errors="replace")
+    assert text.count("out/s") >= 3  # at least two live redraws and the summary
+    assert "demo: summary" in text
+    assert "latest" in text  # the camera -> motion channel's policy

@@ -21,6 +21,7 @@ import base64
 import dataclasses
 import enum
 import json
+import logging
 import os
 import re
 import sys
@@ -30,6 +31,8 @@ from typing import IO, Any
 
 from edgepipe.core.errors import OutputError
 from edgepipe.core.executor import DaemonThreadPool
+
+log = logging.getLogger(__name__)
 
 FLUSH_BYTES = 256 * 1024
 FLUSH_INTERVAL_S = 0.5
@@ -114,6 +117,10 @@ class ResultsWriter:
     def __init__(self, path: str) -> None:
         self.path = path
         self.lines_written = 0
+        self.lines_lost = 0
+        """Lines that could not be written (disk full, file gone); the pipeline keeps running."""
+        self.error: str | None = None
+        """The first write error, if any."""
         self._pending: list[str] = []
         self._pending_bytes = 0
         self._file: IO[str] | None = None
@@ -144,8 +151,18 @@ class ResultsWriter:
             if not self._pending or self._file is None:
                 return
             lines, self._pending, self._pending_bytes = self._pending, [], 0
+            if self.error is not None:
+                self.lines_lost += len(lines)
+                return
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._pool, _write_lines, self._file, lines)
+            try:
+                await loop.run_in_executor(self._pool, _write_lines, self._file, lines)
+            except (OSError, ValueError) as exc:
+                # The results are lost, not the pipeline: its own sinks (recordings, MQTT) go on.
+                self.error = f"{self.path}: cannot write results: {getattr(exc, 'strerror', None) or exc}"
+                self.lines_lost += len(lines)
+                log.error("%s; results from now on are counted and dropped", self.error)
+                return
             self.lines_written += len(lines)
 
     async def flush_every(self, interval_s: float, done: asyncio.Event) -> None:
@@ -162,7 +179,10 @@ class ResultsWriter:
         await self.flush()
         if self._file is not None and self._file is not sys.stdout:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._pool, self._file.close)
+            try:
+                await loop.run_in_executor(self._pool, self._file.close)
+            except OSError as exc:  # close flushes: the last write can fail here
+                self.error = self.error or f"{self.path}: cannot write results: {exc.strerror or exc}"
         self._file = None
         self._pool.shutdown(wait=False)
 

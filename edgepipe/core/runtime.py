@@ -63,6 +63,9 @@ class RunReport:
     stats: Snapshot
     results_written: int
     """Lines written to ``--results`` (0 without it)."""
+    results_error: str | None = None
+    """Why some results could not be written (then ``results_lost`` of them were dropped)."""
+    results_lost: int = 0
 
 
 class Runtime:
@@ -172,6 +175,8 @@ class Runtime:
             duration_s=time.monotonic() - self._t0,
             stats=self.snapshot(),
             results_written=self.results.lines_written if self.results is not None else 0,
+            results_error=self.results.error if self.results is not None else None,
+            results_lost=self.results.lines_lost if self.results is not None else 0,
         )
 
     async def _supervise(self, watchers: list[asyncio.Task[None]]) -> None:
