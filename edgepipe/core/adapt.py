@@ -27,6 +27,11 @@ from edgepipe.core.pipeline import NodeKind, NodeSpec
 
 _END = object()
 
+
+def _invalid(spec: NodeSpec, message: str) -> GraphError:
+    return GraphError(message, node_id=spec.node_id, where=spec.where)
+
+
 Hook = Callable[[], Awaitable[None]]
 
 
@@ -117,11 +122,10 @@ def _as_async_iterator(value: Any, spec: NodeSpec, executor: Any) -> AsyncIterat
         if spec.blocking is False:
             return _aiter_inline(value)
         return _aiter_thread(iter(value), executor)
-    raise GraphError(
+    raise _invalid(
+        spec,
         f"a source must be an async iterable, an iterable, or a function returning one; got "
         f"{type(value).__name__}",
-        node_id=spec.node_id,
-        where=spec.where,
     )
 
 
@@ -155,55 +159,49 @@ def adapt_source(spec: NodeSpec, executor: Any) -> SourceAdapter:
         return SourceAdapter(
             lambda: _as_async_iterator(target(), spec, executor), start, stop, restartable=True
         )
-    raise GraphError(
+    raise _invalid(
+        spec,
         f"cannot use a {type(target).__name__} as a source; give an async generator function, "
         "an iterable, or a function returning one",
-        node_id=spec.node_id,
-        where=spec.where,
     )
 
 
 def adapt_process(spec: NodeSpec, executor: Any) -> ProcessAdapter:
     target = spec.target
     if isinstance(target, type):
-        raise GraphError(
+        raise _invalid(
+            spec,
             f"got the class {target.__name__}; pass an instance, e.g. {target.__name__}()",
-            node_id=spec.node_id,
-            where=spec.where,
         )
     fn = getattr(target, "process", None)
     if fn is None or inspect.isfunction(target) or isinstance(target, functools.partial):
         fn = target
     if not callable(fn):
-        raise GraphError(
+        raise _invalid(
+            spec,
             f"cannot use a {type(target).__name__} as a {spec.kind.value}; give a function or an "
             "object with a process(item) method",
-            node_id=spec.node_id,
-            where=spec.where,
         )
     start, stop = _hook(target, "start", executor), _hook(target, "stop", executor)
     if _is_async_gen_fn(fn):
         if spec.kind is not NodeKind.STAGE:
-            raise GraphError(
+            raise _invalid(
+                spec,
                 "an async generator function can only be a stage (it maps the input stream)",
-                node_id=spec.node_id,
-                where=spec.where,
             )
         if spec.timeout_s is not None:
-            raise GraphError(
+            raise _invalid(
+                spec,
                 "timeout_s applies to per-item calls, not to a stream stage",
-                node_id=spec.node_id,
-                where=spec.where,
             )
         return ProcessAdapter("stream", fn, start, stop)
     if _is_async_fn(fn):
         return ProcessAdapter("async", fn, start, stop)
     if spec.blocking is False:
         if spec.timeout_s is not None:
-            raise GraphError(
+            raise _invalid(
+                spec,
                 "timeout_s cannot interrupt code that runs on the event loop; drop blocking=False",
-                node_id=spec.node_id,
-                where=spec.where,
             )
         return ProcessAdapter("inline", fn, start, stop)
     return ProcessAdapter("thread", _to_thread(executor, fn), start, stop)

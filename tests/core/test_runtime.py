@@ -95,12 +95,13 @@ async def test_returning_none_emits_nothing_and_multiple_inputs_merge() -> None:
     assert (stats.items_in, stats.items_out) == (6, 3)
 
 
-async def test_skip_policy_drops_the_failing_item_and_goes_on() -> None:
-    def fragile(x: int) -> int:
-        if x == 3:
-            raise ValueError("three is bad")
-        return x
+def fragile(x: int) -> int:
+    if x == 3:
+        raise ValueError("three is bad")
+    return x
 
+
+async def test_skip_policy_drops_the_failing_item_and_goes_on() -> None:
     out: ListSink[int] = ListSink()
     p = Pipeline()
     src = p.source("src", FakeSource(range(6)))
@@ -111,11 +112,6 @@ async def test_skip_policy_drops_the_failing_item_and_goes_on() -> None:
 
 
 async def test_stop_policy_stops_the_pipeline_naming_the_node() -> None:
-    def fragile(x: int) -> int:
-        if x == 3:
-            raise ValueError("three is bad")
-        return x
-
     out: ListSink[int] = ListSink()
     p = Pipeline()
     src = p.source("src", FakeSource(range(100), repeat=True))
