@@ -8,7 +8,7 @@ from it. Its size is fixed and its policy says what a full channel does to a new
   instead of falling behind).
 - ``drop_new``: the new item is dropped (keep what is already queued).
 
-Every drop is counted. A dropped item that has a ``release()`` method (a pooled frame) is
+Every drop is counted. A dropped :class:`~edgepipe.core.lease.Leased` item (a pooled frame) is
 released, so a pool is never starved by a queue. There is no unbounded queue anywhere.
 
 The channel ends when its last producer calls :meth:`Channel.close`: the consumer drains what is
@@ -26,9 +26,10 @@ import enum
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from edgepipe.core.errors import ChannelClosed, EndOfStream
+from edgepipe.core.lease import Leased
 
 T = TypeVar("T")
 
@@ -72,12 +73,6 @@ class ChannelStats:
     """Items taken out by the consumer."""
     dropped: int
     """Items dropped by the policy or discarded after detach; each counted once."""
-
-
-def _release(item: Any) -> None:
-    release = getattr(item, "release", None)
-    if callable(release):
-        release()
 
 
 class Channel(Generic[T]):
@@ -240,7 +235,8 @@ class Channel(Generic[T]):
 
     def _drop(self, item: T) -> None:
         self.dropped += 1
-        _release(item)
+        if isinstance(item, Leased):
+            item.release()
 
     async def _wait(self, waiters: deque[asyncio.Future[None]]) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

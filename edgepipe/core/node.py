@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout
+from edgepipe.core.lease import Leased
 from edgepipe.core.metrics import NodeMetrics
 from edgepipe.core.pipeline import NodeKind, NodeSpec, OnError
 
@@ -57,6 +58,7 @@ class NodeRunner:
         else:
             self._process = adapt_process(spec, executor)
         self._consecutive_failures = 0
+        self._last_emitted: Any = None
         self._last_log_ns = 0
         self._suppressed = 0
 
@@ -187,12 +189,18 @@ class NodeRunner:
                 else:
                     out = await self._call_with_deadline(call, item, timeout_s)
             except Exception as exc:
+                if isinstance(item, Leased):
+                    item.release()
                 await self._failed(exc, restart_hooks=True)
                 continue
             record(_clock() - t0)
             self._consecutive_failures = 0
+            if out is not item and isinstance(item, Leased):
+                item.release()  # returning the item itself hands its reference downstream
             if emit is not None and out is not None:
                 await emit(out)
+            elif out is item and isinstance(out, Leased):
+                out.release()  # a sink (or a stage without consumers) returned its input
 
     async def _call_with_deadline(
         self, call: Callable[[Any], Awaitable[Any]], item: Any, timeout_s: float
@@ -228,13 +236,23 @@ class NodeRunner:
         inbox = self.inbox
         assert inbox is not None
         m = self.metrics
-        while True:
-            try:
-                item = await inbox.get()
-            except EndOfStream:
-                return
-            m.items_in += 1
-            yield item
+        held: Leased | None = None  # the previous pooled input, released when the next is asked for
+        try:
+            while True:
+                if held is not None and held is not self._last_emitted:
+                    held.release()
+                held = None
+                try:
+                    item = await inbox.get()
+                except EndOfStream:
+                    return
+                m.items_in += 1
+                if isinstance(item, Leased):
+                    held = item
+                yield item
+        finally:
+            if held is not None and held is not self._last_emitted:
+                held.release()
 
     # -- output -------------------------------------------------------------------------------
 
@@ -245,6 +263,13 @@ class NodeRunner:
         so the node ends instead of producing into the void.
         """
         m = self.metrics
+        self._last_emitted = item
+        if isinstance(item, Leased):
+            consumers = len(self.outputs)
+            if consumers == 0:
+                item.release()
+            elif consumers > 1:
+                item.retain(consumers - 1)  # the emitter's reference becomes the first consumer's
         for channel in self.outputs:
             if len(channel) >= channel.size and channel.policy is Policy.BLOCK:
                 t0 = _clock()

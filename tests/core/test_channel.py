@@ -7,18 +7,20 @@ import pytest
 
 from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.errors import ChannelClosed, EndOfStream
+from edgepipe.core.lease import Leased
 
 N_ITEMS = 600
 
 
-class Leased:
+class Pooled(Leased):
     """An item that, like a pooled frame, must be given back when dropped."""
 
     def __init__(self, n: int, released: list[int]) -> None:
+        super().__init__()
         self.n = n
         self.released = released
 
-    def release(self) -> None:
+    def _free(self) -> None:
         self.released.append(self.n)
 
 
@@ -120,15 +122,15 @@ async def test_waiting_consumer_wakes_on_close() -> None:
 async def test_detach_releases_a_blocked_producer_and_discards_later_items() -> None:
     released: list[int] = []
 
-    channel: Channel[Leased] = Channel("inbox", size=1)
+    channel: Channel[Pooled] = Channel("inbox", size=1)
     channel.add_producer()
-    await channel.put(Leased(0, released))
-    blocked = asyncio.ensure_future(channel.put(Leased(1, released)))
+    await channel.put(Pooled(0, released))
+    blocked = asyncio.ensure_future(channel.put(Pooled(1, released)))
     await asyncio.sleep(0)
     assert not blocked.done()
     channel.detach()
     assert await asyncio.wait_for(blocked, 1) is False
-    assert await channel.put(Leased(2, released)) is False
+    assert await channel.put(Pooled(2, released)) is False
     assert released == [0, 1, 2]  # pooled items go back to their pool when dropped
     assert channel.stats().dropped == 3
 
@@ -147,10 +149,10 @@ async def test_cancelled_getter_passes_its_wakeup_on() -> None:
 async def test_latest_drops_release_pooled_items() -> None:
     released: list[int] = []
 
-    channel: Channel[Leased] = Channel("inbox", size=2, policy="latest")
+    channel: Channel[Pooled] = Channel("inbox", size=2, policy="latest")
     channel.add_producer()
     for n in range(5):
-        await channel.put(Leased(n, released))
+        await channel.put(Pooled(n, released))
     assert released == [0, 1, 2]
     assert [(await channel.get()).n, (await channel.get()).n] == [3, 4]
 

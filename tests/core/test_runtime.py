@@ -7,11 +7,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from edgepipe import Message, NodeError, Pipeline, run, run_async
 from edgepipe.core.errors import NodeTimeout
+from edgepipe.core.lease import Leased
 from edgepipe.core.pipeline import ErrorPolicy, OnError
 from edgepipe.testing import FakeSource, ListSink
 
@@ -349,3 +351,52 @@ async def test_a_consumer_that_ends_early_stops_an_endless_source() -> None:
     assert out.items == [0, 1, 2]
     assert report.stopped_by == "end"
     assert report.stats.node("endless").state == "done"
+
+
+class Slot(Leased):
+    """A pooled item that records when its last holder lets go."""
+
+    freed: ClassVar[list[int]] = []
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def _free(self) -> None:
+        Slot.freed.append(self.n)
+
+
+async def test_pooled_items_go_back_exactly_once_whatever_path_they_take() -> None:
+    Slot.freed.clear()
+    kept: list[Slot] = []
+
+    async def pooled() -> AsyncIterator[Slot]:
+        for i in range(300):
+            yield Slot(i)
+            if i % 10 == 0:
+                await asyncio.sleep(0.001)
+
+    async def passthrough(item: Slot) -> Slot | None:
+        return item if item.n % 3 else None  # returns the input, or drops it
+
+    async def stream(items: AsyncIterator[Slot]) -> AsyncIterator[int]:
+        async for item in items:
+            if item.n == 7:
+                item.retain()  # kept past the call, released by hand below
+                kept.append(item)
+            yield item.n
+
+    async def slow(item: Slot) -> None:
+        await asyncio.sleep(0.002)
+
+    p = Pipeline()
+    src = p.source("src", pooled)
+    through = p.stage("through", passthrough, inputs=src)
+    p.sink("slow", slow, inputs=[src, through], policy="latest", queue_size=2)  # drops most
+    p.sink("numbers", ListSink(), inputs=p.stage("stream", stream, inputs=src))
+    p.sink("broken", lambda item: 1 / (item.n % 2), inputs=through)  # fails on half, skip policy
+    report = await run_async(p)
+    assert report.stats.channel("slow").dropped > 0
+    assert 7 not in Slot.freed
+    kept[0].release()
+    assert sorted(Slot.freed) == list(range(300))  # each freed once, none leaked
