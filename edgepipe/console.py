@@ -28,7 +28,7 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
     dt = snap.t_s - previous.t_s if previous else snap.t_s
     table = Table(title=f"{title}  ({snap.t_s:.1f} s)", title_justify="left", expand=False)
     for column in ("node", "kind", "state", "in", "out", "out/s", "err", "p50 ms", "p95 ms",
-                   "p99 ms", "busy", "queue", "dropped"):  # fmt: skip
+                   "p99 ms", "busy", "queue", "dropped", "info"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("node", "kind", "state") else "right")
     for node in snap.nodes:
         prior = before.get(node.node_id)
@@ -49,6 +49,7 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
             f"{node.busy_frac:.0%}",
             f"{inbox.depth}/{inbox.size} {inbox.policy}" if inbox else "-",
             str(inbox.dropped) if inbox else "-",
+            " ".join(f"{k}={v}" for k, v in node.gauges.items()),
         )
     return table
 

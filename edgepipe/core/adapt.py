@@ -64,6 +64,7 @@ def _to_thread(executor: Any, fn: Callable[..., Any]) -> Callable[..., Awaitable
 
 
 def _hook(obj: Any, name: str, executor: Any) -> Hook:
+    """``obj.name()`` as an awaitable hook; sync hooks run on ``executor`` (the hooks pool)."""
     method = getattr(obj, name, None)
     if method is None or inspect.isfunction(obj) or inspect.ismethod(obj):
         return _no_hook
@@ -92,8 +93,8 @@ class ProcessAdapter:
     mode: str
     """``async``, ``thread``, ``inline`` or ``stream``."""
     call: Callable[[Any], Any]
-    """Per item: returns an awaitable (async, thread), a value (inline) or, for stream, an async
-    iterator when called with the input stream."""
+    """Per item: returns an awaitable (async), a value (inline; thread, where the runner calls it
+    on the node's executor) or, for stream, an async iterator when called with the input stream."""
     start: Hook
     stop: Hook
 
@@ -129,9 +130,9 @@ def _as_async_iterator(value: Any, spec: NodeSpec, executor: Any) -> AsyncIterat
     )
 
 
-def adapt_source(spec: NodeSpec, executor: Any) -> SourceAdapter:
+def adapt_source(spec: NodeSpec, executor: Any, hooks_executor: Any) -> SourceAdapter:
     target = spec.target
-    start, stop = _hook(target, "start", executor), _hook(target, "stop", executor)
+    start, stop = _hook(target, "start", hooks_executor), _hook(target, "stop", hooks_executor)
     if _is_async_gen_fn(target):
         return SourceAdapter(lambda: target().__aiter__(), start, stop, restartable=True)
     if inspect.isasyncgen(target) or inspect.isgenerator(target):
@@ -156,9 +157,16 @@ def adapt_source(spec: NodeSpec, executor: Any) -> SourceAdapter:
                     yield item
 
             return SourceAdapter(from_coroutine, start, stop, restartable=True)
-        return SourceAdapter(
-            lambda: _as_async_iterator(target(), spec, executor), start, stop, restartable=True
-        )
+        if spec.blocking is False:
+            return SourceAdapter(lambda: _as_async_iterator(target(), spec, executor), start, stop, True)
+
+        async def from_function() -> AsyncIterator[Any]:
+            # A plain function may open a camera or read a file: call it off the loop.
+            value = await asyncio.get_running_loop().run_in_executor(executor, target)
+            async for item in _as_async_iterator(value, spec, executor):
+                yield item
+
+        return SourceAdapter(from_function, start, stop, restartable=True)
     raise _invalid(
         spec,
         f"cannot use a {type(target).__name__} as a source; give an async generator function, "
@@ -166,7 +174,7 @@ def adapt_source(spec: NodeSpec, executor: Any) -> SourceAdapter:
     )
 
 
-def adapt_process(spec: NodeSpec, executor: Any) -> ProcessAdapter:
+def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> ProcessAdapter:
     target = spec.target
     if isinstance(target, type):
         raise _invalid(
@@ -182,7 +190,7 @@ def adapt_process(spec: NodeSpec, executor: Any) -> ProcessAdapter:
             f"cannot use a {type(target).__name__} as a {spec.kind.value}; give a function or an "
             "object with a process(item) method",
         )
-    start, stop = _hook(target, "start", executor), _hook(target, "stop", executor)
+    start, stop = _hook(target, "start", hooks_executor), _hook(target, "stop", hooks_executor)
     if _is_async_gen_fn(fn):
         if spec.kind is not NodeKind.STAGE:
             raise _invalid(
@@ -204,4 +212,4 @@ def adapt_process(spec: NodeSpec, executor: Any) -> ProcessAdapter:
                 "timeout_s cannot interrupt code that runs on the event loop; drop blocking=False",
             )
         return ProcessAdapter("inline", fn, start, stop)
-    return ProcessAdapter("thread", _to_thread(executor, fn), start, stop)
+    return ProcessAdapter("thread", fn, start, stop)

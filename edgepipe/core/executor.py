@@ -28,13 +28,17 @@ _STOP = object()
 class DaemonThreadPool(Executor):
     """A fixed-size pool of daemon worker threads, started on first use."""
 
-    def __init__(self, max_workers: int, name: str) -> None:
+    def __init__(self, max_workers: int, name: str, spare_workers: int = 8) -> None:
         if max_workers < 1:
             raise ValueError(f"resource '{name}': max_workers must be at least 1")
         self.max_workers = max_workers
         self.name = name
+        self.spare_workers = spare_workers
+        """Extra threads started only while every thread is busy with work queued: an abandoned
+        call (past its deadline) must not make the next calls wait behind it."""
         self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        self._idle = 0
         self._lock = threading.Lock()
         self._shutdown = False
 
@@ -44,7 +48,10 @@ class DaemonThreadPool(Executor):
             if self._shutdown:
                 raise RuntimeError(f"resource '{self.name}' is shut down")
             self._work.put((future, fn, args, kwargs))
-            if len(self._threads) < self.max_workers:
+            busy = self._idle == 0
+            if len(self._threads) < self.max_workers or (
+                busy and len(self._threads) < self.max_workers + self.spare_workers
+            ):
                 thread = threading.Thread(
                     target=self._worker,
                     name=f"edgepipe-{self.name}-{len(self._threads)}",
@@ -56,7 +63,11 @@ class DaemonThreadPool(Executor):
 
     def _worker(self) -> None:
         while True:
+            with self._lock:
+                self._idle += 1
             job = self._work.get()
+            with self._lock:
+                self._idle -= 1
             if job is _STOP:
                 return
             future, fn, args, kwargs = job

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 WINDOW = 2048
 """How many recent latency samples the percentiles are computed over."""
@@ -39,7 +40,9 @@ class NodeStats:
     blocked_s: float
     """Time spent waiting for downstream channels to take an output (backpressure)."""
     state: str
-    """``idle``, ``running``, ``restarting``, ``done`` or ``failed``."""
+    """``idle``, ``running``, ``restarting``, ``done``, ``stopped``, ``cancelled`` or ``failed``."""
+    gauges: dict[str, Any]
+    """What the node's code reports about itself (a source's state, its drops …)."""
 
 
 class NodeMetrics:
@@ -51,6 +54,7 @@ class NodeMetrics:
         "blocked_ns",
         "busy_ns",
         "errors",
+        "gauges",
         "items_in",
         "items_out",
         "kind",
@@ -71,6 +75,7 @@ class NodeMetrics:
         self.busy_ns = 0
         self.blocked_ns = 0
         self.state = "idle"
+        self.gauges: dict[str, Any] = {}
         self.t_start_ns = 0
         self.t_end_ns = 0
         self._ring = [0] * WINDOW
@@ -119,4 +124,5 @@ class NodeMetrics:
             busy_frac=self.busy_ns / elapsed if elapsed > 0 else 0.0,
             blocked_s=self.blocked_ns / 1e9,
             state=self.state,
+            gauges=dict(self.gauges),
         )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.core.channel import Channel, Policy
+from edgepipe.core.context import NodeContext, set_current
 from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout
 from edgepipe.core.lease import Leased
 from edgepipe.core.metrics import NodeMetrics
@@ -39,7 +40,7 @@ class _ConsumersGone(BaseException):
 class NodeRunner:
     """One node's task: takes from its inbox, calls the user's code, emits to its consumers."""
 
-    def __init__(self, spec: NodeSpec, runtime: Runtime, executor: Any) -> None:
+    def __init__(self, spec: NodeSpec, runtime: Runtime, executor: Any, hooks_executor: Any) -> None:
         self.spec = spec
         self.node_id = spec.node_id
         self.runtime = runtime
@@ -53,14 +54,30 @@ class NodeRunner:
         self.task: asyncio.Task[None] | None = None
         self._source: SourceAdapter | None = None
         self._process: ProcessAdapter | None = None
+        self._executor = executor
         if spec.kind is NodeKind.SOURCE:
-            self._source = adapt_source(spec, executor)
+            self._source = adapt_source(spec, executor, hooks_executor)
         else:
-            self._process = adapt_process(spec, executor)
+            self._process = adapt_process(spec, executor, hooks_executor)
         self._consecutive_failures = 0
-        self._last_emitted: Any = None
+        self._context: NodeContext | None = None
+        self.in_stop_hook = False
+        """True while the stop() hook runs: a forced stop lets it finish (it flushes sinks)."""
+        self._held: Any = None
+        self._held_passed = False
         self._last_log_ns = 0
         self._suppressed = 0
+
+    @property
+    def context(self) -> NodeContext:
+        """What the node's code sees through :func:`~edgepipe.core.context.current_node`."""
+        if self._context is None:
+
+            async def emit_event(kind: str, data: Any) -> None:
+                await self.runtime.emit_event(self.node_id, kind, data)
+
+            self._context = NodeContext(self.node_id, len(self.outputs), emit_event, self.metrics.gauges)
+        return self._context
 
     def connect(self, consumer: NodeRunner) -> None:
         assert consumer.inbox is not None
@@ -74,6 +91,7 @@ class NodeRunner:
     async def run(self) -> None:
         """The node's whole life: start hook, loop, stop hook. Raises NodeError to stop the run."""
         m = self.metrics
+        set_current(self.context)
         m.started()
         state = "failed"
         try:
@@ -97,9 +115,14 @@ class NodeRunner:
                 channel.close()
             if self.inbox is not None:
                 self.inbox.detach()
-            await self._stop()
-            m.finished(state)
-            self.runtime.node_finished(self)
+            try:
+                self.in_stop_hook = True
+                await self._stop()
+            finally:
+                # Even if a forced stop cancels the hook, the node counts as finished: the run
+                # must end.
+                m.finished(state)
+                self.runtime.node_finished(self)
 
     async def _start(self) -> None:
         hooks = self._source or self._process
@@ -117,11 +140,11 @@ class NodeRunner:
         hooks = self._source or self._process
         assert hooks is not None
         try:
-            async with asyncio.timeout(self.runtime.drain_timeout_s):
+            async with asyncio.timeout(self.runtime.stop_timeout_s):
                 await hooks.stop()
         except TimeoutError:
             log.warning("[%s] stop() did not return within %.1f s; abandoned", self.node_id,
-                        self.runtime.drain_timeout_s)  # fmt: skip
+                        self.runtime.stop_timeout_s)  # fmt: skip
         except Exception as exc:
             log.warning("[%s] stop() failed: %s", self.node_id, _describe(exc))
 
@@ -145,12 +168,28 @@ class NodeRunner:
                         "function instead)",
                         node_id=self.node_id,
                     ) from exc
-                # For a source, "skip" also means "open it again": an iterator that raised is over.
-                await self._failed(exc, restart_hooks=self.spec.on_error.action is OnError.RESTART)
+                # For a source, "skip" also means "open it again" (an iterator that raised is
+                # over), after the same backoff as a restart so that it cannot spin.
+                await self._failed(
+                    exc, restart_hooks=self.spec.on_error.action is OnError.RESTART, reopen=True
+                )
 
     async def _pump(self, iterator: AsyncIterator[Any], emit: Callable[[Any], Awaitable[None]]) -> None:
         n = 0
-        async for item in iterator:
+        timeout_s = self.spec.timeout_s
+        while True:
+            # timeout_s on a source bounds the wait for its next item: a stalled input is an error
+            # for its policy (restart, by default) instead of a silent hang.
+            try:
+                if timeout_s is None:
+                    item = await anext(iterator)
+                else:
+                    async with asyncio.timeout(timeout_s):
+                        item = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except TimeoutError as exc:
+                raise NodeTimeout(f"no item within timeout_s={timeout_s}", node_id=self.node_id) from exc
             self._consecutive_failures = 0
             await emit(item)
             n += 1
@@ -170,6 +209,7 @@ class NodeRunner:
         get = inbox.get
         call = process.call
         inline = process.mode == "inline"
+        thread = process.mode == "thread"
         timeout_s = self.spec.timeout_s
         emit = self._emit if self.spec.kind is NodeKind.STAGE else None
         record = self.metrics.record
@@ -184,6 +224,8 @@ class NodeRunner:
             try:
                 if inline:
                     out = call(item)
+                elif thread:
+                    out = await self._call_thread(call, item, timeout_s)
                 elif timeout_s is None:
                     out = await call(item)
                 else:
@@ -201,6 +243,25 @@ class NodeRunner:
                 await emit(out)
             elif out is item and isinstance(out, Leased):
                 out.release()  # a sink (or a stage without consumers) returned its input
+
+    async def _call_thread(self, fn: Callable[[Any], Any], item: Any, timeout_s: float | None) -> Any:
+        future = self._executor.submit(fn, item)
+        waiting = asyncio.wrap_future(future)
+        if timeout_s is None:
+            return await waiting
+        deadline = asyncio.timeout(timeout_s)
+        try:
+            async with deadline:
+                return await waiting
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            # The thread cannot be interrupted: it is abandoned and finishes on its own. A pooled
+            # input stays leased to it until then, so its buffer is not reused under it.
+            if isinstance(item, Leased):
+                item.retain()
+                future.add_done_callback(_release_from_thread(asyncio.get_running_loop(), item))
+            raise NodeTimeout(f"call took longer than timeout_s={timeout_s}", node_id=self.node_id) from exc
 
     async def _call_with_deadline(
         self, call: Callable[[Any], Awaitable[Any]], item: Any, timeout_s: float
@@ -236,23 +297,26 @@ class NodeRunner:
         inbox = self.inbox
         assert inbox is not None
         m = self.metrics
-        held: Leased | None = None  # the previous pooled input, released when the next is asked for
+        # The previous pooled input is released when the next is asked for, unless it was
+        # emitted meanwhile (its reference then travelled downstream).
         try:
             while True:
-                if held is not None and held is not self._last_emitted:
-                    held.release()
-                held = None
+                self._release_held()
                 try:
                     item = await inbox.get()
                 except EndOfStream:
                     return
                 m.items_in += 1
                 if isinstance(item, Leased):
-                    held = item
+                    self._held, self._held_passed = item, False
                 yield item
         finally:
-            if held is not None and held is not self._last_emitted:
-                held.release()
+            self._release_held()
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._held_passed:
+            held.release()
 
     # -- output -------------------------------------------------------------------------------
 
@@ -263,29 +327,40 @@ class NodeRunner:
         so the node ends instead of producing into the void.
         """
         m = self.metrics
-        self._last_emitted = item
-        if isinstance(item, Leased):
-            consumers = len(self.outputs)
-            if consumers == 0:
-                item.release()
-            elif consumers > 1:
-                item.retain(consumers - 1)  # the emitter's reference becomes the first consumer's
-        for channel in self.outputs:
-            if len(channel) >= channel.size and channel.policy is Policy.BLOCK:
-                t0 = _clock()
-                accepted = await channel.put(item)
-                m.blocked_ns += _clock() - t0
-            else:
-                accepted = await channel.put(item)
-            if not accepted and channel.detached and all(c.detached for c in self.outputs):
-                raise _ConsumersGone
-        m.items_out += 1
         if self.records_results and self.runtime.results is not None:
+            # Before the puts: once a consumer has it, a pooled item may be freed at any time.
             await self.runtime.results.write(item, self.node_id)
+        outputs = self.outputs
+        leased = isinstance(item, Leased)
+        if leased:
+            if item is self._held:
+                self._held_passed = True
+            if len(outputs) == 0:
+                item.release()
+            elif len(outputs) > 1:
+                item.retain(len(outputs) - 1)  # the emitter's reference becomes the first consumer's
+        handed = 0
+        try:
+            for channel in outputs:
+                if len(channel) >= channel.size and channel.policy is Policy.BLOCK:
+                    t0 = _clock()
+                    accepted = await channel.put(item)
+                    m.blocked_ns += _clock() - t0
+                else:
+                    accepted = await channel.put(item)
+                handed += 1  # accepted, or dropped and released by the channel
+                if not accepted and channel.detached and all(c.detached for c in outputs):
+                    raise _ConsumersGone
+        except BaseException:
+            if leased:
+                for _ in range(len(outputs) - handed):  # the references never handed over
+                    item.release()
+            raise
+        m.items_out += 1
 
     # -- errors -------------------------------------------------------------------------------
 
-    async def _failed(self, exc: Exception, *, restart_hooks: bool) -> None:
+    async def _failed(self, exc: Exception, *, restart_hooks: bool, reopen: bool = False) -> None:
         """Apply the error policy to ``exc``. Returns to carry on; raises NodeError to stop."""
         policy = self.spec.on_error
         m = self.metrics
@@ -295,7 +370,8 @@ class NodeRunner:
         await self.runtime.emit_event(
             self.node_id, "error", {"error": type(exc).__name__, "message": str(exc)}
         )
-        if policy.action is OnError.STOP:
+        if policy.action is OnError.STOP or getattr(exc, "retryable", True) is False:
+            # The error itself may say that trying again cannot help (a missing file).
             if isinstance(exc, NodeError):
                 raise exc
             raise NodeError(what, node_id=self.node_id) from exc
@@ -304,7 +380,7 @@ class NodeRunner:
                 f"{what} ({self._consecutive_failures} failures in a row; giving up)", node_id=self.node_id
             ) from exc
         self._log_failure(what, exc)
-        if policy.action is OnError.RESTART:
+        if policy.action is OnError.RESTART or reopen:
             await self._restart(restart_hooks)
 
     async def _restart(self, restart_hooks: bool) -> None:
@@ -334,6 +410,16 @@ class NodeRunner:
                   exc_info=exc if self.runtime.debug else None)  # fmt: skip
         self._last_log_ns = now
         self._suppressed = 0
+
+
+def _release_from_thread(loop: asyncio.AbstractEventLoop, item: Leased) -> Callable[[Any], None]:
+    def done(_: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(item.release)
+        except RuntimeError:  # the loop is gone: nobody is left to use the pool either
+            item.release()
+
+    return done
 
 
 def _describe(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import enum
 import json
@@ -26,6 +27,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -106,8 +108,12 @@ def encode(item: Any, node_id: str) -> str:
     record = {"t": t if t is not None else time.time(), "node": node or node_id, "kind": kind, "data": data}
     try:
         return json.dumps(record, default=to_jsonable, separators=(",", ":")) + "\n"
-    except (TypeError, ValueError) as exc:  # e.g. a reference cycle: keep the message, say why
-        record["data"] = {"unencodable": repr(data)[:1000], "error": str(exc)}
+    except Exception as exc:  # a reference cycle, a to_dict() that raises: keep the message, say why
+        try:
+            text = repr(data)[:1000]
+        except Exception:
+            text = f"<{type(data).__name__}>"
+        record["data"] = {"unencodable": text, "error": f"{type(exc).__name__}: {exc}"}
         return json.dumps(record, separators=(",", ":")) + "\n"
 
 
@@ -155,15 +161,27 @@ class ResultsWriter:
                 self.lines_lost += len(lines)
                 return
             loop = asyncio.get_running_loop()
-            try:
-                await loop.run_in_executor(self._pool, _write_lines, self._file, lines)
-            except (OSError, ValueError) as exc:
-                # The results are lost, not the pipeline: its own sinks (recordings, MQTT) go on.
-                self.error = f"{self.path}: cannot write results: {getattr(exc, 'strerror', None) or exc}"
-                self.lines_lost += len(lines)
-                log.error("%s; results from now on are counted and dropped", self.error)
+            write = loop.run_in_executor(self._pool, _write_lines, self._file, lines)
+            # Counted when the write ends, and shielded: a forced stop may stop waiting for the
+            # disk, but the lines in flight still land (or count as lost) exactly once.
+            write.add_done_callback(self._counted(len(lines)))
+            with contextlib.suppress(OSError, ValueError):  # counted and reported by _counted
+                await asyncio.shield(write)
+
+    def _counted(self, n: int) -> Callable[[asyncio.Future[None]], None]:
+        def done(write: asyncio.Future[None]) -> None:
+            exc = None if write.cancelled() else write.exception()
+            if exc is None and not write.cancelled():
+                self.lines_written += n
                 return
-            self.lines_written += len(lines)
+            self.lines_lost += n
+            if self.error is None:
+                # The results are lost, not the pipeline: its own sinks (recordings, MQTT) go on.
+                reason = getattr(exc, "strerror", None) or exc or "cancelled"
+                self.error = f"{self.path}: cannot write results: {reason}"
+                log.error("%s; results from now on are counted and dropped", self.error)
+
+        return done
 
     async def flush_every(self, interval_s: float, done: asyncio.Event) -> None:
         """Flush periodically until ``done`` is set, then once more."""

@@ -21,6 +21,7 @@ async def run_async(
     duration_s: float | None = None,
     results_path: str | None = None,
     drain_timeout_s: float = 5.0,
+    stop_timeout_s: float = 5.0,
     handle_signals: bool = False,
     watchers: Sequence[Watcher] = (),
     workers: dict[str, int] | None = None,
@@ -34,7 +35,14 @@ async def run_async(
     """
     graph = pipeline.validate() if isinstance(pipeline, Pipeline) else pipeline
     results = ResultsWriter(results_path) if results_path is not None else None
-    runtime = Runtime(graph, results=results, drain_timeout_s=drain_timeout_s, workers=workers, debug=debug)
+    runtime = Runtime(
+        graph,
+        results=results,
+        drain_timeout_s=drain_timeout_s,
+        stop_timeout_s=stop_timeout_s,
+        workers=workers,
+        debug=debug,
+    )
     loop = asyncio.get_running_loop()
     timer = loop.call_later(duration_s, runtime.request_stop) if duration_s is not None else None
     installed: list[signal.Signals] = []

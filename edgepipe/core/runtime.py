@@ -77,16 +77,23 @@ class Runtime:
         *,
         results: ResultsWriter | None = None,
         drain_timeout_s: float = 5.0,
+        stop_timeout_s: float = 5.0,
         workers: dict[str, int] | None = None,
         debug: bool = False,
     ) -> None:
         self.graph = graph
         self.results = results
         self.drain_timeout_s = drain_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        """Each node's stop() hook gets this long, whatever the drain deadline (sinks flush there)."""
         self.debug = debug
         self.resources = Resources({**graph.workers(), **(workers or {})})
+        # Hooks get threads of their own: a stop() must not queue behind the blocking read it is
+        # there to interrupt.
+        hooks = Resources({"hooks": len(graph.nodes)}).executor("hooks")
+        self._hooks_pool = hooks
         self.runners = {
-            spec.node_id: NodeRunner(spec, self, self.resources.executor(spec.resource))
+            spec.node_id: NodeRunner(spec, self, self.resources.executor(spec.resource), hooks)
             for spec in graph.nodes
         }
         for producer_id, consumer_ids in graph.consumers.items():
@@ -99,6 +106,8 @@ class Runtime:
         self._done = asyncio.Event()
         self._stopping = False
         self._forced = False
+        self._force_count = 0
+        self._force_seen = 0
         self._t0 = 0.0
 
     # -- control ------------------------------------------------------------------------------
@@ -109,8 +118,9 @@ class Runtime:
         self._changed.set()
 
     def force_stop(self) -> None:
-        """Cancel every node now."""
+        """Cancel every node now (a node in its stop() hook may finish it; asked again, not)."""
         self._stopping = True
+        self._force_count += 1
         self._forced = True
         self._changed.set()
 
@@ -165,6 +175,7 @@ class Runtime:
             failure = _first_failure(group)
         finally:
             self.resources.shutdown()
+            self._hooks_pool.shutdown(wait=False, cancel_futures=True)
             if self.results is not None:
                 await self.results.close()
         if failure is not None:
@@ -188,10 +199,13 @@ class Runtime:
             self._changed.clear()
             if self._done.is_set():
                 break
-            if self._forced:
+            if self._forced and self._force_count > self._force_seen:
+                self._force_seen = self._force_count
+                spare_hooks = self._force_count == 1
                 log.warning("stopping now: cancelling %d running node(s)", self._running)
                 for runner in self.runners.values():
-                    if runner.task is not None:
+                    spared = spare_hooks and runner.in_stop_hook
+                    if runner.task is not None and not runner.task.done() and not spared:
                         runner.task.cancel()
             elif self._stopping and not sources_cancelled:
                 sources_cancelled = True

@@ -1,0 +1,41 @@
+"""What a node's own code can know about where it runs: :func:`current_node`.
+
+The runtime sets it in each node's task, so async code of a node (its ``start()``, its async
+generator, its ``process()``) can read its id, how many consumers it feeds, report gauges that
+show in ``--stats`` and metrics, and write events to the results.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class NodeContext:
+    """The running node, as seen from its own code."""
+
+    node_id: str
+    consumers: int
+    """How many nodes take this node's output (each gets every item)."""
+    emit_event: Callable[[str, Any], Awaitable[None]]
+    """``await emit_event(kind, data)`` writes a result message on behalf of this node."""
+    gauges: dict[str, Any] = field(default_factory=dict)
+    """Name -> current value (a source's state, frames dropped …), shown by ``--stats``."""
+
+
+_current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")
+
+
+def current_node() -> NodeContext:
+    """The node whose task is running. Raises ``RuntimeError`` outside a running pipeline."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise RuntimeError("current_node() is only available inside a running node") from None
+
+
+def set_current(ctx: NodeContext) -> None:
+    _current.set(ctx)
