@@ -76,7 +76,13 @@ class NodeRunner:
             async def emit_event(kind: str, data: Any) -> None:
                 await self.runtime.emit_event(self.node_id, kind, data)
 
-            self._context = NodeContext(self.node_id, len(self.outputs), emit_event, self.metrics.gauges)
+            self._context = NodeContext(
+                self.node_id,
+                len(self.outputs),
+                tuple(c.size for c in self.outputs),
+                emit_event,
+                self.metrics.gauges,
+            )
         return self._context
 
     def connect(self, consumer: NodeRunner) -> None:

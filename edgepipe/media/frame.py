@@ -1,0 +1,261 @@
+"""Video frames in the decoder's own layout (NV12 or I420), leased from a bounded pool.
+
+A :class:`Frame` is a view, not a copy: its planes are numpy arrays over the decoder's output
+buffers (a PyAV frame kept alive by the Frame) or over a buffer of the pool (synthetic video).
+The pool bounds how many frames of one source exist at once; when the last holder releases a
+frame (see :mod:`edgepipe.core.lease`), its slot and buffers go back to the pool.
+
+Hardware decoders give NV12 (Y plane + interleaved UV plane); software decoders give I420 (Y, U,
+V planes). Both are kept as they come: converting only to change layout would copy every frame.
+Code that reads chroma handles both (``frame.uv`` or ``frame.u``/``frame.v``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from edgepipe.core.lease import Leased
+
+NV12 = "nv12"
+I420 = "i420"
+
+
+class FramePool:
+    """At most ``capacity`` frames of one source exist at once. Thread-safe.
+
+    The decode thread takes a slot before it hands a frame out; releasing the frame (from any
+    thread) gives the slot back. ``buffers`` optionally pre-allocates a planar buffer per slot,
+    for sources that make their own pixels (double buffering: the producer fills one slot while
+    consumers read another).
+    """
+
+    def __init__(self, capacity: int, name: str = "frames") -> None:
+        if capacity < 1:
+            raise ValueError(f"frame pool '{name}': capacity must be at least 1")
+        self.capacity = capacity
+        self.name = name
+        self._free = list(range(capacity))
+        self._cond = threading.Condition()
+        self._buffers: list[np.ndarray | None] = [None] * capacity
+        self.exhausted = 0
+        """Times a frame could not be had at once (live sources drop the frame then)."""
+
+    @property
+    def in_use(self) -> int:
+        return self.capacity - len(self._free)
+
+    def try_acquire(self) -> int | None:
+        """A free slot, or None at once if every frame is held."""
+        with self._cond:
+            if self._free:
+                return self._free.pop()
+            self.exhausted += 1
+            return None
+
+    def acquire(self, timeout_s: float | None = None) -> int | None:
+        """Wait for a free slot (None if ``timeout_s`` passed first)."""
+        with self._cond:
+            if not self._free:
+                self.exhausted += 1
+                if not self._cond.wait_for(lambda: bool(self._free), timeout=timeout_s):
+                    return None
+            return self._free.pop()
+
+    def give_back(self, slot: int) -> None:
+        with self._cond:
+            self._free.append(slot)
+            self._cond.notify()
+
+    def buffer(self, slot: int, nbytes: int) -> np.ndarray:
+        """The slot's own byte buffer, (re)allocated only when the size changes."""
+        buf = self._buffers[slot]
+        if buf is None or buf.nbytes != nbytes:
+            buf = self._buffers[slot] = np.empty(nbytes, np.uint8)
+        return buf
+
+
+class Frame(Leased):
+    """One decoded picture. Planes are read-only views unless the frame says ``writable``."""
+
+    __slots__ = (
+        "_holder",
+        "_pool",
+        "_slot",
+        "format",
+        "height",
+        "pts",
+        "seq",
+        "source_id",
+        "t_capture_ns",
+        "time_base",
+        "u",
+        "uv",
+        "v",
+        "width",
+        "y",
+    )
+
+    def __init__(
+        self,
+        *,
+        format: str,
+        y: np.ndarray,
+        uv: np.ndarray | None = None,
+        u: np.ndarray | None = None,
+        v: np.ndarray | None = None,
+        pts: int | None = None,
+        time_base: Fraction | None = None,
+        source_id: str = "",
+        seq: int = 0,
+        t_capture_ns: int | None = None,
+        pool: FramePool | None = None,
+        slot: int = -1,
+        holder: Any = None,
+    ) -> None:
+        super().__init__()
+        self.format = format
+        self.y = y
+        self.uv = uv
+        self.u = u
+        self.v = v
+        self.height, self.width = y.shape
+        self.pts = pts
+        self.time_base = time_base
+        self.source_id = source_id
+        self.seq = seq
+        self.t_capture_ns = time.monotonic_ns() if t_capture_ns is None else t_capture_ns
+        self._pool = pool
+        self._slot = slot
+        self._holder = holder  # keeps the decoder's buffers alive while the views exist
+
+    @property
+    def time_s(self) -> float | None:
+        """Presentation time in seconds, if the stream has timestamps."""
+        if self.pts is None or self.time_base is None:
+            return None
+        return float(self.pts * self.time_base)
+
+    def chroma(self) -> tuple[np.ndarray, np.ndarray]:
+        """(U, V) planes at half resolution, as views (strided for NV12)."""
+        if self.format == NV12:
+            assert self.uv is not None
+            return self.uv[:, :, 0], self.uv[:, :, 1]
+        assert self.u is not None
+        assert self.v is not None
+        return self.u, self.v
+
+    def to_rgb(self) -> np.ndarray:
+        """An RGB copy (BT.601, limited range), for debugging and tests; not for the hot path."""
+        u, v = self.chroma()
+        yy = self.y.astype(np.float32) - 16.0
+        uu = (
+            np.repeat(np.repeat(u, 2, axis=0), 2, axis=1)[: self.height, : self.width].astype(np.float32)
+            - 128
+        )
+        vv = (
+            np.repeat(np.repeat(v, 2, axis=0), 2, axis=1)[: self.height, : self.width].astype(np.float32)
+            - 128
+        )
+        r = 1.164 * yy + 1.596 * vv
+        g = 1.164 * yy - 0.392 * uu - 0.813 * vv
+        b = 1.164 * yy + 2.017 * uu
+        rgb: np.ndarray = np.clip(np.stack([r, g, b], axis=-1), 0, 255).astype(np.uint8)
+        return rgb
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a result line says about a frame: its identity, never its pixels."""
+        return {
+            "source": self.source_id,
+            "seq": self.seq,
+            "pts": self.pts,
+            "time_s": self.time_s,
+            "width": self.width,
+            "height": self.height,
+            "format": self.format,
+        }
+
+    def _free(self) -> None:
+        self._holder = None
+        if self._pool is not None:
+            self._pool.give_back(self._slot)
+            self._pool = None
+
+    def __repr__(self) -> str:
+        return f"Frame({self.source_id}#{self.seq} {self.width}x{self.height} {self.format} pts={self.pts})"
+
+
+def _plane(av_plane: Any, height: int, width: int) -> np.ndarray:
+    # The plane's rows are line_size bytes apart (padding for SIMD): a strided view, no copy.
+    # Read-only: the decoder may still use these pixels as a reference for the next frames.
+    flat = np.frombuffer(av_plane, np.uint8)
+    view = flat.reshape(height, av_plane.line_size)[:, :width]
+    view.flags.writeable = False
+    return view
+
+
+def from_av(
+    av_frame: Any, *, source_id: str, seq: int, pool: FramePool | None = None, slot: int = -1
+) -> Frame:
+    """Wrap a decoded ``av.VideoFrame`` (yuv420p/yuvj420p or nv12) without copying its pixels."""
+    w, h = av_frame.width, av_frame.height
+    cw, ch = (w + 1) // 2, (h + 1) // 2
+    fmt = av_frame.format.name
+    planes = av_frame.planes
+    if fmt in ("yuv420p", "yuvj420p"):
+        return Frame(
+            format=I420,
+            y=_plane(planes[0], h, w),
+            u=_plane(planes[1], ch, cw),
+            v=_plane(planes[2], ch, cw),
+            pts=av_frame.pts,
+            time_base=av_frame.time_base,
+            source_id=source_id,
+            seq=seq,
+            pool=pool,
+            slot=slot,
+            holder=av_frame,
+        )
+    if fmt == "nv12":
+        uv = _plane(planes[1], ch, cw * 2).reshape(ch, cw, 2)
+        return Frame(
+            format=NV12,
+            y=_plane(planes[0], h, w),
+            uv=uv,
+            pts=av_frame.pts,
+            time_base=av_frame.time_base,
+            source_id=source_id,
+            seq=seq,
+            pool=pool,
+            slot=slot,
+            holder=av_frame,
+        )
+    raise ValueError(f"pixel format {fmt} is neither I420 nor NV12; convert it first")
+
+
+def from_planes(
+    y: np.ndarray,
+    uv: np.ndarray,
+    *,
+    source_id: str = "",
+    seq: int = 0,
+    pts: int | None = None,
+    time_base: Fraction | None = None,
+    pool: FramePool | None = None,
+    slot: int = -1,
+) -> Frame:
+    """An NV12 frame over existing arrays: ``y`` (H, W) and ``uv`` (H/2, W/2, 2)."""
+    return Frame(format=NV12, y=y, uv=uv, pts=pts, time_base=time_base, source_id=source_id, seq=seq,
+                 pool=pool, slot=slot)  # fmt: skip
+
+
+def nv12_views(buf: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """Y and interleaved UV views over one contiguous NV12 buffer of ``width*height*3/2`` bytes."""
+    ysize = width * height
+    y = buf[:ysize].reshape(height, width)
+    uv = buf[ysize : ysize + ysize // 2].reshape(height // 2, width // 2, 2)
+    return y, uv

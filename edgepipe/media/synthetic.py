@@ -1,0 +1,77 @@
+"""``synthetic://WxH@FPS``: a moving scene made in-process, the default input of every pipeline.
+
+It behaves as a camera does: frames come at the frame rate whether or not anyone keeps up, in
+NV12 straight into the source's pool buffers (no decode, no copy). The scene is a lit gradient
+with texture and sensor noise, a square crossing it and a disc bouncing in it, so that motion,
+drawing and encoding have something real to work on.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+NOISE_VARIANTS = 8
+
+
+class Scene:
+    """Draws frame ``i`` of the scene into an NV12 buffer pair."""
+
+    def __init__(self, width: int, height: int, seed: int = 3) -> None:
+        self.width = width
+        self.height = height
+        rng = np.random.default_rng(seed)
+        yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+        # A lit wall with a checker texture: gives encoders and detectors edges to work with.
+        light = 60 + 120 * (xx / width) * (0.6 + 0.4 * yy / height)
+        checker = ((xx // 32 + yy // 32) % 2) * 18
+        base = light + checker
+        # Noise is baked into a few variants made once: per-frame random numbers would cost more
+        # than everything else the source does.
+        self._y_variants = [
+            np.clip(base + rng.normal(0, 3, size=base.shape), 16, 235).astype(np.uint8)
+            for _ in range(NOISE_VARIANTS)
+        ]
+        cy, cx = np.mgrid[0 : height // 2, 0 : width // 2].astype(np.float32)
+        uv = np.empty((height // 2, width // 2, 2), np.uint8)
+        uv[:, :, 0] = np.clip(128 + 20 * (cx / (width / 2) - 0.5), 0, 255)
+        uv[:, :, 1] = np.clip(128 + 20 * (cy / (height / 2) - 0.5), 0, 255)
+        self._uv = uv
+        self.side = max(8, min(width, height) // 6) // 2 * 2
+        self.radius = max(4, min(width, height) // 10)
+
+    def square_at(self, i: int) -> tuple[int, int]:
+        """Top-left corner of the square in frame ``i`` (even, for 4:2:0 chroma)."""
+        span = self.width - self.side
+        x = (i * 4) % (2 * span)
+        x = x if x < span else 2 * span - x
+        y = (self.height - self.side) // 3
+        return x // 2 * 2, y // 2 * 2
+
+    def disc_at(self, i: int) -> tuple[int, int]:
+        cx = int(self.width * (0.5 + 0.3 * math.cos(i / 23)))
+        cy = int(self.height * (0.6 + 0.25 * math.sin(i / 11)))
+        return cx, cy
+
+    def draw(self, i: int, y: np.ndarray, uv: np.ndarray) -> None:
+        """Frame ``i`` into ``y`` (H, W) and ``uv`` (H/2, W/2, 2)."""
+        np.copyto(y, self._y_variants[i % NOISE_VARIANTS])
+        np.copyto(uv, self._uv)
+        x0, y0 = self.square_at(i)
+        s = self.side
+        y[y0 : y0 + s, x0 : x0 + s] = 225
+        uv[y0 // 2 : (y0 + s) // 2, x0 // 2 : (x0 + s) // 2] = (90, 200)  # reddish
+        cx, cy = self.disc_at(i)
+        r = self.radius
+        ys, xs = max(0, cy - r), max(0, cx - r)
+        ye, xe = min(self.height, cy + r), min(self.width, cx + r)
+        if ye > ys and xe > xs:
+            gy, gx = np.ogrid[ys:ye, xs:xe]
+            inside = (gy - cy) ** 2 + (gx - cx) ** 2 <= r * r
+            y[ys:ye, xs:xe][inside] = 40
+            cys, cxs = ys // 2, xs // 2
+            cye, cxe = (ye + 1) // 2, (xe + 1) // 2
+            cgy, cgx = np.ogrid[cys:cye, cxs:cxe]
+            c_inside = (cgy * 2 - cy) ** 2 + (cgx * 2 - cx) ** 2 <= r * r
+            uv[cys:cye, cxs:cxe][c_inside] = (170, 100)  # bluish

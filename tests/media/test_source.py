@@ -1,0 +1,284 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from edgepipe import NodeError, Pipeline, run_async
+from edgepipe.core.runtime import Runtime
+from edgepipe.media.errors import SourceError
+from edgepipe.media.frame import I420, NV12, Frame
+from edgepipe.media.source import VideoSource
+from edgepipe.testing import ListSink
+
+from .conftest import RtspServer
+
+
+class FrameLog:
+    """A sink that records what it saw of each frame (never holds the frame itself)."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.seen: list[dict[str, object]] = []
+
+    async def process(self, frame: Frame) -> None:
+        self.seen.append({"seq": frame.seq, "w": frame.width, "h": frame.height, "format": frame.format,
+                          "age_ms": (time.monotonic_ns() - frame.t_capture_ns) / 1e6,
+                          "mean": float(frame.y.mean())})  # fmt: skip
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+
+
+def pipeline(source: VideoSource, sink: FrameLog, **channel: object) -> Pipeline:
+    p = Pipeline()
+    p.sink("out", sink, inputs=p.source("cam", source), **channel)  # type: ignore[arg-type]
+    return p
+
+
+async def test_file_frames_are_views_of_the_decoders_i420_in_order(clip: Path) -> None:
+    source = VideoSource(str(clip))
+    seen: list[tuple[int, str, tuple[int, int], bool]] = []
+
+    def check(frame: Frame) -> None:
+        u, _v = frame.chroma()
+        seen.append(
+            (frame.seq, frame.format, frame.y.shape, frame.y.base is not None and u.shape == (120, 160))
+        )
+
+    p = Pipeline()
+    p.sink("check", check, inputs=p.source("cam", source))
+    report = await run_async(p)
+    assert [s[0] for s in seen] == list(range(1, 61))  # every frame of a file, in order
+    assert {s[1] for s in seen} == {I420}  # software decoders' layout, not converted
+    assert {s[2] for s in seen} == {(240, 320)}
+    assert all(s[3] for s in seen)  # views over the decoder's planes
+    assert source.pool is not None
+    assert source.pool.in_use == 0
+    assert report.stats.node("cam").gauges["source"] == "ended"
+
+
+async def test_frames_look_like_the_clip(clip: Path) -> None:
+    frames: list[np.ndarray] = []
+
+    def grab(frame: Frame) -> None:
+        if frame.seq == 30:
+            frames.append(frame.to_rgb())
+
+    p = Pipeline()
+    p.sink("grab", grab, inputs=p.source("cam", VideoSource(str(clip))))
+    await run_async(p)
+    with av.open(str(clip)) as container:
+        reference = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)][29]
+    assert np.abs(frames[0].astype(int) - reference.astype(int)).mean() < 4  # same picture
+
+
+@pytest.mark.slow
+async def test_rtsp_source_reconnects_after_the_server_comes_back(
+    rtsp_server: RtspServer, tmp_path: Path
+) -> None:
+    frames = FrameLog()
+    ticks: ListSink[int] = ListSink()
+    p = Pipeline()
+    cam = p.source("cam", VideoSource(rtsp_server.url, timeout_s=1.0, backoff_max_s=1.0))
+    p.sink("frames", frames, inputs=cam, policy="latest", queue_size=1)
+    # An unrelated branch: it must keep flowing while the camera is down.
+    p.sink("ticks", ticks, inputs=p.source("clock", lambda: _ticker(0.01)))
+    results = tmp_path / "r.jsonl"
+    from edgepipe.core.results import ResultsWriter
+
+    runtime = Runtime(p.validate(), results=ResultsWriter(str(results)))
+    run = asyncio.ensure_future(runtime.run())
+    try:
+        await _until(lambda: len(frames.seen) >= 20, 15, "first frames over RTSP")
+        rtsp_server.kill()
+        await _until(lambda: _state(runtime) in ("stalled", "reconnecting"), 5, "stall reported")
+        ticks_at_outage = len(ticks.items)
+        await asyncio.sleep(1.5)
+        assert len(ticks.items) > ticks_at_outage + 50  # the rest of the pipeline never blocked
+        frames_before = len(frames.seen)
+        rtsp_server.start()
+        t_back = time.monotonic()
+        await _until(lambda: len(frames.seen) > frames_before + 10, 8, "frames after the server came back")
+        assert time.monotonic() - t_back < 5
+    finally:
+        runtime.request_stop()
+        await asyncio.wait_for(run, 15)
+    states = [json.loads(line)["data"]["state"] for line in results.read_text().splitlines()
+              if '"source_state"' in line]  # fmt: skip
+    assert states[:2] == ["connecting", "live"]
+    assert "stalled" in states
+    assert states[-1] == "live"
+    assert runtime.snapshot().node("cam").gauges["reconnects"] >= 1
+
+
+async def _ticker(interval_s: float):  # type: ignore[no-untyped-def]
+    n = 0
+    while True:
+        yield n
+        n += 1
+        await asyncio.sleep(interval_s)
+
+
+def _state(runtime: Runtime) -> object:
+    return runtime.snapshot().node("cam").gauges.get("source")
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def _damage(path: Path, out: Path, fraction: float, seed: int = 5) -> int:
+    """Copy a raw H.264 stream with ``fraction`` of its packets' payload bytes scrambled."""
+    rng = random.Random(seed)
+    damaged = 0
+    with av.open(str(path)) as container, out.open("wb") as f:
+        for packet in container.demux(video=0):
+            data = bytearray(bytes(packet))
+            if not data:
+                continue
+            if rng.random() < fraction and len(data) > 40:
+                for i in rng.sample(range(8, len(data)), k=min(24, len(data) - 8)):
+                    data[i] ^= 0xFF
+                damaged += 1
+            f.write(data)
+    return damaged
+
+
+async def test_damaged_packets_are_skipped_and_counted(
+    make_clip: Callable[..., Path], tmp_path: Path
+) -> None:
+    clean = make_clip("long.h264", width=320, height=240, fps=30, seconds=10)
+    broken = tmp_path / "broken.h264"
+    damaged = _damage(clean, broken, 0.01)
+    assert damaged >= 2
+    sink = FrameLog()
+    report = await run_async(pipeline(VideoSource(str(broken)), sink))
+    cam = report.stats.node("cam")
+    assert cam.state == "done"  # decoded to the end, no exception
+    assert cam.gauges["source"] == "ended"
+    assert len(sink.seen) > 250  # nearly all of the 300 frames
+    assert cam.gauges.get("corrupt", 0) + (300 - len(sink.seen)) >= 1  # the damage shows
+
+
+@pytest.mark.parametrize("suffix", [".ts", ".h264"])
+async def test_truncated_file_decodes_what_is_there(
+    make_clip: Callable[..., Path], tmp_path: Path, suffix: str
+) -> None:
+    whole = make_clip(f"whole{suffix}", width=320, height=240, fps=30, seconds=3)
+    cut = tmp_path / f"cut{suffix}"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: len(data) * 6 // 10])
+    sink = FrameLog()
+    report = await run_async(pipeline(VideoSource(str(cut)), sink))
+    assert report.stats.node("cam").state == "done"
+    assert 20 < len(sink.seen) < 90
+
+
+async def test_resolution_change_mid_stream(make_clip: Callable[..., Path], tmp_path: Path) -> None:
+    a = make_clip("a.h264", width=320, height=240, fps=30, seconds=1)
+    b = make_clip("b.h264", width=640, height=360, fps=30, seconds=1)
+    joined = tmp_path / "joined.h264"
+    joined.write_bytes(a.read_bytes() + b.read_bytes())  # Annex B streams concatenate
+    sink = FrameLog()
+    await run_async(pipeline(VideoSource(str(joined)), sink))
+    sizes = [(s["w"], s["h"]) for s in sink.seen]
+    assert sizes[0] == (320, 240)
+    assert sizes[-1] == (640, 360)
+    assert len(sizes) == 60
+
+
+async def test_loop_repeats_a_file_and_realtime_paces_it(clip: Path) -> None:
+    sink = FrameLog()
+    t0 = time.monotonic()
+    await run_async(pipeline(VideoSource(str(clip), loop=True, realtime=True), sink), duration_s=2.6)
+    elapsed = time.monotonic() - t0
+    n = len(sink.seen)
+    assert 60 < n < 90  # about 30 fps for 2.6 s: more than one pass of the 2 s clip
+    assert 2.5 < elapsed < 4
+
+
+async def test_slow_consumer_on_a_live_source_drops_old_frames_and_stays_current() -> None:
+    sink = FrameLog(delay_s=0.33)  # 10x slower than the 30 fps camera
+    source = VideoSource("synthetic://320x240@30")
+    report = await run_async(pipeline(source, sink, policy="latest", queue_size=1), duration_s=3)
+    assert source.pool is not None
+    assert source.pool.capacity == 3  # 2 per consumer + 1
+    inbox = report.stats.channel("out")
+    made = source.decoded
+    assert len(sink.seen) + inbox.dropped + source.dropped >= made - 3  # every frame accounted for
+    assert inbox.dropped > 50
+    # Capture-to-consumer latency: under 2 frame intervals (the processing comes after).
+    ages = [float(s["age_ms"]) for s in sink.seen[1:]]  # type: ignore[arg-type]
+    assert max(ages) < 2 * 1000 / 30, ages
+
+
+async def test_missing_file_fails_at_start_with_its_name(tmp_path: Path) -> None:
+    with pytest.raises(NodeError, match=r"node 'cam': SourceError: .*nope\.mp4: no such file"):
+        await run_async(pipeline(VideoSource(str(tmp_path / "nope.mp4")), FrameLog()))
+
+
+async def test_a_file_that_is_not_video(tmp_path: Path) -> None:
+    text = tmp_path / "notes.mp4"
+    text.write_text("this is not a video\n" * 100)
+    with pytest.raises(NodeError, match=r"notes\.mp4: not a video file FFmpeg can read"):
+        await run_async(pipeline(VideoSource(str(text)), FrameLog()))
+
+
+async def test_a_codec_with_no_decoder(clip: Path, tmp_path: Path) -> None:
+    data = clip.read_bytes()  # noqa: ASYNC240 - a small file, in a test
+    assert data.count(b"avc1") >= 1
+    odd = tmp_path / "odd.mp4"
+    odd.write_bytes(data.replace(b"avc1", b"zzz9"))  # a codec tag FFmpeg has no decoder for
+    with pytest.raises(NodeError, match=r"odd\.mp4: its video codec .* has no decoder in this FFmpeg build"):
+        await run_async(pipeline(VideoSource(str(odd)), FrameLog()))
+
+
+def test_unsupported_url_scheme_fails_when_declared() -> None:
+    with pytest.raises(SourceError, match=r"^ftp://cam/x: unsupported URL scheme 'ftp'"):
+        VideoSource("ftp://cam/x")
+    with pytest.raises(SourceError, match=r"expected synthetic://WIDTHxHEIGHT@FPS"):
+        VideoSource("synthetic://big")
+
+
+async def test_unreachable_camera_keeps_retrying_with_a_clear_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from .conftest import free_port
+
+    url = f"rtsp://127.0.0.1:{free_port()}/cam"
+    sink = FrameLog()
+    with caplog.at_level("WARNING"):
+        report = await run_async(
+            pipeline(VideoSource(url, timeout_s=0.5, backoff_max_s=0.2), sink), duration_s=1.5
+        )
+    assert report.stopped_by == "stop"  # never hangs, stops on request
+    assert report.stats.node("cam").gauges["source"] == "reconnecting"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(url in m and "Connection refused" in m and "retrying" in m for m in messages), messages
+    assert report.stats.node("cam").gauges["reconnects"] >= 3
+
+
+async def test_synthetic_scene_moves() -> None:
+    grabbed: list[np.ndarray] = []
+
+    def grab(frame: Frame) -> None:
+        assert frame.format == NV12
+        if len(grabbed) < 2:
+            grabbed.append(frame.y.copy())
+
+    p = Pipeline()
+    p.sink("grab", grab, inputs=p.source("cam", VideoSource("synthetic://160x120@60")))
+    await run_async(p, duration_s=0.3)
+    assert len(grabbed) == 2
+    assert np.abs(grabbed[0].astype(int) - grabbed[1].astype(int)).max() > 100  # the square moved
