@@ -79,6 +79,17 @@ def _parser() -> argparse.ArgumentParser:
     graph_p.add_argument("--format", choices=("text", "json"), default="text")
     _add_common(graph_p)
 
+    probe_p = sub.add_parser(
+        "probe",
+        help="which video decoders work here (decodes a small clip with each)",
+        description="Try every hardware and software decoder of each codec on a small generated clip.",
+        allow_abbrev=False,
+    )
+    probe_p.add_argument(
+        "--codec", action="append", help="only this codec (repeatable): h264, hevc, vp9, av1, mjpeg"
+    )
+    probe_p.add_argument("--format", choices=("text", "json"), default="text")
+
     health_p = sub.add_parser(
         "health",
         help="exit 0 if a running pipeline's heartbeat file is fresh (for HEALTHCHECK)",
@@ -112,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     if extra and args.command not in ("run", "graph"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "probe":
+        return _probe(args)
     if args.command == "health":
         from edgepipe.health import check
 
@@ -246,3 +259,35 @@ def _graph(args: argparse.Namespace, extra: list[str]) -> int:
     for warning in graph.warnings:
         print(f"warning: {warning}")
     return EXIT_OK
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from edgepipe.media.probe import TRIAL_ENCODERS, probe
+
+    codecs = tuple(args.codec or TRIAL_ENCODERS)
+    unknown = [c for c in codecs if c not in TRIAL_ENCODERS]
+    if unknown:
+        print(
+            f"edgepipe: error: unknown codec {unknown[0]!r}; use: {', '.join(TRIAL_ENCODERS)}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    trials = probe(codecs)
+    if args.format == "json":
+        print(
+            json.dumps([t.__dict__ if hasattr(t, "__dict__") else _trial_dict(t) for t in trials], indent=2)
+        )
+        return EXIT_OK
+    print(f"{'codec':<6} {'decoder':<16} {'kind':<8} {'works here':<10} {'ms':>6}  detail")
+    for t in trials:
+        kind = "hardware" if t.hardware else "software"
+        works = "yes" if t.works else "no"
+        print(f"{t.codec:<6} {t.decoder:<16} {kind:<8} {works:<10} {t.ms:>6.1f}  {t.reason}")
+    hardware = [t.decoder for t in trials if t.works and t.hardware]
+    summary = ": " + ", ".join(hardware) if hardware else "; video is decoded in software"
+    print(f"\n{len(hardware)} hardware decoder(s) work here{summary}")
+    return EXIT_OK
+
+
+def _trial_dict(t: Any) -> dict[str, Any]:
+    return {f: getattr(t, f) for f in t.__slots__}

@@ -1,0 +1,127 @@
+"""Drawing on NV12 and I420 planes: boxes, labels, blurred regions. No RGB round trip.
+
+Everything here writes into the planes it is given, so give it a frame you own (a copy from
+:func:`writable_copy`, or an encoder's input buffer): a decoder's own frames are read-only,
+because it still uses their pixels as references for the frames that follow.
+
+Colours are (Y, U, V) triples; :data:`COLORS` has a few. Boxes are ``(x0, y0, x1, y1)`` in
+pixels, clipped to the frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgepipe.media.font import GLYPH_H, GLYPH_W, glyph
+from edgepipe.media.frame import NV12, Frame, nv12_views
+
+Color = tuple[int, int, int]
+
+COLORS: dict[str, Color] = {
+    "green": (149, 43, 21),
+    "red": (81, 90, 240),
+    "yellow": (210, 16, 146),
+    "blue": (41, 240, 110),
+    "white": (235, 128, 128),
+    "black": (16, 128, 128),
+}
+
+
+def writable_copy(frame: Frame) -> Frame:
+    """An NV12 copy of ``frame`` in one new contiguous buffer, safe to draw on."""
+    w, h = frame.width, frame.height
+    buf = np.empty(w * h * 3 // 2, np.uint8)
+    y, uv = nv12_views(buf, w, h)
+    np.copyto(y, frame.y)
+    u, v = frame.chroma()
+    uv[:, :, 0] = u[: h // 2, : w // 2]
+    uv[:, :, 1] = v[: h // 2, : w // 2]
+    return Frame(format=NV12, y=y, uv=uv, pts=frame.pts, time_base=frame.time_base, source_id=frame.source_id,
+                 seq=frame.seq, t_capture_ns=frame.t_capture_ns)  # fmt: skip
+
+
+def _clip_box(frame: Frame, box: tuple[float, float, float, float]) -> tuple[int, int, int, int] | None:
+    x0, y0, x1, y1 = (round(v) for v in box)
+    x0, x1 = max(0, min(x0, x1)), min(frame.width, max(x0, x1))
+    y0, y1 = max(0, min(y0, y1)), min(frame.height, max(y0, y1))
+    if x1 - x0 < 1 or y1 - y0 < 1:
+        return None
+    return x0, y0, x1, y1
+
+
+def _fill(frame: Frame, x0: int, y0: int, x1: int, y1: int, color: Color) -> None:
+    frame.y[y0:y1, x0:x1] = color[0]
+    u, v = frame.chroma()
+    cx0, cy0, cx1, cy1 = x0 // 2, y0 // 2, (x1 + 1) // 2, (y1 + 1) // 2
+    u[cy0:cy1, cx0:cx1] = color[1]
+    v[cy0:cy1, cx0:cx1] = color[2]
+
+
+def draw_box(
+    frame: Frame, box: tuple[float, float, float, float], color: Color = COLORS["green"], thickness: int = 2
+) -> None:
+    """A rectangle outline."""
+    clipped = _clip_box(frame, box)
+    if clipped is None:
+        return
+    x0, y0, x1, y1 = clipped
+    t = max(1, min(thickness, (x1 - x0) // 2 or 1, (y1 - y0) // 2 or 1))
+    _fill(frame, x0, y0, x1, y0 + t, color)
+    _fill(frame, x0, y1 - t, x1, y1, color)
+    _fill(frame, x0, y0, x0 + t, y1, color)
+    _fill(frame, x1 - t, y0, x1, y1, color)
+
+
+def draw_label(
+    frame: Frame, x: float, y: float, text: str, color: Color = COLORS["green"], scale: int = 2
+) -> None:
+    """``text`` in a filled tag whose bottom-left corner is at (x, y) (above a box's corner)."""
+    scale = max(1, scale)
+    pad = scale
+    width = len(text) * (GLYPH_W + 1) * scale + 2 * pad
+    height = GLYPH_H * scale + 2 * pad
+    x0 = int(max(0, min(x, frame.width - width)))
+    y0 = int(max(0, min(y - height, frame.height - height)))
+    if frame.width < width or frame.height < height:
+        return
+    _fill(frame, x0, y0, x0 + width, y0 + height, color)
+    ink = 16 if color[0] > 128 else 235
+    for i, ch in enumerate(text):
+        mask = glyph(ch)
+        if scale > 1:
+            mask = np.repeat(np.repeat(mask, scale, axis=0), scale, axis=1)
+        gx = x0 + pad + i * (GLYPH_W + 1) * scale
+        gy = y0 + pad
+        region = frame.y[gy : gy + mask.shape[0], gx : gx + mask.shape[1]]
+        region[mask[: region.shape[0], : region.shape[1]]] = ink
+
+
+def blur_region(frame: Frame, box: tuple[float, float, float, float], block: int = 0) -> None:
+    """Pixelate ``box`` (face privacy): each ``block`` x ``block`` cell becomes its mean. The
+    default block is an eighth of the box's shorter side, which makes a face unrecognisable."""
+    clipped = _clip_box(frame, box)
+    if clipped is None:
+        return
+    x0, y0, x1, y1 = clipped
+    x0, y0 = x0 // 2 * 2, y0 // 2 * 2  # even, so that chroma cells line up
+    block = block or max(4, min(x1 - x0, y1 - y0) // 8)
+    block += block % 2
+    _pixelate(frame.y, x0, y0, x1, y1, block)
+    u, v = frame.chroma()
+    for plane in (u, v):
+        _pixelate(plane, x0 // 2, y0 // 2, (x1 + 1) // 2, (y1 + 1) // 2, block // 2)
+
+
+def _pixelate(plane: np.ndarray, x0: int, y0: int, x1: int, y1: int, block: int) -> None:
+    region = plane[y0:y1, x0:x1]
+    h, w = region.shape
+    hb, wb = h // block * block, w // block * block
+    if hb and wb:
+        cells = region[:hb, :wb].reshape(hb // block, block, wb // block, block)
+        means = cells.mean(axis=(1, 3), dtype=np.float32).astype(np.uint8)
+        region[:hb, :wb] = np.repeat(np.repeat(means, block, axis=0), block, axis=1)
+    # Edges narrower than a block: one cell each.
+    if hb < h:
+        region[hb:, :] = region[hb:, :].mean(dtype=np.float32).astype(np.uint8)
+    if wb < w:
+        region[:hb, wb:] = region[:hb, wb:].mean(dtype=np.float32).astype(np.uint8)

@@ -1,0 +1,151 @@
+"""Encoding NV12/I420 frames to H.264 and recording them to MP4 (or MKV, TS).
+
+:class:`Recorder` is a sink: ``p.sink("record", Recorder("out.mp4", fps=15), inputs=frames)``.
+It picks a hardware H.264 encoder when one works here (NVENC, QSV, VAAPI, V4L2 M2M, VideoToolbox,
+MediaCodec) and libx264 otherwise, with one log line saying which. Encoding is blocking work: it
+runs on the sink's worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import av
+import av.error
+import numpy as np
+
+from edgepipe.core.errors import OutputError
+from edgepipe.media.frame import NV12, Frame
+
+log = logging.getLogger(__name__)
+
+H264_ENCODERS = ("h264_nvenc", "h264_qsv", "h264_vaapi", "h264_v4l2m2m", "h264_videotoolbox",
+                 "h264_mediacodec", "libx264")  # fmt: skip
+
+_working: dict[tuple[int, int], str] = {}
+_lock = threading.Lock()
+
+
+def _encoder_works(name: str, width: int, height: int) -> bool:
+    try:
+        ctx: Any = av.codec.CodecContext.create(name, "w")
+        ctx.width, ctx.height, ctx.pix_fmt = width, height, "nv12" if name != "libx264" else "yuv420p"
+        ctx.time_base = Fraction(1, 25)
+        ctx.open()
+        frame = av.VideoFrame(width, height, ctx.pix_fmt)
+        ctx.encode(frame)
+        ctx.encode(None)
+    except (av.error.FFmpegError, OSError, ValueError, RuntimeError):
+        return False
+    return True
+
+
+def pick_encoder(width: int, height: int) -> str:
+    """The first H.264 encoder that encodes a frame here (cached per size)."""
+    with _lock:
+        if (width, height) in _working:
+            return _working[(width, height)]
+        for name in H264_ENCODERS:
+            if name in av.codecs_available and _encoder_works(name, width, height):
+                _working[(width, height)] = name
+                return name
+    raise OutputError("no H.264 encoder works here (not even libx264)", path="h264")
+
+
+class Recorder:
+    """Writes every frame it receives to ``path`` as H.264 (a sink; blocking, so it runs on a
+    worker thread). Frame timestamps follow capture times, so dropped frames keep real timing."""
+
+    def __init__(self, path: str | Path, *, fps: float = 15.0, encoder: str = "auto", crf: int = 23) -> None:
+        self.path = Path(path)
+        self.fps = fps
+        self.encoder = encoder
+        self.crf = crf
+        self.frames = 0
+        self._container: Any = None
+        self._stream: Any = None
+        self._t0_ns: int | None = None
+        self._size: tuple[int, int] | None = None
+        self._av_frame: Any = None
+
+    def start(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._container = av.open(str(self.path), "w")
+        except (av.error.FFmpegError, OSError) as exc:
+            raise OutputError(f"cannot record here: {exc}", path=str(self.path)) from exc
+
+    def process(self, frame: Frame) -> None:
+        if self._container is None:
+            raise OutputError("recorder is not started", path=str(self.path))
+        size = (frame.width // 2 * 2, frame.height // 2 * 2)
+        if self._stream is None:
+            self._open_stream(*size)
+        elif size != self._size:
+            log.warning("%s: frame size changed to %s; scaling to %s", self.path, size, self._size)
+        self._encode(self._to_av(frame))
+
+    def _open_stream(self, width: int, height: int) -> None:
+        name = pick_encoder(width, height) if self.encoder == "auto" else self.encoder
+        stream = self._container.add_stream(name, rate=Fraction(self.fps).limit_denominator(1000))
+        stream.width, stream.height = width, height
+        stream.pix_fmt = "yuv420p" if name == "libx264" else "nv12"
+        stream.time_base = Fraction(1, 1000)  # milliseconds: timestamps follow capture times
+        if name == "libx264":
+            stream.options = {"crf": str(self.crf), "preset": "veryfast"}
+        self._stream = stream
+        self._size = (width, height)
+        self._av_frame = av.VideoFrame(width, height, "nv12")
+        log.info("recording %s with %s (%dx%d)", self.path, name, width, height)
+
+    def _to_av(self, frame: Frame) -> Any:
+        # One copy into the encoder's input frame: the source's frame goes back to its pool.
+        assert self._size is not None
+        w, h = self._size
+        out = self._av_frame = av.VideoFrame(w, h, "nv12")
+        y_plane: Any
+        uv_plane: Any
+        y_plane, uv_plane = out.planes
+        y = np.frombuffer(y_plane, np.uint8).reshape(h, y_plane.line_size)
+        uv = np.frombuffer(uv_plane, np.uint8).reshape(h // 2, uv_plane.line_size)
+        if (frame.width, frame.height) == (w, h) or (frame.width // 2 * 2, frame.height // 2 * 2) == (w, h):
+            y[:, :w] = frame.y[:h, :w]
+            if frame.format == NV12:
+                assert frame.uv is not None
+                uv[:, :w] = frame.uv[: h // 2, : w // 2].reshape(h // 2, w)
+            else:
+                u, v = frame.chroma()
+                uv[:, 0:w:2] = u[: h // 2, : w // 2]
+                uv[:, 1:w:2] = v[: h // 2, : w // 2]
+        else:  # a mid-stream size change: scale the new size to the recording's
+            src = av.VideoFrame.from_ndarray(frame.to_rgb(), format="rgb24")
+            out = src.reformat(width=w, height=h, format="nv12")
+        if self._t0_ns is None:
+            self._t0_ns = frame.t_capture_ns
+        out.pts = (frame.t_capture_ns - self._t0_ns) // 1_000_000
+        out.time_base = Fraction(1, 1000)
+        return out
+
+    def _encode(self, av_frame: Any) -> None:
+        try:
+            for packet in self._stream.encode(av_frame):
+                self._container.mux(packet)
+        except (av.error.FFmpegError, OSError) as exc:
+            raise OutputError(f"cannot write: {exc}", path=str(self.path)) from exc
+        self.frames += 1
+
+    def stop(self) -> None:
+        container, self._container = self._container, None
+        if container is None:
+            return
+        try:
+            if self._stream is not None:
+                for packet in self._stream.encode(None):
+                    container.mux(packet)
+        finally:
+            container.close()
+        log.info("recorded %d frames to %s", self.frames, self.path)

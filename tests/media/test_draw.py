@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edgepipe.media.draw import COLORS, blur_region, draw_box, draw_label, writable_copy
+from edgepipe.media.font import glyph
+from edgepipe.media.frame import I420, NV12, Frame, nv12_views
+
+
+def nv12_frame(w: int = 64, h: int = 48, seed: int = 0) -> Frame:
+    rng = np.random.default_rng(seed)
+    buf = rng.integers(16, 235, size=w * h * 3 // 2, dtype=np.uint8)
+    y, uv = nv12_views(buf, w, h)
+    return Frame(format=NV12, y=y, uv=uv)
+
+
+def i420_frame(w: int = 64, h: int = 48, seed: int = 0) -> Frame:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(16, 235, size=(h, w), dtype=np.uint8)
+    u = rng.integers(16, 235, size=(h // 2, w // 2), dtype=np.uint8)
+    v = rng.integers(16, 235, size=(h // 2, w // 2), dtype=np.uint8)
+    return Frame(format=I420, y=y, u=u, v=v)
+
+
+def test_box_outline_in_both_layouts() -> None:
+    for frame in (nv12_frame(), i420_frame()):
+        before = frame.y.copy()
+        draw_box(frame, (10, 8, 40, 30), COLORS["red"], thickness=2)
+        assert (frame.y[8:10, 10:40] == COLORS["red"][0]).all()  # top edge
+        assert (frame.y[8:30, 38:40] == COLORS["red"][0]).all()  # right edge
+        assert (frame.y[12:26, 14:36] == before[12:26, 14:36]).all()  # inside untouched
+        u, v = frame.chroma()
+        assert u[4, 5] == COLORS["red"][1]
+        assert v[4, 5] == COLORS["red"][2]
+
+
+def test_box_is_clipped_to_the_frame() -> None:
+    frame = nv12_frame()
+    draw_box(frame, (-20, -20, 500, 500))
+    assert (frame.y[0, :] == COLORS["green"][0]).all()
+    draw_box(frame, (100, 100, 200, 200))  # entirely outside: nothing, no error
+
+
+def test_label_draws_its_text() -> None:
+    frame = nv12_frame(160, 60)
+    draw_label(frame, 10, 40, "FACE 97%", COLORS["yellow"], scale=2)
+    tag = frame.y[40 - (7 * 2 + 4) : 40, 10 : 10 + 8 * 12 + 4]
+    assert (tag == 16).sum() > 50  # dark ink on the light tag
+    assert (tag == COLORS["yellow"][0]).sum() > 200
+    assert glyph("a").tolist() == glyph("A").tolist()
+    assert glyph("\u00e9").sum() == 20  # an unknown character is a hollow box
+
+
+def test_blur_pixelates_only_the_region() -> None:
+    frame = i420_frame(128, 96)
+    before = frame.y.copy()
+    blur_region(frame, (32, 16, 96, 80))
+    inside = frame.y[16:80, 32:96].astype(float)
+    assert inside.std() < before[16:80, 32:96].std() / 3
+    assert len(np.unique(frame.y[16:24, 32:40])) == 1  # one 8x8 cell, one value
+    outside = np.ones_like(before, dtype=bool)
+    outside[16:80, 32:96] = False
+    assert (frame.y[outside] == before[outside]).all()
+
+
+def test_writable_copy_is_an_nv12_copy(tmp_path: Path) -> None:
+    src = i420_frame()
+    src.y.flags.writeable = False
+    copy = writable_copy(src)
+    assert copy.format == NV12
+    assert (copy.y == src.y).all()
+    u, v = src.chroma()
+    assert (copy.uv[:, :, 0] == u).all()  # type: ignore[index]
+    assert (copy.uv[:, :, 1] == v).all()  # type: ignore[index]
+    draw_box(copy, (0, 0, 10, 10))  # writable
