@@ -1,63 +1,30 @@
-"""The built-in demo: a synthetic camera, a motion detector, and a log of what it saw.
+"""The built-in demo: a camera (synthetic by default), a motion detector, a log, a recording.
 
 Needs nothing but edgepipe itself: no camera, no model, no download. Try::
 
     edgepipe run pipelines/demo.py --duration 10 --stats
-    edgepipe run pipelines/demo.py --fps 30 --results -
+    edgepipe run pipelines/demo.py --source rtsp://192.0.2.10/stream --results -
+    edgepipe run pipelines/demo.py --source clip.mp4 --record annotated.mp4
 
-The camera is a noisy grey scene with a bright square moving across it, paced to ``fps``. The
-detector compares each frame with the previous one and reports the box around what moved. The
-camera's channel keeps only the latest frames, so a slow detector skips frames instead of
-falling behind (the drops show in ``--stats``).
+The detector compares each frame's luma with the previous frame's and reports the box around
+what moved. It reads the camera through a ``latest`` channel of one frame, so a slow detector
+skips frames instead of falling behind (the drops show in ``--stats``). With ``--record``, each
+frame is copied, the box drawn on it, and the result encoded to H.264.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import numpy as np
 
 from edgepipe import Message, Pipeline
+from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
+from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
+from edgepipe.media.encode import Recorder
 
 log = logging.getLogger("demo")
-
-
-@dataclass(frozen=True, slots=True)
-class GrayFrame:
-    """One greyscale frame (the video issue brings real NV12 frames)."""
-
-    seq: int
-    t_capture_ns: int
-    pixels: np.ndarray
-
-
-def synthetic_camera(width: int, height: int, fps: float, frames: int) -> AsyncIterator[GrayFrame]:
-    """A live-like source: paced to ``fps`` on the loop's clock; ``frames=0`` runs forever."""
-
-    async def frames_gen() -> AsyncIterator[GrayFrame]:
-        rng = np.random.default_rng(7)
-        # A few noise fields made once and cycled: per-frame random numbers would cost more than
-        # the detector does.
-        noise = rng.integers(90, 110, size=(4, height, width), dtype=np.uint8)
-        side = max(8, min(width, height) // 6)
-        loop = asyncio.get_running_loop()
-        t_next = loop.time()
-        seq = 0
-        while frames == 0 or seq < frames:
-            pixels = noise[seq % len(noise)].copy()
-            x = int((seq * 4) % (width - side))
-            y = int((height - side) / 2 * (1 + np.sin(seq / 15)))
-            pixels[y : y + side, x : x + side] = 230
-            yield GrayFrame(seq, time.monotonic_ns(), pixels)
-            seq += 1
-            t_next += 1.0 / fps
-            await asyncio.sleep(max(0.0, t_next - loop.time()))
-
-    return frames_gen()
 
 
 class MotionDetector:
@@ -66,16 +33,24 @@ class MotionDetector:
     def __init__(self, threshold: int, min_pixels: int) -> None:
         self.threshold = threshold
         self.min_pixels = min_pixels
-        self._previous: np.ndarray | None = None
+        self._lumas: list[np.ndarray] = []  # two buffers, alternately current and previous
+        self._turn = 0
+        self._primed = False
         self._diff: np.ndarray | None = None
 
-    def process(self, frame: GrayFrame) -> Message | None:
-        current = frame.pixels.astype(np.int16)
-        previous, self._previous = self._previous, current
-        if previous is None:
+    def process(self, frame: Frame) -> Message | None:
+        luma = frame.y
+        if self._diff is None or self._diff.shape != luma.shape:
+            # Buffers made once (and again only if the resolution changes): nothing per frame.
+            self._lumas = [np.empty(luma.shape, np.int16), np.empty(luma.shape, np.int16)]
+            self._diff = np.empty(luma.shape, np.int16)
+            self._primed = False
+        current, previous = self._lumas[self._turn], self._lumas[1 - self._turn]
+        self._turn = 1 - self._turn
+        np.copyto(current, luma)
+        if not self._primed:
+            self._primed = True
             return None
-        if self._diff is None or self._diff.shape != current.shape:
-            self._diff = np.empty_like(current)
         np.subtract(current, previous, out=self._diff)
         np.abs(self._diff, out=self._diff)
         moved = self._diff > self.threshold
@@ -86,34 +61,46 @@ class MotionDetector:
         cols = np.flatnonzero(moved.any(axis=0))
         box = [int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1]
         latency_ms = (time.monotonic_ns() - frame.t_capture_ns) / 1e6
-        return Message(
-            "motion", {"frame": frame.seq, "box_xyxy": box, "pixels": count, "latency_ms": latency_ms}
-        )
+        data = {"source": frame.source_id, "frame": frame.seq, "box_xyxy": box, "pixels": count}
+        return Message("motion", {**data, "latency_ms": round(latency_ms, 2)})
 
 
 async def log_motion(message: Message) -> None:
     data = message.data
-    if data["frame"] % 15 == 0:  # one line in fifteen: the log is for people
+    if data["frame"] % 30 == 0:  # one line in thirty: the log is for people
         log.info("frame %d: motion at %s (%d px)", data["frame"], data["box_xyxy"], data["pixels"])
 
 
+class Annotate:
+    """Copies each frame (the decoder's own is read-only) and draws the latest motion box."""
+
+    def __init__(self) -> None:
+        self.box: list[int] | None = None
+
+    def process(self, item: Frame | Message) -> Frame | None:
+        if isinstance(item, Message):
+            self.box = item.data["box_xyxy"]
+            return None
+        frame = writable_copy(item)
+        if self.box is not None:
+            draw_box(frame, self.box, COLORS["yellow"])
+            draw_label(frame, self.box[0], self.box[1], "MOTION", COLORS["yellow"])
+        return frame
+
+
 def pipeline(
-    fps: float = 15.0,
-    width: int = 320,
-    height: int = 240,
-    frames: int = 0,
+    source: str = SYNTHETIC_DEFAULT,
     threshold: int = 40,
+    record: str = "",
+    decoder: str = "auto",
 ) -> Pipeline:
-    """Synthetic camera -> motion detector -> log. ``frames=0`` runs until stopped."""
+    """camera -> motion -> log (and, with --record PATH, camera + boxes -> H.264 file)."""
     p = Pipeline("demo")
-    camera = p.source("camera", synthetic_camera(width, height, fps, frames), on_error="stop")
-    motion = p.stage(
-        "motion",
-        MotionDetector(threshold, min_pixels=16),
-        inputs=camera,
-        policy="latest",
-        queue_size=2,
-        timeout_s=1.0,
-    )
+    camera = p.source("camera", VideoSource(source, decoder=decoder))
+    motion = p.stage("motion", MotionDetector(threshold, min_pixels=16), inputs=camera, policy="latest",
+                     queue_size=1, timeout_s=1.0)  # fmt: skip
     p.sink("log", log_motion, inputs=motion)
+    if record:
+        annotated = p.stage("annotate", Annotate(), inputs=[camera, motion], policy="latest", queue_size=2)
+        p.sink("record", Recorder(record), inputs=annotated, queue_size=4)
     return p

@@ -106,10 +106,19 @@ def test_signal_stops_gracefully_with_sinks_flushed_and_results_complete(tmp_pat
 def test_duration_stops_the_demo_cleanly(tmp_path: Path) -> None:
     results = tmp_path / "r.jsonl"
     result = edgepipe(
-        "run", "pipelines/demo.py", "--duration", "1.5", "--fps", "30", "--results", str(results), "--stats"
+        "run",
+        "pipelines/demo.py",
+        "--duration",
+        "1.5",
+        "--source",
+        "synthetic://320x240@30",
+        "--results",
+        str(results),
+        "--stats",
     )
     assert result.returncode == 0, result.stderr
-    motions = [json.loads(line) for line in results.read_text().splitlines()]
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    motions = [r for r in records if r["kind"] == "motion"]
     assert len(motions) > 20
     assert all(m["kind"] == "motion" and m["node"] == "motion" for m in motions)
     assert "summary" in result.stderr
@@ -117,10 +126,23 @@ def test_duration_stops_the_demo_cleanly(tmp_path: Path) -> None:
 
 
 def test_results_to_stdout(tmp_path: Path) -> None:
-    result = edgepipe("run", "pipelines/demo.py", "--frames", "10", "--fps", "200", "--results", "-", "-q")
+    result = edgepipe(
+        "run",
+        "pipelines/demo.py",
+        "--source",
+        "synthetic://160x120@60",
+        "--duration",
+        "1",
+        "--results",
+        "-",
+        "-q",
+    )
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [r["data"]["frame"] for r in records] == list(range(1, 10))
+    motion = [r["data"]["frame"] for r in records if r["kind"] == "motion"]
+    assert len(motion) > 20
+    assert motion == sorted(motion)
+    assert {r["kind"] for r in records} == {"motion", "source_state"}
 
 
 BAD_FILES = {
@@ -180,8 +202,8 @@ def test_bad_pipeline_file_is_a_short_message_and_exit_2(tmp_path: Path, case: s
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--fsp", "3"], r"demo\.py:\d+: unknown parameter --fsp; did you mean --fps\?"),
-        (["--fps", "fast"], r"demo\.py:\d+: --fps: expected a number, got 'fast'"),
+        (["--sorce", "x.mp4"], r"demo\.py:\d+: unknown parameter --sorce; did you mean --source\?"),
+        (["--threshold", "high"], r"demo\.py:\d+: --threshold: expected an integer, got 'high'"),
     ],
 )
 def test_bad_parameter_is_exit_2(args: list[str], message: str) -> None:
@@ -198,7 +220,7 @@ def test_missing_file_and_unwritable_results_are_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "nope.py: no such pipeline file" in result.stderr
     result = edgepipe(
-        "run", "pipelines/demo.py", "--frames", "3", "--results", str(tmp_path / "no" / "dir" / "r.jsonl")
+        "run", "pipelines/demo.py", "--duration", "1", "--results", str(tmp_path / "no" / "dir" / "r.jsonl")
     )
     assert result.returncode == 2, result.stderr
     assert "r.jsonl: cannot write results here: No such file or directory" in result.stderr
@@ -233,11 +255,15 @@ def test_run_time_failure_names_the_node_and_exits_1(tmp_path: Path) -> None:
 def test_graph_prints_nodes_channels_and_resources() -> None:
     text = edgepipe("graph", "pipelines/demo.py")
     assert text.returncode == 0, text.stderr
-    assert "camera -> motion  size=2 policy=latest" in text.stdout
-    assert "motion  stage   MotionDetector  [GrayFrame -> Message]" in text.stdout
+    assert "camera -> motion  size=1 policy=latest" in text.stdout
+    assert "motion  stage   MotionDetector  [Frame -> Message]" in text.stdout
     data = json.loads(edgepipe("graph", "pipelines/demo.py", "--format", "json").stdout)
     assert [n["id"] for n in data["nodes"]] == ["camera", "motion", "log"]
-    assert data["channels"][0] == {"from": ["camera"], "to": "motion", "size": 2, "policy": "latest"}
+    assert data["channels"][0] == {"from": ["camera"], "to": "motion", "size": 1, "policy": "latest"}
+    recording = json.loads(
+        edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4", "--format", "json").stdout
+    )
+    assert [n["id"] for n in recording["nodes"]] == ["camera", "motion", "log", "annotate", "record"]
 
 
 def test_results_on_a_full_disk_lose_results_not_the_pipeline(tmp_path: Path) -> None:

@@ -94,7 +94,10 @@ class Recorder:
         stream = self._container.add_stream(name, rate=Fraction(self.fps).limit_denominator(1000))
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p" if name == "libx264" else "nv12"
-        stream.time_base = Fraction(1, 1000)  # milliseconds: timestamps follow capture times
+        # Milliseconds, for the encoder as for the container: timestamps follow capture times,
+        # and nothing rounds two frames onto one tick.
+        stream.time_base = Fraction(1, 1000)
+        stream.codec_context.time_base = Fraction(1, 1000)
         if name == "libx264":
             stream.options = {"crf": str(self.crf), "preset": "veryfast"}
         self._stream = stream

@@ -42,8 +42,14 @@ async def test_unwritable_recording_path_names_it(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     p = Pipeline()
-    p.sink("record", Recorder(blocker / "sub" / "rec.mp4"), inputs=p.source("cam", VideoSource("synthetic://64x48@5")))
-    with pytest.raises(NodeError, match=r"node 'record': start\(\) failed: OutputError: .*rec\.mp4: cannot record here"):
+    p.sink(
+        "record",
+        Recorder(blocker / "sub" / "rec.mp4"),
+        inputs=p.source("cam", VideoSource("synthetic://64x48@5")),
+    )
+    with pytest.raises(
+        NodeError, match=r"node 'record': start\(\) failed: OutputError: .*rec\.mp4: cannot record here"
+    ):
         await run_async(p, duration_s=0.5)
 
 
