@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install what the tests need and run them: the README's test command, and what CI runs.
+#   scripts/test.sh            # the whole suite
+#   scripts/test.sh -k rtsp    # arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests use: GStreamer's RTSP server (a real server for the RTSP tests),
+# run by Debian's own Python through PyGObject.
+DEBIAN_PACKAGES=(python3 python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base
+                 gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly gstreamer1.0-tools)
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "scripts/test.sh: missing Debian packages; run: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+python3 -m venv .venv
+.venv/bin/pip install -q -c constraints.txt -e '.[dev]'
+exec .venv/bin/python -m pytest "$@"
