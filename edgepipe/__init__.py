@@ -27,10 +27,25 @@ from edgepipe.core import (
 )
 from edgepipe.core.run import run, run_async
 
+# The media layer imports PyAV (~0.1 s): loaded on first use, so `import edgepipe` and the CLI
+# stay quick for pipelines that do not touch video.
+_LAZY = {"VideoSource": "edgepipe.media", "Frame": "edgepipe.media", "Recorder": "edgepipe.media.encode"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'edgepipe' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "Channel",
     "EdgepipeError",
     "ErrorPolicy",
+    "Frame",
     "GraphError",
     "Message",
     "NodeError",
@@ -41,8 +56,10 @@ __all__ = [
     "PipelineError",
     "PipelineFileError",
     "Policy",
+    "Recorder",
     "RunReport",
     "Snapshot",
+    "VideoSource",
     "__version__",
     "load_pipeline",
     "run",

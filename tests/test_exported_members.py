@@ -6,6 +6,7 @@ import types
 
 import edgepipe
 import edgepipe.core
+import edgepipe.media
 import edgepipe.testing
 
 
@@ -21,10 +22,20 @@ def public_names(module: types.ModuleType) -> set[str]:
 
 
 def test_all_matches_what_is_exported() -> None:
-    for module in (edgepipe, edgepipe.core, edgepipe.testing):
+    for module in (edgepipe, edgepipe.core, edgepipe.media, edgepipe.testing):
         exported = set(module.__all__)
         assert exported == {n for n in exported if hasattr(module, n)}, module.__name__
         if module is not edgepipe.testing:
             assert public_names(module) <= exported | {"T"}, module.__name__
     assert set(edgepipe.testing.__all__) == {"FakeSource", "ListSink", "run_pipeline"}
     assert "__version__" in edgepipe.__all__
+
+
+def test_core_never_imports_pyav_onnxruntime_or_aiortc() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, edgepipe, edgepipe.core, edgepipe.cli; print(sorted(m for m in ('av', 'onnxruntime', 'aiortc') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+    assert edgepipe.VideoSource is edgepipe.media.VideoSource  # loaded on first use

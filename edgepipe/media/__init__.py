@@ -3,20 +3,28 @@ frames from bounded pools, drawing, blurring and encoding."""
 
 from __future__ import annotations
 
+from edgepipe.media.draw import COLORS, blur_region, draw_box, draw_label, writable_copy
+from edgepipe.media.encode import Recorder
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.frame import I420, NV12, Frame, FramePool
 from edgepipe.media.source import VideoSource
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 
 __all__ = [
+    "COLORS",
     "I420",
     "NV12",
     "SYNTHETIC_DEFAULT",
     "DecoderError",
     "Frame",
     "FramePool",
+    "Recorder",
     "SourceError",
     "SourceURL",
     "VideoSource",
+    "blur_region",
+    "draw_box",
+    "draw_label",
     "parse",
+    "writable_copy",
 ]

@@ -32,7 +32,7 @@ from edgepipe.media import hw
 from edgepipe.media.decode import StreamDecoder, describe_ffmpeg_error
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.frame import Frame, FramePool, from_av, from_planes, nv12_views
-from edgepipe.media.probe import choose
+from edgepipe.media.probe import choose, try_decoder
 from edgepipe.media.synthetic import Scene
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 
@@ -310,6 +310,14 @@ class VideoSource:
         if not choice.is_hardware:
             self._note_decoder(f"{codec} (software)", why if self.decoder == "auto" else "")
             return software
+        if self.decoder != "auto":
+            # An asked-for decoder is tried on a small clip first: some fail only at the first
+            # packet (a CUDA decoder without a GPU), which would otherwise look like corruption.
+            trial = try_decoder(codec, choice)
+            if not trial.works:
+                reason = f"{choice.label} cannot decode {codec} here: {trial.reason}"
+                self._note_decoder(f"{codec} (software)", reason)
+                return software
         software.close()
         hardware = StreamDecoder(self.src, choice=choice, timeout_s=self.timeout_s,
                                  rtsp_transport=self.rtsp_transport, options=self.options)  # fmt: skip

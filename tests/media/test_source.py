@@ -282,3 +282,47 @@ async def test_synthetic_scene_moves() -> None:
     await run_async(p, duration_s=0.3)
     assert len(grabbed) == 2
     assert np.abs(grabbed[0].astype(int) - grabbed[1].astype(int)).max() > 100  # the square moved
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 1e6
+
+
+async def test_memory_stays_flat_under_a_slow_consumer() -> None:
+    sink = FrameLog(delay_s=0.05)
+    samples: list[float] = []
+
+    async def sample_rss() -> None:
+        while True:
+            samples.append(_rss_mb())
+            await asyncio.sleep(0.25)
+
+    p = pipeline(VideoSource("synthetic://1280x720@60"), sink, policy="latest", queue_size=1)
+    sampler = asyncio.ensure_future(sample_rss())
+    try:
+        await run_async(p, duration_s=4)
+    finally:
+        sampler.cancel()
+    warm = samples[4:]  # after the first second
+    assert max(warm) - min(warm) < 15, samples  # a 720p frame is 1.4 MB: no frames pile up
+
+
+async def test_an_explicit_hardware_decoder_that_cannot_work_here_falls_back(
+    clip: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from edgepipe.media.hw import candidates
+
+    hardware = [c for c in candidates("h264") if c.decoder]
+    if not hardware:
+        pytest.skip("this FFmpeg build names no hardware H.264 decoder")
+    name = hardware[0].decoder
+    assert name is not None
+    sink = FrameLog()
+    with caplog.at_level("WARNING"):
+        report = await run_async(pipeline(VideoSource(str(clip), decoder=name), sink))
+    if report.stats.node("cam").gauges["decoder"] == name:
+        pytest.skip(f"{name} works on this machine")  # a lent GPU box: nothing to fall back from
+    assert len(sink.seen) == 60
+    assert report.stats.node("cam").gauges["decoder"] == "h264 (software)"
+    assert any(name in r.getMessage() and "software" in r.getMessage() for r in caplog.records)
