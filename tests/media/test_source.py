@@ -304,8 +304,10 @@ async def test_memory_stays_flat_under_a_slow_consumer() -> None:
         await run_async(p, duration_s=4)
     finally:
         sampler.cancel()
-    warm = samples[4:]  # after the first second
-    assert max(warm) - min(warm) < 15, samples  # a 720p frame is 1.4 MB: no frames pile up
+    # Growth, not wobble (the allocator may hand memory back): the peak of the last second is
+    # no higher than the peak of the second one. A 720p frame is 1.4 MB: frames do not pile up.
+    assert len(samples) >= 12
+    assert max(samples[-4:]) - max(samples[4:8]) < 15, samples
 
 
 async def test_an_explicit_hardware_decoder_that_cannot_work_here_falls_back(
