@@ -206,34 +206,14 @@ def from_av(
     cw, ch = (w + 1) // 2, (h + 1) // 2
     fmt = av_frame.format.name
     planes = av_frame.planes
+    common: dict[str, Any] = {"pts": av_frame.pts, "time_base": av_frame.time_base, "source_id": source_id,
+                              "seq": seq, "pool": pool, "slot": slot, "holder": av_frame}  # fmt: skip
     if fmt in ("yuv420p", "yuvj420p"):
-        return Frame(
-            format=I420,
-            y=_plane(planes[0], h, w),
-            u=_plane(planes[1], ch, cw),
-            v=_plane(planes[2], ch, cw),
-            pts=av_frame.pts,
-            time_base=av_frame.time_base,
-            source_id=source_id,
-            seq=seq,
-            pool=pool,
-            slot=slot,
-            holder=av_frame,
-        )
+        u, v = _plane(planes[1], ch, cw), _plane(planes[2], ch, cw)
+        return Frame(format=I420, y=_plane(planes[0], h, w), u=u, v=v, **common)
     if fmt == "nv12":
         uv = _plane(planes[1], ch, cw * 2).reshape(ch, cw, 2)
-        return Frame(
-            format=NV12,
-            y=_plane(planes[0], h, w),
-            uv=uv,
-            pts=av_frame.pts,
-            time_base=av_frame.time_base,
-            source_id=source_id,
-            seq=seq,
-            pool=pool,
-            slot=slot,
-            holder=av_frame,
-        )
+        return Frame(format=NV12, y=_plane(planes[0], h, w), uv=uv, **common)
     raise ValueError(f"pixel format {fmt} is neither I420 nor NV12; convert it first")
 
 

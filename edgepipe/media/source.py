@@ -21,7 +21,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,6 +31,7 @@ from edgepipe.media import hw
 from edgepipe.media.decode import StreamDecoder, describe_ffmpeg_error
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.frame import Frame, FramePool, from_av, from_planes, nv12_views
+from edgepipe.media.handoff import Handoff
 from edgepipe.media.probe import choose, try_decoder
 from edgepipe.media.synthetic import Scene
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
@@ -39,43 +39,6 @@ from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 log = logging.getLogger(__name__)
 
 STATES = ("connecting", "live", "stalled", "reconnecting", "ended")
-
-
-class _Handoff:
-    """Decode thread -> event loop. Bounded by construction: every frame in it holds a pool
-    slot, and state messages come at most once per reconnect attempt."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._items: deque[tuple[str, Any]] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-
-    def post(self, kind: str, payload: Any) -> bool:
-        """From the decode thread. False if the loop is gone."""
-        try:
-            self._loop.call_soon_threadsafe(self._push, kind, payload)
-        except RuntimeError:
-            return False
-        return True
-
-    def _push(self, kind: str, payload: Any) -> None:
-        self._items.append((kind, payload))
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def get(self) -> tuple[str, Any]:
-        while not self._items:
-            self._waiter = self._loop.create_future()
-            await self._waiter
-        return self._items.popleft()
-
-    def drain(self) -> None:
-        """Release whatever frames were never taken."""
-        while self._items:
-            kind, payload = self._items.popleft()
-            if kind == "frame":
-                payload.release()
 
 
 class _Stalled(Exception):
@@ -127,7 +90,7 @@ class VideoSource:
         self.state = "idle"
         self.decoder_used = ""
         self.pool: FramePool | None = None
-        self._handoff: _Handoff | None = None
+        self._handoff: Handoff | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._source_id = url
@@ -157,7 +120,7 @@ class VideoSource:
         loop = asyncio.get_running_loop()
         if self.src.kind == "file":
             await loop.run_in_executor(None, self._check_file)
-        self._handoff = _Handoff(loop)
+        self._handoff = Handoff(loop)
         self._stop.clear()
         self._thread = threading.Thread(
             target=self._run, name=f"edgepipe-decode-{self._source_id}", daemon=True
