@@ -183,15 +183,22 @@ class NodeRunner:
     async def _pump(self, iterator: AsyncIterator[Any], emit: Callable[[Any], Awaitable[None]]) -> None:
         n = 0
         timeout_s = self.spec.timeout_s
+        if timeout_s is None:
+            async for item in iterator:
+                self._consecutive_failures = 0
+                await emit(item)
+                n += 1
+                if n & 15 == 0:
+                    # A source that never awaits (an in-memory list into a "latest" channel)
+                    # would otherwise starve its consumers and ignore cancellation.
+                    await asyncio.sleep(0)
+            return
         while True:
             # timeout_s on a source bounds the wait for its next item: a stalled input is an error
             # for its policy (restart, by default) instead of a silent hang.
             try:
-                if timeout_s is None:
+                async with asyncio.timeout(timeout_s):
                     item = await anext(iterator)
-                else:
-                    async with asyncio.timeout(timeout_s):
-                        item = await anext(iterator)
             except StopAsyncIteration:
                 return
             except TimeoutError as exc:
@@ -332,37 +339,52 @@ class NodeRunner:
         Raises :class:`_ConsumersGone` once every consumer has detached: nobody is listening,
         so the node ends instead of producing into the void.
         """
-        m = self.metrics
         if self.records_results and self.runtime.results is not None:
             # Before the puts: once a consumer has it, a pooled item may be freed at any time.
             await self.runtime.results.write(item, self.node_id)
+        if isinstance(item, Leased):
+            await self._emit_leased(item)
+            return
+        for channel in self.outputs:  # the hot path: _put() inlined
+            if channel.policy is Policy.BLOCK and len(channel) >= channel.size:
+                t0 = _clock()
+                accepted = await channel.put(item)
+                self.metrics.blocked_ns += _clock() - t0
+            else:
+                accepted = await channel.put(item)
+            if not accepted and channel.detached and all(c.detached for c in self.outputs):
+                raise _ConsumersGone
+        self.metrics.items_out += 1
+
+    async def _put(self, channel: Channel[Any], item: Any) -> None:
+        if channel.policy is Policy.BLOCK and len(channel) >= channel.size:
+            t0 = _clock()
+            accepted = await channel.put(item)
+            self.metrics.blocked_ns += _clock() - t0
+        else:
+            accepted = await channel.put(item)
+        if not accepted and channel.detached and all(c.detached for c in self.outputs):
+            raise _ConsumersGone
+
+    async def _emit_leased(self, item: Leased) -> None:
         outputs = self.outputs
-        leased = isinstance(item, Leased)
-        if leased:
-            if item is self._held:
-                self._held_passed = True
-            if len(outputs) == 0:
-                item.release()
-            elif len(outputs) > 1:
-                item.retain(len(outputs) - 1)  # the emitter's reference becomes the first consumer's
+        if item is self._held:
+            self._held_passed = True
+        if not outputs:
+            item.release()
+        elif len(outputs) > 1:
+            item.retain(len(outputs) - 1)  # the emitter's reference becomes the first consumer's
         handed = 0
         try:
             for channel in outputs:
-                if len(channel) >= channel.size and channel.policy is Policy.BLOCK:
-                    t0 = _clock()
-                    accepted = await channel.put(item)
-                    m.blocked_ns += _clock() - t0
-                else:
-                    accepted = await channel.put(item)
-                handed += 1  # accepted, or dropped and released by the channel
-                if not accepted and channel.detached and all(c.detached for c in outputs):
-                    raise _ConsumersGone
-        except BaseException:
-            if leased:
-                for _ in range(len(outputs) - handed):  # the references never handed over
-                    item.release()
+                handed += 1  # put() either takes the reference or drops and releases it
+                await self._put(channel, item)
+        except asyncio.CancelledError:
+            # Cancelled while waiting in a blocking put: that one and the rest never got theirs.
+            for _ in range(len(outputs) - handed + 1):
+                item.release()
             raise
-        m.items_out += 1
+        self.metrics.items_out += 1
 
     # -- errors -------------------------------------------------------------------------------
 

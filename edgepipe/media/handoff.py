@@ -1,4 +1,10 @@
-"""Handing decoded frames from a source's decode thread to the event loop."""
+"""Handing decoded frames from a source's decode thread to the event loop.
+
+The thread appends to a deque (atomic in CPython) and wakes the loop only when the loop is
+parked waiting for it: while the consumer is busy, frames pass without a wake-up (a write to
+the loop's self-pipe and a context switch per frame). The loop announces that it will park,
+then looks once more before parking, so an item appended in between is never missed.
+"""
 
 from __future__ import annotations
 
@@ -15,26 +21,38 @@ class Handoff:
         self._loop = loop
         self._items: deque[tuple[str, Any]] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._parked = False
 
     def post(self, kind: str, payload: Any) -> bool:
         """From the decode thread. False if the loop is gone."""
-        try:
-            self._loop.call_soon_threadsafe(self._push, kind, payload)
-        except RuntimeError:
+        self._items.append((kind, payload))
+        if self._parked:
+            try:
+                self._loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:
+                return False
+        elif self._loop.is_closed():
             return False
         return True
 
-    def _push(self, kind: str, payload: Any) -> None:
-        self._items.append((kind, payload))
+    def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     async def get(self) -> tuple[str, Any]:
-        while not self._items:
+        items = self._items
+        while not items:
             self._waiter = self._loop.create_future()
-            await self._waiter
-        return self._items.popleft()
+            self._parked = True
+            if items:  # appended while we were getting ready to park
+                self._parked = False
+                break
+            try:
+                await self._waiter
+            finally:
+                self._parked = False
+        return items.popleft()
 
     def drain(self) -> None:
         """Release whatever frames were never taken."""
