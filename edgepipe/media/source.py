@@ -96,6 +96,7 @@ class VideoSource:
         self._source_id = url
         self._gauges: dict[str, Any] = {}
         self._emit_event: Any = None
+        self._prepared: StreamDecoder | None = None
 
     def __repr__(self) -> str:
         return f"VideoSource({self.url!r})"
@@ -139,6 +140,9 @@ class VideoSource:
                 )
         if self._handoff is not None:
             self._handoff.drain()
+        if self._prepared is not None:  # started but never ran
+            self._prepared.close()
+            self._prepared = None
 
     async def __aiter__(self) -> AsyncIterator[Frame]:
         handoff = self._handoff
@@ -186,16 +190,11 @@ class VideoSource:
     # -- the decode thread --------------------------------------------------------------------
 
     def _check_file(self) -> None:
+        """Open the file once at start-up, so that a bad one fails with its name before anything
+        runs; the decode thread then starts from this open input instead of opening it again."""
         decoder = StreamDecoder(self.src, timeout_s=self.timeout_s, options=self.options)
-        try:
-            decoder.open()
-            codec = decoder.codec
-            if codec not in av.codecs_available:
-                raise DecoderError(
-                    f"codec '{codec}' has no decoder in this FFmpeg build", url=self.url, codec=codec
-                )
-        finally:
-            decoder.close()
+        decoder.open()
+        self._prepared = decoder
 
     def _run(self) -> None:
         assert self._handoff is not None
@@ -262,9 +261,11 @@ class VideoSource:
     def _open(self) -> StreamDecoder:
         """Open the input with the chosen decoder; a hardware decoder that fails to open falls
         back to software with one warning."""
-        software = StreamDecoder(self.src, timeout_s=self.timeout_s, rtsp_transport=self.rtsp_transport,
-                                 options=self.options)  # fmt: skip
-        software.open()  # first in software: it tells the codec, and it is the fallback anyway
+        software, self._prepared = self._prepared, None
+        if software is None:
+            software = StreamDecoder(self.src, timeout_s=self.timeout_s, rtsp_transport=self.rtsp_transport,
+                                     options=self.options)  # fmt: skip
+            software.open()  # first in software: it tells the codec, and it is the fallback anyway
         codec = software.codec
         if self.decoder == "auto":
             choice, why = choose(codec)
