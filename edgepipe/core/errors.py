@@ -92,3 +92,9 @@ class ChannelClosed(EdgepipeError):
 
 class EndOfStream(Exception):
     """Raised by ``Channel.get()`` when the channel is closed and drained."""
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` for a log line or an error naming its cause."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

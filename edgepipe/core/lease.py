@@ -16,7 +16,10 @@ Code that keeps an item past its call (a tracker holding the previous frame) cal
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import Callable
+from typing import Any
 
 
 class Leased:
@@ -52,3 +55,16 @@ class Leased:
 
     def _free(self) -> None:
         """Give the backing memory back. Subclasses override; called exactly once."""
+
+
+def release_later(loop: asyncio.AbstractEventLoop, item: Leased) -> Callable[[Any], None]:
+    """A done-callback for a worker thread's future: release ``item`` on the loop when the
+    thread is finished with it (or at once if the loop is gone)."""
+
+    def done(_: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(item.release)
+        except RuntimeError:  # the loop is gone: nobody is left to use the pool either
+            item.release()
+
+    return done

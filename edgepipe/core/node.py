@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.context import NodeContext, set_current
-from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout
-from edgepipe.core.lease import Leased
+from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout, describe
+from edgepipe.core.lease import Leased, release_later
 from edgepipe.core.metrics import NodeMetrics
 from edgepipe.core.pipeline import NodeKind, NodeSpec, OnError
 
@@ -139,7 +139,7 @@ class NodeRunner:
                 return
             except Exception as exc:
                 if self.spec.on_error.action is not OnError.RESTART:
-                    raise NodeError(f"start() failed: {_describe(exc)}", node_id=self.node_id) from exc
+                    raise NodeError(f"start() failed: {describe(exc)}", node_id=self.node_id) from exc
                 await self._failed(exc, restart_hooks=False)
 
     async def _stop(self) -> None:
@@ -152,7 +152,7 @@ class NodeRunner:
             log.warning("[%s] stop() did not return within %.1f s; abandoned", self.node_id,
                         self.runtime.stop_timeout_s)  # fmt: skip
         except Exception as exc:
-            log.warning("[%s] stop() failed: %s", self.node_id, _describe(exc))
+            log.warning("[%s] stop() failed: %s", self.node_id, describe(exc))
 
     # -- sources ------------------------------------------------------------------------------
 
@@ -170,7 +170,7 @@ class NodeRunner:
             except Exception as exc:
                 if not source.restartable and self.spec.on_error.action is not OnError.STOP:
                     raise NodeError(
-                        f"{_describe(exc)} (cannot restart a generator object; pass the generator "
+                        f"{describe(exc)} (cannot restart a generator object; pass the generator "
                         "function instead)",
                         node_id=self.node_id,
                     ) from exc
@@ -273,7 +273,7 @@ class NodeRunner:
             # input stays leased to it until then, so its buffer is not reused under it.
             if isinstance(item, Leased):
                 item.retain()
-                future.add_done_callback(_release_from_thread(asyncio.get_running_loop(), item))
+                future.add_done_callback(release_later(asyncio.get_running_loop(), item))
             raise NodeTimeout(f"call took longer than timeout_s={timeout_s}", node_id=self.node_id) from exc
 
     async def _call_with_deadline(
@@ -394,7 +394,7 @@ class NodeRunner:
         m = self.metrics
         m.errors += 1
         self._consecutive_failures += 1
-        what = _describe(exc)
+        what = describe(exc)
         await self.runtime.emit_event(
             self.node_id, "error", {"error": type(exc).__name__, "message": str(exc)}
         )
@@ -438,18 +438,3 @@ class NodeRunner:
                   exc_info=exc if self.runtime.debug else None)  # fmt: skip
         self._last_log_ns = now
         self._suppressed = 0
-
-
-def _release_from_thread(loop: asyncio.AbstractEventLoop, item: Leased) -> Callable[[Any], None]:
-    def done(_: Any) -> None:
-        try:
-            loop.call_soon_threadsafe(item.release)
-        except RuntimeError:  # the loop is gone: nobody is left to use the pool either
-            item.release()
-
-    return done
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
