@@ -19,6 +19,11 @@ RUN pip install -c constraints.txt .
 COPY pipelines ./pipelines
 
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin edgepipe
+
+# The models the shipped pipelines use are fetched (and checksummed) at build time, so that the
+# container needs no network at run time; the cache stays writable for the optimized graphs.
+ENV EDGEPIPE_CACHE_DIR=/var/cache/edgepipe
+RUN edgepipe models pull centerface && chown -R edgepipe /var/cache/edgepipe
 USER edgepipe
 
 # `edgepipe run` keeps this heartbeat fresh; the health check fails if the pipeline hangs.

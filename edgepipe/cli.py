@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from edgepipe import __version__
+from edgepipe import __version__, cli_models
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.pipeline import Graph
@@ -90,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     probe_p.add_argument("--format", choices=("text", "json"), default="text")
 
+    cli_models.add_parser(sub)
+
     health_p = sub.add_parser(
         "health",
         help="exit 0 if a running pipeline's heartbeat file is fresh (for HEALTHCHECK)",
@@ -125,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "probe":
         return _probe(args)
+    if args.command == "models":
+        return cli_models.main(args)
     if args.command == "health":
         from edgepipe.health import check
 

@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -46,18 +44,10 @@ def cpu_s(who: int = resource.RUSAGE_SELF) -> float:
 
 
 def sample_clip(seconds: float) -> Path:
-    path = Path(tempfile.gettempdir()) / f"edgepipe-bench-1080p30-{seconds:g}s.mp4"
-    if not path.exists():
-        spec = importlib.util.spec_from_file_location(
-            "make_sample_clip", Path(__file__).with_name("make_sample_clip.py")
-        )
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        print(f"making {path} ...", file=sys.stderr)
-        module.make_clip(path, width=1920, height=1080, fps=30, seconds=seconds)
-    return path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from make_sample_clip import cached_clip
+
+    return cached_clip(seconds)
 
 
 def bare_pyav(clip: Path) -> tuple[float, float, int]:

@@ -129,6 +129,19 @@ def make_clip(
     return path
 
 
+def cached_clip(seconds: float = 6.0, width: int = 1920, height: int = 1080, fps: int = 30) -> Path:
+    """The benchmarks' sample clip in the temp folder, made on first use."""
+    import tempfile
+
+    name = f"edgepipe-bench-{height}p{fps}-{seconds:g}s.mp4" if width == 1920 else \
+        f"edgepipe-bench-{width}x{height}@{fps}-{seconds:g}s.mp4"  # fmt: skip
+    path = Path(tempfile.gettempdir()) / name
+    if not path.exists():
+        print(f"making {path} ...", file=sys.stderr)
+        make_clip(path, width=width, height=height, fps=fps, seconds=seconds)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", help="output file (.mp4, .mkv, .ts, .h264, .h265)")

@@ -142,7 +142,7 @@ def test_results_to_stdout(tmp_path: Path) -> None:
     motion = [r["data"]["frame"] for r in records if r["kind"] == "motion"]
     assert len(motion) > 20
     assert motion == sorted(motion)
-    assert {r["kind"] for r in records} == {"motion", "source_state"}
+    assert {r["kind"] for r in records} == {"motion", "source_state", "detections"}
 
 
 BAD_FILES = {
@@ -256,14 +256,17 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
     text = edgepipe("graph", "pipelines/demo.py")
     assert text.returncode == 0, text.stderr
     assert "camera -> motion  size=1 policy=latest" in text.stdout
-    assert "motion  stage   MotionDetector  [Frame -> Message]" in text.stdout
+    assert "motion    stage   MotionDetector  [Frame -> Message]" in text.stdout
+    assert "faces     stage   Detector  [Frame -> Detections]" in text.stdout
     data = json.loads(edgepipe("graph", "pipelines/demo.py", "--format", "json").stdout)
-    assert [n["id"] for n in data["nodes"]] == ["camera", "motion", "log"]
+    assert [n["id"] for n in data["nodes"]] == ["camera", "motion", "faces", "log", "face_log"]
     assert data["channels"][0] == {"from": ["camera"], "to": "motion", "size": 1, "policy": "latest"}
     recording = json.loads(
         edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4", "--format", "json").stdout
     )
-    assert [n["id"] for n in recording["nodes"]] == ["camera", "motion", "log", "annotate", "record"]
+    assert [n["id"] for n in recording["nodes"]] == [
+        "camera", "motion", "faces", "log", "face_log", "annotate", "record"
+    ]  # fmt: skip
 
 
 def test_results_on_a_full_disk_lose_results_not_the_pipeline(tmp_path: Path) -> None:

@@ -27,6 +27,9 @@ class NodeContext:
     """``await emit_event(kind, data)`` writes a result message on behalf of this node."""
     gauges: dict[str, Any] = field(default_factory=dict)
     """Name -> current value (a source's state, frames dropped …), shown by ``--stats``."""
+    run_blocking: Callable[..., Awaitable[Any]] | None = None
+    """``await run_blocking(fn, *args)`` runs blocking set-up work (loading a model) on the
+    node's hook threads, off the event loop, with the context of the node."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

@@ -9,6 +9,7 @@ decided per item, and it allocates nothing per item beyond what the user's code 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -55,6 +56,7 @@ class NodeRunner:
         self._source: SourceAdapter | None = None
         self._process: ProcessAdapter | None = None
         self._executor = executor
+        self._hooks_executor = hooks_executor
         if spec.kind is NodeKind.SOURCE:
             self._source = adapt_source(spec, executor, hooks_executor)
         else:
@@ -76,12 +78,17 @@ class NodeRunner:
             async def emit_event(kind: str, data: Any) -> None:
                 await self.runtime.emit_event(self.node_id, kind, data)
 
+            async def run_blocking(fn: Callable[..., Any], *args: Any) -> Any:
+                call = contextvars.copy_context().run
+                return await asyncio.get_running_loop().run_in_executor(self._hooks_executor, call, fn, *args)
+
             self._context = NodeContext(
                 self.node_id,
                 len(self.outputs),
                 tuple(c.size for c in self.outputs),
                 emit_event,
                 self.metrics.gauges,
+                run_blocking,
             )
         return self._context
 

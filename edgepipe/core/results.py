@@ -64,11 +64,11 @@ def _snake(name: str) -> str:
 
 def to_jsonable(value: Any) -> Any:
     """A JSON-serializable view of ``value``: the ``default`` hook of :func:`json.dumps`."""
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict) and not isinstance(value, type):
+        return to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
     module = type(value).__module__
     if module == "numpy":
         if getattr(value, "ndim", 0) == 0:

@@ -58,7 +58,9 @@ def pick_encoder(width: int, height: int) -> str:
 
 class Recorder:
     """Writes every frame it receives to ``path`` as H.264 (a sink; blocking, so it runs on a
-    worker thread). Frame timestamps follow capture times, so dropped frames keep real timing."""
+    worker thread). Timestamps advance by the frames' own media time (pts) where it moves
+    forward, else by capture time: a file processed faster than real time keeps its timing, a
+    live camera whose clock resets keeps going, and dropped frames leave their gap."""
 
     def __init__(self, path: str | Path, *, fps: float = 15.0, encoder: str = "auto", crf: int = 23) -> None:
         self.path = Path(path)
@@ -68,7 +70,9 @@ class Recorder:
         self.frames = 0
         self._container: Any = None
         self._stream: Any = None
-        self._t0_ns: int | None = None
+        self._last_pts: int | None = None
+        self._last_media_ms: float | None = None
+        self._last_capture_ns = 0
         self._size: tuple[int, int] | None = None
         self._av_frame: Any = None
 
@@ -127,11 +131,23 @@ class Recorder:
         else:  # a mid-stream size change: scale the new size to the recording's
             src = av.VideoFrame.from_ndarray(frame.to_rgb(), format="rgb24")
             out = src.reformat(width=w, height=h, format="nv12")
-        if self._t0_ns is None:
-            self._t0_ns = frame.t_capture_ns
-        out.pts = (frame.t_capture_ns - self._t0_ns) // 1_000_000
+        out.pts = self._next_pts(frame)
         out.time_base = Fraction(1, 1000)
         return out
+
+    def _next_pts(self, frame: Frame) -> int:
+        """Milliseconds, strictly increasing (the muxer refuses a repeated timestamp)."""
+        media_s = frame.time_s
+        media_ms = None if media_s is None else media_s * 1000.0
+        if self._last_pts is None:
+            step_ms = 0.0
+        elif media_ms is not None and self._last_media_ms is not None and media_ms > self._last_media_ms:
+            step_ms = media_ms - self._last_media_ms
+        else:
+            step_ms = (frame.t_capture_ns - self._last_capture_ns) / 1e6
+        pts = 0 if self._last_pts is None else self._last_pts + max(1, round(step_ms))
+        self._last_pts, self._last_media_ms, self._last_capture_ns = pts, media_ms, frame.t_capture_ns
+        return pts
 
     def _encode(self, av_frame: Any) -> None:
         try:

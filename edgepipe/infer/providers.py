@@ -1,0 +1,85 @@
+"""Which execution providers a session uses, and how many threads it may take.
+
+ONNX Runtime lists the providers its build has (``get_available_providers()``); a provider in
+that list can still fail to start (no driver, no device), so the session falls back along the
+order below and warns once, naming what was skipped and why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+PROVIDER_ORDER: tuple[str, ...] = (
+    "TensorrtExecutionProvider",
+    "CUDAExecutionProvider",
+    "OpenVINOExecutionProvider",
+    "CoreMLExecutionProvider",
+    "QNNExecutionProvider",
+    "ROCMExecutionProvider",
+    "DmlExecutionProvider",
+    "CPUExecutionProvider",
+)
+"""Preference when the user names none: dedicated accelerators first, CPU always last."""
+
+CPU = "CPUExecutionProvider"
+
+_SHORT = {
+    "tensorrt": "TensorrtExecutionProvider",
+    "trt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "qnn": "QNNExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "cpu": CPU,
+}
+
+
+def full_name(provider: str) -> str:
+    """``cuda`` -> ``CUDAExecutionProvider``; full names pass through."""
+    return _SHORT.get(provider.lower(), provider)
+
+
+def short_name(provider: str) -> str:
+    return provider.removesuffix("ExecutionProvider").lower()
+
+
+def candidates(requested: Sequence[str] | None, available: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(providers to try in order, requested ones this build lacks).
+
+    ``requested`` None means every available provider in :data:`PROVIDER_ORDER`. CPU is always
+    appended as the last resort: a camera that cannot use its NPU today should still detect.
+    """
+    if requested is None:
+        wanted = [p for p in PROVIDER_ORDER if p in available]
+        missing: list[str] = []
+    else:
+        names = [full_name(p) for p in requested]
+        wanted = [p for p in names if p in available]
+        missing = [p for p in names if p not in available]
+    if CPU not in wanted:
+        wanted.append(CPU)
+    return wanted, missing
+
+
+def intra_op_threads(budget_frac: float = 0.7, cores: int | None = None) -> int:
+    """Threads for one session's operators: the cores left after headroom, at least one.
+
+    ``budget_frac`` is the share of the machine this model may keep busy (0.7 keeps 30% free for
+    decoding, the event loop and everything else). Rounded down, so that 2 cores give 1 thread
+    and 8 give 5: the headroom is a floor, not a target.
+    """
+    if not 0 < budget_frac <= 1:
+        raise ValueError(f"budget_frac must be in (0, 1], got {budget_frac}")
+    total = cores if cores is not None else _usable_cores()
+    return max(1, int(total * budget_frac))
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,59 @@
+"""Stages that draw detections onto their frame: :class:`Redact` (pixelate, for privacy) and
+:class:`Annotate` (boxes and labels). Both take :class:`Detections` that carry their frame
+(``Detector(keep_frame=True)``), copy the frame once (decoder frames are read-only) and return
+the copy, ready for a :class:`~edgepipe.media.encode.Recorder` or a video track."""
+
+from __future__ import annotations
+
+from edgepipe.media.draw import COLORS, Color, blur_region, draw_box, draw_label, writable_copy
+from edgepipe.media.frame import Frame
+from edgepipe.vision.detection import Detections
+
+
+def _frame_of(detections: Detections) -> Frame:
+    if detections.frame is None:
+        raise ValueError(
+            f"detections of {detections.source_id}#{detections.seq} carry no frame: "
+            "declare the detector with Detector(..., keep_frame=True)"
+        )
+    return detections.frame
+
+
+class Redact:
+    """Pixelates every detected box, grown by ``margin`` (a fraction of its size) so that hair
+    and ears go too. Runs on a worker thread."""
+
+    def __init__(self, margin: float = 0.15, labels: frozenset[str] | None = None) -> None:
+        self.margin = margin
+        self.labels = labels
+        """Only these labels (None: every detection)."""
+
+    def process(self, detections: Detections) -> Frame:
+        frame = writable_copy(_frame_of(detections))
+        for det in detections.items:
+            if self.labels is not None and det.label not in self.labels:
+                continue
+            x1, y1, x2, y2 = det.box
+            dx, dy = (x2 - x1) * self.margin, (y2 - y1) * self.margin
+            blur_region(frame, (x1 - dx, y1 - dy, x2 + dx, y2 + dy))
+        return frame
+
+
+class Annotate:
+    """Draws each box with its label (and track id, score)."""
+
+    def __init__(self, color: Color = COLORS["green"], show_score: bool = True) -> None:
+        self.color = color
+        self.show_score = show_score
+
+    def process(self, detections: Detections) -> Frame:
+        frame = writable_copy(_frame_of(detections))
+        for det in detections.items:
+            draw_box(frame, det.box, self.color)
+            text = det.label.upper()
+            if det.track_id is not None:
+                text += f" {det.track_id}"
+            if self.show_score:
+                text += f" {det.score:.2f}"
+            draw_label(frame, det.box[0], det.box[1], text, self.color)
+        return frame

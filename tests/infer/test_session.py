@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgepipe.infer import (
+    InferTimeout,
+    ModelInputError,
+    ModelLoadError,
+    ModelNotFound,
+    Session,
+    SessionConfig,
+    UnsupportedOperator,
+)
+from tests.onnx_builders import add_model, slow_when_bright, unsupported_op
+
+NO_CACHE = SessionConfig(cache_optimized=False, threads=1)
+
+
+def test_runs_and_counts(tmp_path: Path) -> None:
+    session = Session(add_model(tmp_path / "add.onnx"), NO_CACHE)
+    x = np.ones((2, 3), np.float32)
+    (y,) = session.run({"x": x})
+    np.testing.assert_array_equal(y, x + 1)
+    session.run({"x": x})
+    assert session.stats.runs == 2
+    assert session.stats.failures == 0
+    assert session.stats.first_result_ms is not None
+    assert session.providers[-1] == "CPUExecutionProvider"
+    assert session.describe()["inputs"] == {"x": [2, 3]}
+
+
+def test_missing_file_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFound, match=r"nothere\.onnx: no such file"):
+        Session(tmp_path / "nothere.onnx")
+
+
+@pytest.mark.parametrize("content", [b"", b"this is not a model", bytes(range(256)) * 10])
+def test_a_file_that_is_not_a_model_is_a_load_error_naming_the_file(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(content)
+    with pytest.raises(ModelLoadError, match=r"broken\.onnx") as info:
+        Session(path, NO_CACHE)
+    assert info.value.retryable is False
+
+
+def test_a_truncated_download_is_a_load_error(tmp_path: Path, centerface: Path) -> None:
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(centerface.read_bytes()[:100_000])
+    with pytest.raises(ModelLoadError, match="truncated or corrupt"):
+        Session(path, NO_CACHE)
+
+
+def test_an_operator_without_a_kernel_is_named_with_the_provider(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedOperator) as info:
+        Session(unsupported_op(tmp_path / "bf16.onnx"), NO_CACHE)
+    assert info.value.op == "Abs"
+    assert info.value.provider == "cpu"
+    assert "abs_bf16" in str(info.value)
+
+
+def test_an_unknown_operator_is_named(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    from tests.onnx_builders import save
+
+    graph = helper.make_graph(
+        [helper.make_node("Frobnicate", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )  # fmt: skip
+    path = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "f.onnx")
+    with pytest.raises(UnsupportedOperator, match="Frobnicate is unknown"):
+        Session(path, NO_CACHE)
+
+
+@pytest.mark.parametrize(
+    ("feeds", "match"),
+    [
+        ({"x": np.ones((2, 4), np.float32)}, r"input 'x' expects \[2, 3\] float32, got \(2, 4\) float32"),
+        ({"x": np.ones((2, 3), np.float64)}, r"got \(2, 3\) float64"),
+        ({"z": np.ones((2, 3), np.float32)}, r"no feed for input 'x'.*given: z"),
+    ],
+)
+def test_feeds_that_do_not_fit_say_what_the_model_expects(tmp_path: Path, feeds: dict, match: str) -> None:
+    session = Session(add_model(tmp_path / "add.onnx"), NO_CACHE)
+    with pytest.raises(ModelInputError, match=match):
+        session.run(feeds)
+    assert session.stats.failures == 1
+
+
+def test_a_run_past_its_deadline_is_terminated_counted_and_the_next_run_works(tmp_path: Path) -> None:
+    session = Session(slow_when_bright(tmp_path / "slow.onnx", work=512, iterations_per_level=20),
+                      SessionConfig(cache_optimized=False, threads=1, timeout_s=0.2))  # fmt: skip
+    dark = np.zeros((1, 3, 64, 64), np.float32)
+    bright = np.full((1, 3, 64, 64), 255, np.float32)
+    session.run({"images": dark})
+    t0 = time.perf_counter()
+    with pytest.raises(InferTimeout, match="deadline 200 ms"):
+        session.run({"images": bright})
+    assert time.perf_counter() - t0 < 2.0  # the full run takes several seconds
+    (out,) = session.run({"images": dark})  # the terminate flag was reset
+    assert out.shape == (1, 5, 1)
+    assert session.stats.timeouts == 1
+    assert session.stats.runs == 3
+
+
+def test_retries_are_counted(tmp_path: Path) -> None:
+    session = Session(slow_when_bright(tmp_path / "slow.onnx", work=512, iterations_per_level=20),
+                      SessionConfig(cache_optimized=False, threads=1, timeout_s=0.1, retries=1))  # fmt: skip
+    with pytest.raises(InferTimeout):
+        session.run({"images": np.full((1, 3, 64, 64), 255, np.float32)})
+    assert session.stats.retries == 1
+    assert session.stats.timeouts == 2
+
+
+def test_the_optimized_graph_is_cached_with_its_weights_mapped(tmp_path: Path, centerface: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    config = SessionConfig(threads=1, free_image_dims=True)
+    first = Session(centerface, config)
+    assert first.optimized_path is None
+    x = np.random.default_rng(1).uniform(0, 255, (1, 3, 96, 128)).astype(np.float32)
+    expected = first.run({"input.1": x})
+    second = Session(centerface, config)
+    assert second.optimized_path is not None
+    assert second.optimized_path.parent == tmp_path / "cache" / "optimized"
+    for a, b in zip(expected, second.run({"input.1": x}), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    weights = [p for p in second.optimized_path.parent.iterdir() if p.suffix == ".weights"]
+    assert weights, "weights were not written beside the optimized graph"
+    maps = Path("/proc/self/maps").read_text()
+    assert any(str(w) in maps for w in weights), "the cached weights are not memory-mapped"
+
+
+def test_a_corrupt_cache_entry_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(tmp_path / "cache"))
+    model = add_model(tmp_path / "add.onnx")
+    Session(model, SessionConfig(threads=1))
+    cached = next((tmp_path / "cache" / "optimized").glob("*.onnx"))
+    cached.write_bytes(b"garbage")
+    with caplog.at_level(logging.WARNING):
+        session = Session(model, SessionConfig(threads=1))
+    assert "cached optimized graph unusable" in caplog.text
+    np.testing.assert_array_equal(session.run({"x": np.zeros((2, 3), np.float32)})[0], np.ones((2, 3)))
+
+
+def test_a_provider_this_build_lacks_falls_back_to_cpu_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        session = Session(add_model(tmp_path / "add.onnx"),
+                          SessionConfig(providers=("tensorrt",), cache_optimized=False))  # fmt: skip
+    assert session.providers == ["CPUExecutionProvider"]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "TensorrtExecutionProvider" in warnings[0].getMessage()
+
+
+def test_threads_default_to_the_budget(tmp_path: Path) -> None:
+    from edgepipe.infer.providers import intra_op_threads
+
+    session = Session(add_model(tmp_path / "add.onnx"), SessionConfig(cache_optimized=False))
+    assert session.threads == intra_op_threads(0.7)

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import skimage.data
+
+from edgepipe import Pipeline
+from edgepipe.infer import SessionConfig
+from edgepipe.media.frame import from_av, from_rgb
+from edgepipe.testing import FakeSource, ListSink, run_pipeline
+from edgepipe.vision import Detections, Detector, Normalize
+from edgepipe.vision.nms import iou_matrix
+from tests.onnx_builders import slow_when_bright
+
+REPO = Path(__file__).resolve().parents[2]
+# Checked by eye on skimage.data.astronaut() (512x512): cheeks at x 183 and 265, hairline at
+# y 68, chin at y 172.
+ASTRONAUT_FACE = (183.0, 68.0, 265.0, 172.0)
+
+
+def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    return float(iou_matrix(np.array([a], np.float32), np.array([b], np.float32))[0, 0])
+
+
+@pytest.fixture(scope="module")
+def face_detector(centerface: Path) -> Detector:
+    detector = Detector("centerface")
+    detector.open()
+    return detector
+
+
+@pytest.mark.parametrize("path", ["numpy", "swscale"])
+def test_centerface_finds_the_astronauts_face(face_detector: Detector, path: str) -> None:
+    rgb = skimage.data.astronaut()
+    if path == "numpy":
+        frame = from_rgb(rgb)
+    else:
+        frame = from_av(av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p"),
+                        source_id="image", seq=0)  # fmt: skip
+    result = face_detector.process(frame)
+    assert len(result) == 1, result.to_dict()
+    (face,) = result
+    assert face.label == "face"
+    assert face.score > 0.7
+    assert iou(face.box, ASTRONAUT_FACE) > 0.5, face.box
+    assert face.landmarks is not None
+    x1, y1, x2, y2 = face.box
+    for x, y in face.landmarks:  # eyes, nose, mouth corners: inside the face
+        assert x1 < x < x2
+        assert y1 < y < y2
+    (left_eye, right_eye, nose, *_) = face.landmarks
+    assert left_eye[0] < nose[0] < right_eye[0]
+
+
+def test_no_face_in_a_photo_without_one(face_detector: Detector) -> None:
+    assert len(face_detector.process(from_rgb(skimage.data.coffee()))) == 0
+
+
+def test_the_model_and_session_show_in_the_gauges(face_detector: Detector) -> None:
+    assert face_detector.session is not None
+    assert face_detector.session.stats.first_result_ms is not None
+    assert face_detector.adapter == "centerface"
+
+
+def frames_with_bright_every(n: int, count: int) -> list:  # type: ignore[type-arg]
+    dark, bright = np.zeros((64, 64, 3), np.uint8), np.full((64, 64, 3), 255, np.uint8)
+    return [from_rgb(bright if i % n == n - 1 else dark, source_id="cam", seq=i) for i in range(count)]
+
+
+def test_runs_past_their_deadline_are_terminated_counted_and_the_pipeline_flows(tmp_path: Path) -> None:
+    # Bright frames make the model loop for seconds; dark ones take a millisecond.
+    model = slow_when_bright(tmp_path / "slow.onnx", size=64, work=512, iterations_per_level=20)
+    detector = Detector(str(model), adapter="yolov8", labels=["thing"], score_threshold=0.5,
+                        normalize=Normalize(scale=1.0),  # pixels 0..255, as the model counts them
+                        session=SessionConfig(timeout_s=0.25, cache_optimized=False, threads=1))  # fmt: skip
+    sink: ListSink[Detections] = ListSink()
+    p = Pipeline("t")
+    src = p.source("frames", FakeSource(frames_with_bright_every(4, 12)))
+    p.sink("out", sink, inputs=p.stage("detect", detector, inputs=src, timeout_s=5.0))
+    report = run_pipeline(p)
+    assert [r.seq for r in sink.items] == [0, 1, 2, 4, 5, 6, 8, 9, 10]
+    assert all(len(r) == 1 and r.items[0].label == "thing" for r in sink.items)
+    assert report.stats.node("detect").errors == 3
+    assert detector.session is not None
+    assert detector.session.stats.timeouts == 3
+    assert report.duration_s < 5.0  # three 0.25 s deadlines, not three multi-second runs
+
+
+@pytest.mark.slow
+def test_a_broken_model_fails_at_start_up_naming_it(tmp_path: Path) -> None:
+    broken = tmp_path / "faces.onnx"
+    broken.write_bytes(b"\x08\x07" + bytes(1000))
+    done = subprocess.run(
+        [sys.executable, "-m", "edgepipe", "run", str(REPO / "pipelines" / "face_privacy.py"),
+         "--model", str(broken), "--output", str(tmp_path / "o.mp4"), "--duration", "20"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert f"model {broken}" in done.stderr
+    assert "not a readable ONNX model" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_detections_reach_the_results_file(tmp_path: Path, make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
+    clip = make_clip("face.mp4", width=640, height=360, fps=15, seconds=2)
+    results = tmp_path / "r.jsonl"
+    output = tmp_path / "blurred.mp4"
+    done = subprocess.run(
+        [sys.executable, "-m", "edgepipe", "run", str(REPO / "pipelines" / "face_privacy.py"),
+         "--source", str(clip), "--output", str(output), "--results", str(results)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    detections = [r["data"] for r in lines if r["kind"] == "detections"]
+    assert len(detections) == 30  # every frame of the file, none dropped
+    counts = [len(d["detections"]) for d in detections]
+    # The walking cut-out of the astronaut enters the picture after a while: once her face is
+    # found, it is found in (nearly) every later frame, and never more than one face.
+    first = next(i for i, n in enumerate(counts) if n)
+    assert first < 20, counts
+    assert sum(counts[first:]) >= 0.9 * (30 - first), counts
+    assert max(counts) == 1, counts
+    with_face = [d for d in detections if d["detections"]]
+    face = with_face[0]["detections"][0]
+    assert face["label"] == "face"
+    assert len(face["landmarks"]) == 5
+    with av.open(str(output)) as container:
+        decoded = sum(1 for _ in container.decode(video=0))
+    assert decoded == 30, done.stderr
