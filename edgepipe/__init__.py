@@ -27,9 +27,15 @@ from edgepipe.core import (
 )
 from edgepipe.core.run import run, run_async
 
-# The media layer imports PyAV (~0.1 s): loaded on first use, so `import edgepipe` and the CLI
-# stay quick for pipelines that do not touch video.
-_LAZY = {"VideoSource": "edgepipe.media", "Frame": "edgepipe.media", "Recorder": "edgepipe.media.encode"}
+# The media and vision layers import PyAV and ONNX Runtime (~0.1-0.3 s): loaded on first use, so
+# `import edgepipe` and the CLI stay quick for pipelines that do not touch video or models.
+_LAZY = {
+    "VideoSource": "edgepipe.media",
+    "Frame": "edgepipe.media",
+    "Recorder": "edgepipe.media.encode",
+    "Detector": "edgepipe.vision",
+    "Detections": "edgepipe.vision",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -43,6 +49,8 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Channel",
+    "Detections",
+    "Detector",
     "EdgepipeError",
     "ErrorPolicy",
     "Frame",

@@ -9,8 +9,8 @@ NV12/I420 -> tensor preprocessing against OpenCV.
    first 30 frames, letterboxed before timing starts), with the same intra-op threads and
    spinning off, ONNX Runtime's defaults otherwise: the model's own speed with nothing else to
    do. (edgepipe's own session settings, such as flushing denormals, count in its favour.)
-3. Preprocessing, per 1080p frame into the same letterboxed float tensor:
-   edgepipe's swscale path and numpy path, an ONNX preprocessing graph (resize + colour in
+3. Preprocessing, per 1080p frame into the same letterboxed float tensor: edgepipe's numpy
+   path (the default) and swscale path, an ONNX preprocessing graph (resize + colour inside
    ONNX Runtime, the third way the issue asked to measure), and OpenCV ``cvtColor`` (I420 ->
    RGB, full size) + ``resize`` + the same normalization into the tensor (the baseline).
 
@@ -234,8 +234,7 @@ def main() -> int:
     rate, bare_r = statistics.median(ours), statistics.median(bare)
     ratio = rate / bare_r
     pre = preprocessing(clip, shape, 60)
-    best_ours = min(pre["swscale"], pre["numpy"])
-    pre_ratio = pre["opencv"] / best_ours if "opencv" in pre else None
+    pre_ratio = pre["opencv"] / pre["numpy"] if "opencv" in pre else None  # numpy: the default path
 
     print(f"clip: {clip} ({frames} frames), model input {shape[1]}x{shape[0]}, {threads} intra-op thread(s)")
     print(f"Detector pipeline       {rate:8.2f} detections/s (frames detected per second)")
@@ -247,7 +246,10 @@ def main() -> int:
         print(f"  {name:<12} {ms:7.3f} ms")
     if pre_ratio is not None:
         verdict = "meets" if pre_ratio >= TARGET_PREPROCESS else "MISSES"
-        print(f"OpenCV / edgepipe (fastest) {pre_ratio:.2f}x {verdict} the target (> {TARGET_PREPROCESS}x)")
+        print(
+            f"OpenCV / edgepipe (default: numpy) {pre_ratio:.2f}x {verdict} "
+            f"the target (> {TARGET_PREPROCESS}x)"
+        )
     print(json.dumps({
         "bench": "detect",
         "clip": str(clip),

@@ -6,8 +6,10 @@ import types
 
 import edgepipe
 import edgepipe.core
+import edgepipe.infer
 import edgepipe.media
 import edgepipe.testing
+import edgepipe.vision
 
 
 def public_names(module: types.ModuleType) -> set[str]:
@@ -22,7 +24,14 @@ def public_names(module: types.ModuleType) -> set[str]:
 
 
 def test_all_matches_what_is_exported() -> None:
-    for module in (edgepipe, edgepipe.core, edgepipe.media, edgepipe.testing):
+    for module in (
+        edgepipe,
+        edgepipe.core,
+        edgepipe.media,
+        edgepipe.infer,
+        edgepipe.vision,
+        edgepipe.testing,
+    ):
         exported = set(module.__all__)
         assert exported == {n for n in exported if hasattr(module, n)}, module.__name__
         if module is not edgepipe.testing:

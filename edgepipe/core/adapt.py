@@ -10,7 +10,9 @@ tested per item:
 
 or, for a stage written as an async generator function over its input stream, ``stream``.
 
-Objects may also have ``start()`` and ``stop()`` hooks, sync (run on the executor) or async.
+Objects may also have ``start()`` and ``stop()`` hooks, sync (run on the executor) or async,
+and a sync ``prepare(item)`` whose result their sync ``process()`` takes (two steps that the
+runtime may overlap: :mod:`edgepipe.core.prepared`).
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ class ProcessAdapter:
     on the node's executor) or, for stream, an async iterator when called with the input stream."""
     start: Hook
     stop: Hook
+    prepare: Callable[[Any], Any] | None = None
+    """``thread`` mode only: the object's sync ``prepare(item)``, whose result ``call`` takes
+    (see :mod:`edgepipe.core.prepared`)."""
 
 
 async def _aiter_inline(items: Iterable[Any]) -> AsyncIterator[Any]:
@@ -212,4 +217,7 @@ def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> Process
                 "timeout_s cannot interrupt code that runs on the event loop; drop blocking=False",
             )
         return ProcessAdapter("inline", fn, start, stop)
-    return ProcessAdapter("thread", fn, start, stop)
+    prepare = getattr(target, "prepare", None)
+    if fn is target or not callable(prepare) or _is_async_fn(prepare):
+        prepare = None
+    return ProcessAdapter("thread", fn, start, stop, prepare)

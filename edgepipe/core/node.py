@@ -23,6 +23,7 @@ from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout, describe
 from edgepipe.core.lease import Leased, release_later
 from edgepipe.core.metrics import NodeMetrics
 from edgepipe.core.pipeline import NodeKind, NodeSpec, OnError
+from edgepipe.core.prepared import composed, run_prepared
 
 if TYPE_CHECKING:
     from edgepipe.core.runtime import Runtime
@@ -228,6 +229,11 @@ class NodeRunner:
         assert inbox is not None
         get = inbox.get
         call = process.call
+        if process.prepare is not None:
+            if inbox.policy is Policy.BLOCK and self.spec.on_error.action is not OnError.RESTART:
+                await run_prepared(self, process.prepare, call)
+                return
+            call = composed(process.prepare, call)
         inline = process.mode == "inline"
         thread = process.mode == "thread"
         timeout_s = self.spec.timeout_s

@@ -80,7 +80,12 @@ def declared_types(target: Any, kind: str) -> tuple[Any, Any]:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     in_type = None
-    if kind != "source" and params:
+    prepare = getattr(_unwrap(target), "prepare", None) if kind != "source" else None
+    if inspect.ismethod(prepare):
+        # A two-step stage takes its items through prepare() (see edgepipe.core.prepared).
+        first = next(iter(inspect.signature(prepare).parameters.values()), None)
+        in_type = _hints(prepare).get(first.name) if first is not None else None
+    elif kind != "source" and params:
         in_type = hints.get(params[0].name)
         streamed = _stream_item(in_type) if in_type is not None else None
         if streamed is not None:

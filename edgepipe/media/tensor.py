@@ -1,20 +1,25 @@
 """NV12/I420 frames into a model's input tensor: letterbox, colour conversion, normalization.
 
-No full-resolution RGB image is ever made. Two ways, chosen per frame (``method="auto"``):
+No full-resolution RGB image is ever made. Two ways:
 
-- ``swscale``: the decoder's own frame (kept by the :class:`Frame`) is scaled and converted to
-  planar RGB by FFmpeg's swscale in one SIMD pass at the *output* size; numpy then writes the
-  three small planes into the tensor with the normalization folded into one multiply-add.
-- ``numpy``: for frames that have no decoder frame behind them (synthetic video, copies), the
-  output pixels pick their nearest source pixel from the Y and chroma planes by precomputed
-  indices, and the BT.601 conversion runs on the small planes only.
+- ``numpy`` (the default, ``method="auto"``): each output pixel takes its nearest source
+  pixel from the Y plane, chroma is read at half the output height, and the BT.601 conversion
+  and the normalization run at the output size only, written straight into the tensor. Integer
+  scale ratios (1080p -> 640 is 3) are strided views of the planes: nothing is gathered.
+- ``swscale``: FFmpeg's swscale scales the decoder's own frame (kept by the :class:`Frame`)
+  with a bilinear filter and converts it to planar RGB at the output size in one pass; numpy
+  writes the three planes into the tensor. Filtered, so less aliasing on large downscales; it
+  needs a decoder frame behind the :class:`Frame` (not synthetic video, not copies).
 
-``scripts/bench_detect.py`` measures both against OpenCV's ``cvtColor`` + ``resize``; swscale is
-the fastest where it applies, numpy beats OpenCV too (see the issue notes for figures).
+``scripts/bench_detect.py`` measures both, an ONNX preprocessing graph, and OpenCV's
+``cvtColor`` + ``resize``: numpy was the fastest on the machines measured so far, so ``auto``
+uses it for every frame (one code path, the same tensor for the same picture whatever its
+source); swscale is there for those who want filtering.
 
 Buffers (the tensors, the index maps, the float scratch planes) are made when the geometry
-changes and reused for every later frame. Two output tensors alternate, so a run that still
-reads one (abandoned at a deadline) is never overwritten by the next frame.
+changes and reused for every later frame. Output tensors are used in turn, so a run that still
+reads one (abandoned at a deadline) is never overwritten by the next frame; a caller that
+prepares one frame while the model runs on another asks for more (``buffers``).
 """
 
 from __future__ import annotations
@@ -66,8 +71,9 @@ class Letterbox:
     @classmethod
     def fit(cls, src_width: int, src_height: int, dst_width: int, dst_height: int, center: bool) -> Letterbox:
         scale = min(dst_width / src_width, dst_height / src_height)
-        width = max(1, min(dst_width, round(src_width * scale)))
-        height = max(1, min(dst_height, round(src_height * scale)))
+        # Even, so that each chroma sample covers whole 2x2 blocks (a pixel of border at most).
+        width = max(2, min(dst_width, round(src_width * scale)) // 2 * 2)
+        height = max(2, min(dst_height, round(src_height * scale)) // 2 * 2)
         left = (dst_width - width) // 2 if center else 0
         top = (dst_height - height) // 2 if center else 0
         return cls(src_width, src_height, scale, left, top, width, height)
@@ -86,7 +92,7 @@ class Letterbox:
 class Preprocessor:
     """Frame -> input tensor, reusing every buffer. Not thread-safe: one per worker."""
 
-    def __init__(self, fmt: TensorFormat, method: Method = "auto") -> None:
+    def __init__(self, fmt: TensorFormat, method: Method = "auto", buffers: int = 2) -> None:
         if method not in ("auto", "swscale", "numpy"):
             raise ValueError(f"method must be auto, swscale or numpy, not {method!r}")
         self.fmt = fmt
@@ -95,7 +101,9 @@ class Preprocessor:
         if dtype == np.uint8 and (fmt.scale != 1.0 or any(fmt.mean) or any(s != 1.0 for s in fmt.std)):
             raise ValueError("a uint8 input takes raw pixels: use scale=1, mean=0, std=1")
         shape = (1, 3, fmt.height, fmt.width) if fmt.layout == "nchw" else (1, fmt.height, fmt.width, 3)
-        self._tensors = [np.empty(shape, dtype), np.empty(shape, dtype)]
+        if buffers < 1:
+            raise ValueError("buffers must be at least 1")
+        self._tensors = [np.empty(shape, dtype) for _ in range(buffers)]
         self._turn = 0
         # out = pixel * gain + offset, per output channel (RGB order here; BGR swaps the views)
         self._gain = [np.float32(fmt.scale / s) for s in fmt.std]
@@ -108,18 +116,19 @@ class Preprocessor:
         """The way the latest frame was converted (``swscale`` or ``numpy``)."""
 
     def __call__(self, frame: Frame) -> tuple[np.ndarray, Letterbox]:
-        """The tensor for ``frame`` (owned by this preprocessor: valid until the call after the
-        next) and the letterbox that maps model outputs back onto the frame."""
+        """The tensor for ``frame`` (owned by this preprocessor, and reused: valid for the next
+        ``buffers - 1`` calls) and the letterbox that maps model outputs back onto the frame."""
         box = self._prepare(frame.width, frame.height)
-        tensor = self._tensors[self._turn]
-        self._turn ^= 1
-        planes = self._views[self._turn ^ 1]
+        turn = self._turn
+        self._turn = (turn + 1) % len(self._tensors)
+        tensor = self._tensors[turn]
+        planes = self._views[turn]
         av_frame = frame.av_frame
-        if self.method != "numpy" and av_frame is not None:
+        if self.method == "swscale":
+            if av_frame is None:
+                raise ValueError(f"{frame!r} has no decoder frame behind it: swscale needs one (use auto)")
             self._swscale(av_frame, planes, box)
             self.last_method = "swscale"
-        elif self.method == "swscale":
-            raise ValueError(f"{frame!r} has no decoder frame behind it: swscale needs one (use auto)")
         else:
             self._numpy(frame, planes)
             self.last_method = "numpy"
@@ -176,66 +185,121 @@ class Preprocessor:
         maps = self._maps
         assert maps is not None
         y, u, v = maps.sample(frame)
-        for channel, pixels in enumerate(maps.rgb(y, u, v)):
-            self._affine(pixels, planes[channel], channel)
+        if planes[0].dtype == np.float32:
+            maps.convert(y, u, v, planes, self._gain, self._offset)
+            return
+        maps.convert(y, u, v, maps.scratch, self._gain, self._offset)
+        for pixels, out in zip(maps.scratch, planes, strict=True):
+            np.copyto(out, pixels, casting="unsafe")
+
+
+Index = slice | np.ndarray
+
+
+def _nearest(src: int, dst: int, count: int, limit: int, halve: bool = False) -> Index:
+    """Source index of each of ``count`` output samples (output pixel centres mapped back, at a
+    ``src``/``dst`` ratio; ``halve``: then into a half-size chroma plane), as a slice when
+    evenly spaced (integer ratios: a view, no gather)."""
+    idx = ((np.arange(count) + 0.5) * src / dst).astype(np.intp)
+    if halve:
+        idx //= 2
+    idx = np.minimum(idx, limit - 1)
+    if count > 1:
+        step = int(idx[1] - idx[0])
+        if step > 0 and np.all(np.diff(idx) == step):
+            return slice(int(idx[0]), int(idx[-1]) + 1, step)
+    return idx
 
 
 class _NearestMaps:
-    """Index maps and scratch planes for the numpy path at one geometry."""
+    """Sampling indices and scratch buffers for the numpy path at one geometry.
+
+    Luma is sampled at the output size, chroma at half its height (4:2:0 carries no more) and
+    full width, and each chroma row is added to the two output rows it covers by broadcasting
+    (the inner loop stays a whole row long). Constants and the normalization are folded into
+    the chroma terms, so the full-size work is one multiply, then one add and one clip per
+    channel, written straight into the tensor.
+    """
 
     def __init__(self, width: int, height: int, box: Letterbox) -> None:
         h, w = box.height, box.width
-        # Centre of each output pixel, mapped back: the nearest source pixel.
-        self.rows = np.minimum(((np.arange(h) + 0.5) * height / h).astype(np.intp), height - 1)
-        self.cols = np.minimum(((np.arange(w) + 0.5) * width / w).astype(np.intp), width - 1)
-        self.crows = self.rows // 2
-        self.ccols = self.cols // 2
-        self.y_rows = np.empty((h, width), np.uint8)
-        self.c_rows = np.empty((h, (width + 1) // 2, 2), np.uint8)
-        self.c_rows1 = np.empty((h, (width + 1) // 2), np.uint8)
-        self.y = np.empty((h, w), np.uint8)
-        self.uv = np.empty((h, w, 2), np.uint8)
-        self.u = np.empty((h, w), np.uint8)
-        self.v = np.empty((h, w), np.uint8)
-        self.fy = np.empty((h, w), np.float32)
-        self.fu = np.empty((h, w), np.float32)
-        self.fv = np.empty((h, w), np.float32)
-        self.out = [np.empty((h, w), np.float32) for _ in range(3)]
+        ch, cw = (height + 1) // 2, (width + 1) // 2
+        self.shape = (h, w)
+        self.rows = _nearest(height, h, h, height)
+        self.cols = _nearest(width, w, w, width)
+        self.crows = _nearest(height, h, h // 2, ch)
+        self.ccols = _nearest(width, w, w, cw, halve=True)
+        self._y_rows = np.empty((h, width), np.uint8)
+        self._y = np.empty((h, w), np.uint8)
+        self._c_rows = np.empty((h // 2, cw, 2), np.uint8)
+        self._c_rows1 = np.empty((h // 2, cw), np.uint8)
+        self._uv = np.empty((h // 2, w, 2), np.uint8)
+        self._u = np.empty((h // 2, w), np.uint8)
+        self._v = np.empty((h // 2, w), np.uint8)
+        self._fy = np.empty((h, w), np.float32)
+        self._fu = np.empty((h // 2, w), np.float32)
+        self._fv = np.empty((h // 2, w), np.float32)
+        self._tmp = np.empty((h // 2, w), np.float32)
+        self._terms = [np.empty((h // 2, w), np.float32) for _ in range(3)]
+        self.scratch = [np.empty((h, w), np.float32) for _ in range(3)]
+        """Float planes for outputs that are not float32 (converted after)."""
 
     def sample(self, frame: Frame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        np.take(frame.y, self.rows, axis=0, out=self.y_rows)
-        np.take(self.y_rows, self.cols, axis=1, out=self.y)
+        """Y at the output size, U and V at half its height: views where the ratio allows."""
+        y = _pick(frame.y, self.rows, self.cols, self._y_rows, self._y)
         if frame.format == NV12:
             assert frame.uv is not None
-            np.take(frame.uv, self.crows, axis=0, out=self.c_rows)
-            np.take(self.c_rows, self.ccols, axis=1, out=self.uv)
-            return self.y, self.uv[:, :, 0], self.uv[:, :, 1]
+            uv = _pick(frame.uv, self.crows, self.ccols, self._c_rows, self._uv)
+            return y, uv[:, :, 0], uv[:, :, 1]
         assert frame.u is not None
         assert frame.v is not None
-        for plane, out in ((frame.u, self.u), (frame.v, self.v)):
-            np.take(plane, self.crows, axis=0, out=self.c_rows1)
-            np.take(self.c_rows1, self.ccols, axis=1, out=out)
-        return self.y, self.u, self.v
+        u = _pick(frame.u, self.crows, self.ccols, self._c_rows1, self._u)
+        v = _pick(frame.v, self.crows, self.ccols, self._c_rows1, self._v)
+        return y, u, v
 
-    def rgb(self, y: np.ndarray, u: np.ndarray, v: np.ndarray) -> list[np.ndarray]:
-        """BT.601 limited range to RGB 0..255 (float), into the reused planes."""
-        fy, fu, fv = self.fy, self.fu, self.fv
-        np.subtract(y, np.float32(16), out=fy)
-        fy *= np.float32(1.164)
+    def convert(self, y: np.ndarray, u: np.ndarray, v: np.ndarray, outs: list[np.ndarray],
+                gains: list[np.float32], offsets: list[np.float32]) -> None:  # fmt: skip
+        """BT.601 limited range -> RGB, normalized: ``out[c] = clip(rgb) * gains[c] + offsets[c]``."""
+        h, w = self.shape
+        fu, fv = self._fu, self._fv
         np.subtract(u, np.float32(128), out=fu)
         np.subtract(v, np.float32(128), out=fv)
-        r, g, b = self.out
-        np.multiply(fv, np.float32(1.596), out=r)
-        r += fy
-        np.multiply(fu, np.float32(2.017), out=b)
-        b += fy
-        np.multiply(fu, np.float32(-0.392), out=g)
-        g += fy
-        fv *= np.float32(-0.813)
-        g += fv
-        for plane in self.out:
-            np.clip(plane, 0, 255, out=plane)
-        return self.out
+        r_term, g_term, b_term = self._terms
+        np.multiply(fv, np.float32(1.596), out=r_term)
+        np.multiply(fu, np.float32(-0.392), out=g_term)
+        np.multiply(fv, np.float32(-0.813), out=self._tmp)
+        g_term += self._tmp
+        np.multiply(fu, np.float32(2.017), out=b_term)
+        y_gain = np.float32(1.164)
+        y_offset = np.float32(-16 * 1.164)
+        shared = len(set(gains)) == 1
+        fy = self._fy
+        np.multiply(y, y_gain * gains[0] if shared else y_gain, out=fy)
+        for term, out, gain, offset in zip(self._terms, outs, gains, offsets, strict=True):
+            # The chroma term of each pair of rows, with every constant folded in (half size).
+            scale = gain if shared else np.float32(1)
+            term += y_offset
+            term *= scale
+            if shared:
+                term += offset
+            row_pairs = out.reshape(h // 2, 2, w)
+            np.add(fy.reshape(h // 2, 2, w), term[:, None, :], out=row_pairs)
+            if shared:
+                np.clip(out, offset, np.float32(255) * gain + offset, out=out)
+            else:
+                np.clip(out, 0, 255, out=out)
+                out *= gain
+                out += offset
+
+
+def _pick(plane: np.ndarray, rows: Index, cols: Index, row_buf: np.ndarray, out: np.ndarray) -> np.ndarray:
+    if isinstance(rows, slice) and isinstance(cols, slice):
+        return plane[rows, cols]
+    picked_rows = plane[rows] if isinstance(rows, slice) else np.take(plane, rows, axis=0, out=row_buf)
+    if isinstance(cols, slice):
+        return picked_rows[:, cols]
+    np.take(picked_rows, cols, axis=1, out=out)
+    return out
 
 
 def _plane_view(plane: Any, height: int, width: int) -> np.ndarray:

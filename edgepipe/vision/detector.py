@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from edgepipe.core.context import current_node
+from edgepipe.core.lease import Leased
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.infer.registry import resolve
 from edgepipe.media.frame import Frame
-from edgepipe.media.tensor import Method, Preprocessor, TensorFormat
+from edgepipe.media.tensor import Letterbox, Method, Preprocessor, TensorFormat
 from edgepipe.vision import adapters
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.vision.labels import COCO80, label_for
@@ -178,8 +179,10 @@ class Detector:
 
     # -- per frame ----------------------------------------------------------------------------
 
-    def process(self, frame: Frame) -> Detections:
-        """Detections for ``frame``. Runs on a worker thread; blocks for the model run."""
+    def prepare(self, frame: Frame) -> Prepared:
+        """Step one (a worker thread, CPU): decide whether the model sees this frame, and if so
+        fill an input tensor from it. The runtime overlaps it with the previous frame's
+        :meth:`process` where that keeps the output the same (see :mod:`edgepipe.core.prepared`)."""
         if self.session is None:
             self.open()
         source = frame.source_id
@@ -190,20 +193,40 @@ class Detector:
         if count is None:
             count = len(self._counts) % self.every
         self._counts[source] = count + 1
-        run_model = count % self.every == 0
-        tracker = self._trackers.setdefault(source, IouTracker()) if self.track else None
+        run_model = count % self.every == 0 or not self.track
+        if not run_model:
+            return Prepared(frame, None, None)
+        tensor, box = self._preprocessor(frame.width, frame.height)(frame)
+        return Prepared(frame, tensor, box)
+
+    def process(self, item: Frame | Prepared) -> Detections:
+        """Detections for a frame (prepared by :meth:`prepare`, or not yet). Runs on a worker
+        thread; blocks for the model run."""
+        if isinstance(item, Prepared):
+            return self._detect(item)
+        prepared = self.prepare(item)
+        try:
+            return self._detect(prepared)
+        finally:
+            prepared.release()
+
+    def _detect(self, prepared: Prepared) -> Detections:
+        frame = prepared.frame
+        tracker = self._trackers.setdefault(frame.source_id, IouTracker()) if self.track else None
         self.frames += 1
-        if run_model or tracker is None:
-            items = self._infer(frame)
+        if prepared.tensor is not None:
+            items = self._infer(prepared)
             self.inferred += 1
             if tracker is not None:
                 items = tracker.update(items, frame.seq)
         else:
+            assert tracker is not None
             items = tracker.predict(frame.seq)
+        run_model = prepared.tensor is not None
         latency_ms = (time.monotonic_ns() - frame.t_capture_ns) / 1e6
         result = Detections(
             frame.source_id, frame.seq, frame.pts, frame.time_s, frame.width, frame.height, self.model_name,
-            items, inferred=run_model or tracker is None, latency_ms=latency_ms,
+            items, inferred=run_model, latency_ms=latency_ms,
             t_capture_ns=frame.t_capture_ns,
         )  # fmt: skip
         if self.keep_frame:
@@ -211,15 +234,16 @@ class Detector:
             result.frame = frame
         return result
 
-    def _infer(self, frame: Frame) -> list[Detection]:
+    def _infer(self, prepared: Prepared) -> list[Detection]:
         session = self.session
         assert session is not None
-        pre = self._preprocessor(frame.width, frame.height)
-        tensor, box = pre(frame)
+        tensor, box = prepared.tensor, prepared.letterbox
+        assert tensor is not None
+        assert box is not None
         outputs = session.run({session.inputs[0].name: tensor})
-        fmt = pre.fmt
+        height, width = tensor.shape[2:4] if self._layout == "nchw" else tensor.shape[1:3]
         found = adapters.decode(
-            self.adapter, outputs, session.output_names, self._score_threshold(), fmt.width, fmt.height,
+            self.adapter, outputs, session.output_names, self._score_threshold(), width, height,
             self.box_format,
         )  # fmt: skip
         if self.classes is not None and len(found.class_ids):
@@ -273,12 +297,31 @@ class Detector:
             scale=norm.scale, mean=norm.mean, std=norm.std, dtype=self._dtype,
             pad_pixel=114.0 if center else 0.0, center=center,
         )  # fmt: skip
-        pre = Preprocessor(fmt, self.preprocess_method)
+        # Three tensors in turn: one being filled while the model reads another (prepare and
+        # process overlap), and one for a run abandoned at its deadline that still reads it.
+        pre = Preprocessor(fmt, self.preprocess_method, buffers=3)
         if len(self._preprocessors) > 8:  # a source that keeps changing size must not grow memory
             self._preprocessors.clear()
         self._preprocessors[(width, height)] = pre
         self._gauges["input"] = f"{in_w}x{in_h}"
         return pre
+
+
+class Prepared(Leased):
+    """A frame made ready for the model: its input tensor and letterbox (None on frames the
+    tracker fills in). Holds a lease on the frame until it is released."""
+
+    __slots__ = ("frame", "letterbox", "tensor")
+
+    def __init__(self, frame: Frame, tensor: np.ndarray | None, letterbox: Letterbox | None) -> None:
+        super().__init__()
+        frame.retain()
+        self.frame = frame
+        self.tensor = tensor
+        self.letterbox = letterbox
+
+    def _free(self) -> None:
+        self.frame.release()
 
 
 def _round_up(value: float) -> int:

@@ -79,11 +79,21 @@ def test_buffers_are_reused_two_in_turn() -> None:
     assert third is first
 
 
-def test_swscale_needs_a_decoder_frame() -> None:
+def test_swscale_needs_a_decoder_frame_and_auto_is_numpy() -> None:
     with pytest.raises(ValueError, match="no decoder frame"):
         Preprocessor(TensorFormat(32, 32), "swscale")(from_rgb(np.zeros((32, 32, 3), np.uint8)))
     pre = Preprocessor(TensorFormat(32, 32), "auto")
-    pre(from_rgb(np.zeros((32, 32, 3), np.uint8)))
-    assert pre.last_method == "numpy"
     pre(av_frame(np.zeros((32, 32, 3), np.uint8)))
-    assert pre.last_method == "swscale"
+    assert pre.last_method == "numpy"
+    swscale = Preprocessor(TensorFormat(32, 32), "swscale")
+    swscale(av_frame(np.zeros((32, 32, 3), np.uint8)))
+    assert swscale.last_method == "swscale"
+
+
+@pytest.mark.parametrize("size", [(320, 320), (256, 256), (300, 200)])  # ratios 1.6, 2 (views), uneven
+def test_numpy_path_reads_i420_and_nv12_alike(size: tuple[int, int]) -> None:
+    rgb = skimage.data.astronaut()
+    fmt = TensorFormat(*size, scale=1.0)
+    nv12 = Preprocessor(fmt, "numpy")(from_rgb(rgb))[0].copy()
+    i420 = Preprocessor(fmt, "numpy")(av_frame(rgb))[0]
+    assert np.abs(nv12 - i420).mean() < 2.0  # two RGB->YUV conversions' rounding apart
