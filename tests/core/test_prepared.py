@@ -114,7 +114,7 @@ def test_failures_in_either_step_skip_that_item_and_free_it() -> None:
 
 
 def test_stop_policy_stops_the_run_with_the_nodes_error() -> None:
-    with pytest.raises(NodeError, match="node 'two'.*process failed on 3"):
+    with pytest.raises(NodeError, match=r"node 'two'.*process failed on 3"):
         run_two_step(TwoStep(step_s=0.005, fail_process=3), on_error="stop")
 
 
