@@ -47,6 +47,10 @@ def main(args: argparse.Namespace) -> int:
                       f"{row['description']}")  # fmt: skip
             print(f"\ncache: {reg.models_dir()}")
             return EXIT_OK
+        if reg.looks_like_path(args.name):
+            resolved = reg.resolve(args.name)  # a local file: nothing to fetch, just checked
+            print(resolved.path.resolve())
+            return EXIT_OK
         entry = reg.lookup(args.name)
         if args.action == "pull":
             print(reg.pull(entry, force=args.force))

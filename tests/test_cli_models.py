@@ -34,6 +34,15 @@ def test_path_before_and_after_pull(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
 
 
+def test_a_local_file_is_its_own_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "mine.onnx"
+    model.write_bytes(b"x")
+    assert main(["models", "path", str(model)]) == 0
+    assert capsys.readouterr().out.strip() == str(model)
+    assert main(["models", "path", str(tmp_path / "gone.onnx")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
 def test_unknown_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models", "pull", "nosuchmodel"]) == 2
     assert "known names: centerface" in capsys.readouterr().err

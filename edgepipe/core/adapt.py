@@ -11,8 +11,9 @@ tested per item:
 or, for a stage written as an async generator function over its input stream, ``stream``.
 
 Objects may also have ``start()`` and ``stop()`` hooks, sync (run on the executor) or async,
-and a sync ``prepare(item)`` whose result their sync ``process()`` takes (two steps that the
-runtime may overlap: :mod:`edgepipe.core.prepared`).
+a sync ``prepare(item)`` whose result their sync ``process()`` takes (two steps that the
+runtime may overlap: :mod:`edgepipe.core.prepared`), and ``process_batch(items)`` with a
+``batch_size`` for micro-batching (:mod:`edgepipe.core.batched`).
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ class ProcessAdapter:
     prepare: Callable[[Any], Any] | None = None
     """``thread`` mode only: the object's sync ``prepare(item)``, whose result ``call`` takes
     (see :mod:`edgepipe.core.prepared`)."""
+    process_batch: Callable[[list[Any]], Any] | None = None
+    """``thread`` mode only: the object's ``process_batch(items)``, used when its ``batch_size``
+    is above 1 (see :mod:`edgepipe.core.batched`)."""
+    batch_size: int = 1
 
 
 async def _aiter_inline(items: Iterable[Any]) -> AsyncIterator[Any]:
@@ -220,4 +225,8 @@ def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> Process
     prepare = getattr(target, "prepare", None)
     if fn is target or not callable(prepare) or _is_async_fn(prepare):
         prepare = None
-    return ProcessAdapter("thread", fn, start, stop, prepare)
+    process_batch = getattr(target, "process_batch", None)
+    batch_size = getattr(target, "batch_size", 1)
+    if fn is target or not callable(process_batch) or not isinstance(batch_size, int) or batch_size < 2:
+        process_batch, batch_size = None, 1
+    return ProcessAdapter("thread", fn, start, stop, prepare, process_batch, batch_size)

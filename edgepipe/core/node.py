@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,10 +18,12 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
+from edgepipe.core.batched import batch_call, run_batched
+from edgepipe.core.calls import call_in_thread, call_with_deadline
 from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.context import NodeContext, set_current
 from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout, describe
-from edgepipe.core.lease import Leased, release_later
+from edgepipe.core.lease import Leased
 from edgepipe.core.metrics import NodeMetrics
 from edgepipe.core.pipeline import NodeKind, NodeSpec, OnError
 from edgepipe.core.prepared import composed, run_prepared
@@ -58,6 +61,8 @@ class NodeRunner:
         self._process: ProcessAdapter | None = None
         self._executor = executor
         self._hooks_executor = hooks_executor
+        self.call_thread = functools.partial(call_in_thread, executor, spec.node_id)
+        """``await call_thread(fn, item, timeout_s)``: ``fn(item)`` on the node's executor."""
         if spec.kind is NodeKind.SOURCE:
             self._source = adapt_source(spec, executor, hooks_executor)
         else:
@@ -229,6 +234,9 @@ class NodeRunner:
         assert inbox is not None
         get = inbox.get
         call = process.call
+        if process.process_batch is not None:
+            await run_batched(self, batch_call(process.process_batch, process.prepare), process.batch_size)
+            return
         if process.prepare is not None:
             if inbox.policy is Policy.BLOCK and self.spec.on_error.action is not OnError.RESTART:
                 await run_prepared(self, process.prepare, call)
@@ -251,11 +259,11 @@ class NodeRunner:
                 if inline:
                     out = call(item)
                 elif thread:
-                    out = await self._call_thread(call, item, timeout_s)
+                    out = await self.call_thread(call, item, timeout_s)
                 elif timeout_s is None:
                     out = await call(item)
                 else:
-                    out = await self._call_with_deadline(call, item, timeout_s)
+                    out = await call_with_deadline(call, item, timeout_s, self.node_id)
             except Exception as exc:
                 if isinstance(item, Leased):
                     item.release()
@@ -269,41 +277,6 @@ class NodeRunner:
                 await emit(out)
             elif out is item and isinstance(out, Leased):
                 out.release()  # a sink (or a stage without consumers) returned its input
-
-    async def _call_thread(self, fn: Callable[[Any], Any], item: Any, timeout_s: float | None) -> Any:
-        future = self._executor.submit(fn, item)
-        waiting = asyncio.wrap_future(future)
-        if timeout_s is None:
-            return await waiting
-        deadline = asyncio.timeout(timeout_s)
-        try:
-            async with deadline:
-                return await waiting
-        except TimeoutError as exc:
-            if not deadline.expired():
-                raise
-            # The thread cannot be interrupted: it is abandoned and finishes on its own. A pooled
-            # input stays leased to it until then, so its buffer is not reused under it.
-            if isinstance(item, Leased):
-                item.retain()
-                future.add_done_callback(release_later(asyncio.get_running_loop(), item))
-            raise NodeTimeout(f"call took longer than timeout_s={timeout_s}", node_id=self.node_id) from exc
-
-    async def _call_with_deadline(
-        self, call: Callable[[Any], Awaitable[Any]], item: Any, timeout_s: float
-    ) -> Any:
-        # A call on a thread cannot be interrupted: it is abandoned (its thread finishes it and
-        # the result is dropped) and the node moves on.
-        deadline = asyncio.timeout(timeout_s)
-        try:
-            async with deadline:
-                return await call(item)
-        except TimeoutError as exc:
-            if deadline.expired():
-                raise NodeTimeout(
-                    f"call took longer than timeout_s={timeout_s}", node_id=self.node_id
-                ) from exc
-            raise
 
     async def _run_stream(self, process: ProcessAdapter) -> None:
         while True:

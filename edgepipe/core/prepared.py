@@ -87,7 +87,7 @@ async def _preparer(node: NodeRunner, prepare: Callable[[Any], Any], handoff: as
             return
         node.metrics.items_in += 1
         try:
-            prepared = await node._call_thread(prepare, item, timeout_s)
+            prepared = await node.call_thread(prepare, item, timeout_s)
         except Exception as exc:
             if isinstance(item, Leased):
                 item.release()
@@ -110,7 +110,7 @@ async def _processor(node: NodeRunner, process: Callable[[Any], Any], handoff: a
             return
         t0 = time.perf_counter_ns()
         try:
-            out = await node._call_thread(process, prepared, timeout_s)
+            out = await node.call_thread(process, prepared, timeout_s)
         except Exception as exc:
             if isinstance(prepared, Leased):
                 prepared.release()

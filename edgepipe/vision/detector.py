@@ -78,6 +78,7 @@ class Detector:
         session: SessionConfig | None = None,
         preprocess: Method = "auto",
         keep_frame: bool = False,
+        batch_size: int = 1,
     ) -> None:
         """
         model: registry name (``edgepipe models list``) or path to an ``.onnx`` file.
@@ -91,9 +92,13 @@ class Detector:
         track: assign track ids (default: on when ``every`` > 1).
         session: providers, threads, run deadline (``timeout_s``), optimization.
         keep_frame: the results carry the frame (and its lease) for overlays downstream.
+        batch_size: run up to this many waiting frames (several cameras into one inbox) through
+            the model at once, for models whose batch dimension is free; 1 runs them one by one.
         """
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if adapter != "auto" and adapter not in adapters.ADAPTERS:
             raise ValueError(
                 f"unknown adapter {adapter!r}; use auto or one of {', '.join(adapters.ADAPTERS)}"
@@ -113,6 +118,9 @@ class Detector:
         self.session_config = session or SessionConfig(timeout_s=2.0)
         self.preprocess_method = preprocess
         self.keep_frame = keep_frame
+        self.batch_size = batch_size
+        self._batchable = False
+        self._batch_buffers: dict[tuple[int, ...], np.ndarray] = {}
         self.session: Session | None = None
         self.model_name = self.model
         self._fixed_hw: tuple[int, int] | None = None
@@ -156,6 +164,7 @@ class Detector:
         self._layout, fixed = _layout(spec.shape)
         self._fixed_hw = fixed
         self._dtype = spec.dtype or np.float32
+        self._batchable = not isinstance(spec.shape[0], int)  # a free batch dimension
         if self.adapter == "auto" and entry is not None:
             self.adapter = entry.adapter
         if self.labels is None and entry is not None and entry.labels:
@@ -210,12 +219,69 @@ class Detector:
         finally:
             prepared.release()
 
-    def _detect(self, prepared: Prepared) -> Detections:
+    def process_batch(self, items: list[Frame | Prepared]) -> list[Detections]:
+        """Detections for several frames (those already waiting in the inbox, when
+        ``batch_size`` > 1: see :mod:`edgepipe.core.batched`), with one model run per input
+        size when the model takes a batch, one run per frame otherwise."""
+        prepared = [item if isinstance(item, Prepared) else self.prepare(item) for item in items]
+        try:
+            outputs = self._run_batch([p for p in prepared if p.tensor is not None])
+            return [self._detect(p, outputs.get(id(p))) for p in prepared]
+        finally:
+            for item, ready in zip(items, prepared, strict=True):
+                if ready is not item:
+                    ready.release()
+
+    def _run_batch(self, ready: list[Prepared]) -> dict[int, list[np.ndarray]]:
+        session = self.session
+        assert session is not None
+        out: dict[int, list[np.ndarray]] = {}
+        groups: dict[tuple[int, ...], list[Prepared]] = {}
+        for p in ready:
+            assert p.tensor is not None
+            groups.setdefault(p.tensor.shape, []).append(p)
+        for shape, group in groups.items():
+            if len(group) == 1 or not self._batchable:
+                for p in group:
+                    out[id(p)] = self._run(p)
+                continue
+            buffer = self._batch_buffers.get(shape)
+            if buffer is None or len(buffer) < len(group):
+                buffer = self._batch_buffers[shape] = np.empty((max(self.batch_size, len(group)), *shape[1:]),
+                                                               self._dtype)  # fmt: skip
+            for i, p in enumerate(group):
+                np.copyto(buffer[i], p.tensor[0])  # type: ignore[index]
+            outputs = session.run({session.inputs[0].name: buffer[: len(group)]})
+            self._gauges["batch"] = len(group)
+            for i, p in enumerate(group):
+                out[id(p)] = self._one_of(outputs, i)
+        return out
+
+    def _one_of(self, outputs: list[np.ndarray], i: int) -> list[np.ndarray]:
+        """Image ``i``'s share of a batch's outputs, shaped as a batch of one."""
+        mine = []
+        for output in outputs:
+            if self.adapter == "yolo-nms" and output.ndim == 2:  # [N, 7] rows tagged by image
+                rows = output[output[:, 0] == i].copy()
+                rows[:, 0] = 0
+                mine.append(rows)
+            else:
+                mine.append(output[i : i + 1])
+        return mine
+
+    def _run(self, prepared: Prepared) -> list[np.ndarray]:
+        session = self.session
+        assert session is not None
+        assert prepared.tensor is not None
+        outputs: list[np.ndarray] = session.run({session.inputs[0].name: prepared.tensor})
+        return outputs
+
+    def _detect(self, prepared: Prepared, outputs: list[np.ndarray] | None = None) -> Detections:
         frame = prepared.frame
         tracker = self._trackers.setdefault(frame.source_id, IouTracker()) if self.track else None
         self.frames += 1
         if prepared.tensor is not None:
-            items = self._infer(prepared)
+            items = self._decode(prepared, outputs if outputs is not None else self._run(prepared))
             self.inferred += 1
             if tracker is not None:
                 items = tracker.update(items, frame.seq)
@@ -234,13 +300,12 @@ class Detector:
             result.frame = frame
         return result
 
-    def _infer(self, prepared: Prepared) -> list[Detection]:
+    def _decode(self, prepared: Prepared, outputs: list[np.ndarray]) -> list[Detection]:
         session = self.session
         assert session is not None
         tensor, box = prepared.tensor, prepared.letterbox
         assert tensor is not None
         assert box is not None
-        outputs = session.run({session.inputs[0].name: tensor})
         height, width = tensor.shape[2:4] if self._layout == "nchw" else tensor.shape[1:3]
         found = adapters.decode(
             self.adapter, outputs, session.output_names, self._score_threshold(), width, height,
@@ -297,9 +362,9 @@ class Detector:
             scale=norm.scale, mean=norm.mean, std=norm.std, dtype=self._dtype,
             pad_pixel=114.0 if center else 0.0, center=center,
         )  # fmt: skip
-        # Three tensors in turn: one being filled while the model reads another (prepare and
-        # process overlap), and one for a run abandoned at its deadline that still reads it.
-        pre = Preprocessor(fmt, self.preprocess_method, buffers=3)
+        # Tensors in turn: one being filled while the model reads another (prepare and process
+        # overlap) or a batch of them, and one for a run abandoned at its deadline.
+        pre = Preprocessor(fmt, self.preprocess_method, buffers=max(3, self.batch_size + 1))
         if len(self._preprocessors) > 8:  # a source that keeps changing size must not grow memory
             self._preprocessors.clear()
         self._preprocessors[(width, height)] = pre

@@ -135,3 +135,39 @@ def test_detections_reach_the_results_file(tmp_path: Path, make_clip, centerface
     with av.open(str(output)) as container:
         decoded = sum(1 for _ in container.decode(video=0))
     assert decoded == 30, done.stderr
+
+
+def test_a_batch_gives_what_one_by_one_gives(centerface: Path) -> None:
+    single = Detector("centerface")
+    batched = Detector("centerface", batch_size=4)
+    frames = [from_rgb(skimage.data.astronaut(), source_id=f"cam{i}") for i in range(3)]
+    frames.append(from_rgb(skimage.data.coffee()[:400, :512], source_id="cam3"))  # another size
+    expected = [single.process(f) for f in frames]
+    got = batched.process_batch(frames)
+    assert batched.session is not None
+    assert batched.session.stats.runs == 1 + 2  # warm-up, one batch of 3, the other size alone
+    for a, b in zip(expected, got, strict=True):
+        assert (a.source_id, len(a)) == (b.source_id, len(b))
+        for da, db in zip(a, b, strict=True):
+            np.testing.assert_allclose(da.box, db.box, atol=0.5)
+    assert all(f.refs == 1 for f in frames)  # the batch's own leases were given back
+
+
+def test_batching_across_cameras_in_a_pipeline(centerface: Path) -> None:
+    detector = Detector("centerface", batch_size=4)
+    sink: ListSink[Detections] = ListSink()
+    p = Pipeline("t")
+    cams = [
+        p.source(
+            f"cam{i}",
+            FakeSource([from_rgb(skimage.data.astronaut(), source_id=f"cam{i}", seq=s) for s in range(4)]),
+        )
+        for i in range(3)
+    ]
+    p.sink("out", sink, inputs=p.stage("faces", detector, inputs=cams, queue_size=8))
+    report = run_pipeline(p)
+    assert len(sink.items) == 12
+    assert all(len(r) == 1 for r in sink.items)
+    assert detector.session is not None
+    assert detector.session.stats.runs < 1 + 12  # some frames shared a run
+    assert report.stats.node("faces").errors == 0
