@@ -51,12 +51,15 @@ def batch_call(
 
     def call(batch: Batch) -> list[Any]:
         items = batch.items
-        prepared = [prepare(item) for item in items] if prepare is not None else items
+        prepared: list[Any] = [] if prepare is not None else items
         try:
+            if prepare is not None:
+                for item in items:  # one by one: if one fails, those made so far are released
+                    prepared.append(prepare(item))
             outputs = list(process_batch(prepared))
         finally:
             if prepare is not None:
-                for item, ready in zip(items, prepared, strict=True):
+                for item, ready in zip(items, prepared, strict=False):
                     if ready is not item and isinstance(ready, Leased):
                         ready.release()
         if len(outputs) != len(items):
@@ -92,6 +95,9 @@ async def run_batched(node: NodeRunner, call: Callable[[Batch], list[Any]], batc
             held.release()
             await node._failed(exc, restart_hooks=True)
             continue
+        except BaseException:  # cancelled at shutdown: the call keeps its own lease on the batch
+            held.release()
+            raise
         m.record(time.perf_counter_ns() - t0)
         node._consecutive_failures = 0
         held.items = []  # the references go on below, item by item

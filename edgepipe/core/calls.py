@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from typing import Any
 
+from edgepipe.core.batched import Batch
 from edgepipe.core.errors import NodeTimeout
 from edgepipe.core.lease import Leased, release_later
 
@@ -18,7 +21,11 @@ async def call_in_thread(
     future = executor.submit(fn, item)
     waiting = asyncio.wrap_future(future)
     if timeout_s is None:
-        return await waiting
+        try:
+            return await waiting
+        except asyncio.CancelledError:
+            _abandon(future, item)
+            raise
     deadline = asyncio.timeout(timeout_s)
     try:
         async with deadline:
@@ -26,12 +33,32 @@ async def call_in_thread(
     except TimeoutError as exc:
         if not deadline.expired():
             raise
-        # The thread cannot be interrupted: it is abandoned and finishes on its own. A pooled
-        # input stays leased to it until then, so its buffer is not reused under it.
-        if isinstance(item, Leased):
-            item.retain()
-            future.add_done_callback(release_later(asyncio.get_running_loop(), item))
+        _abandon(future, item)
         raise NodeTimeout(f"call took longer than timeout_s={timeout_s}", node_id=node_id) from exc
+    except asyncio.CancelledError:
+        _abandon(future, item)
+        raise
+
+
+def _abandon(future: Future[Any], item: Any) -> None:
+    """The thread cannot be interrupted: it finishes on its own. A pooled input stays leased
+    to it until then (its buffer must not be reused under it), and a pooled result it returns
+    late is released, since nobody will take it."""
+    loop = asyncio.get_running_loop()
+    if isinstance(item, Leased):
+        item.retain()
+        future.add_done_callback(release_later(loop, item))
+    future.add_done_callback(functools.partial(_drop_result, loop, item))
+
+
+def _drop_result(loop: asyncio.AbstractEventLoop, item: Any, future: Future[Any]) -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    result = future.result()
+    inputs = item.items if isinstance(item, Batch) else (item,)
+    for out in result if isinstance(item, Batch) and isinstance(result, list) else (result,):
+        if isinstance(out, Leased) and not any(out is i for i in inputs):
+            release_later(loop, out)(None)
 
 
 async def call_with_deadline(

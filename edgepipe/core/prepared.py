@@ -93,6 +93,10 @@ async def _preparer(node: NodeRunner, prepare: Callable[[Any], Any], handoff: as
                 item.release()
             await node._failed(exc, restart_hooks=False)
             continue
+        except BaseException:  # cancelled: the abandoned call holds its own lease on the item
+            if isinstance(item, Leased):
+                item.release()
+            raise
         if prepared is not item and isinstance(item, Leased):
             item.release()
         await handoff.put(prepared)
@@ -116,6 +120,10 @@ async def _processor(node: NodeRunner, process: Callable[[Any], Any], handoff: a
                 prepared.release()
             await node._failed(exc, restart_hooks=False)
             continue
+        except BaseException:
+            if isinstance(prepared, Leased):
+                prepared.release()
+            raise
         m.record(time.perf_counter_ns() - t0)
         node._consecutive_failures = 0
         if out is not prepared and isinstance(prepared, Leased):

@@ -318,7 +318,10 @@ class Session:
     def _run_once(
         self, feeds: Mapping[str, np.ndarray], names: list[str], timeout_s: float | None
     ) -> list[np.ndarray]:
-        options = self._free_options.pop() if self._free_options else _run_options()
+        try:
+            options = self._free_options.pop()
+        except IndexError:  # none free: concurrent runs (one abandoned at a node's deadline)
+            options = _run_options()
         token = WATCHDOG.arm(options, timeout_s) if timeout_s is not None else None
         t0 = time.perf_counter()
         try:

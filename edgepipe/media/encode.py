@@ -72,7 +72,8 @@ class Recorder:
         self._stream: Any = None
         self._last_pts: int | None = None
         self._last_media_ms: float | None = None
-        self._last_capture_ns = 0
+        self._media_anchor: tuple[int, float] | None = None
+        self._capture_anchor: tuple[int, int] = (0, 0)
         self._size: tuple[int, int] | None = None
         self._av_frame: Any = None
 
@@ -136,17 +137,34 @@ class Recorder:
         return out
 
     def _next_pts(self, frame: Frame) -> int:
-        """Milliseconds, strictly increasing (the muxer refuses a repeated timestamp)."""
+        """Milliseconds, strictly increasing (the muxer refuses a repeated timestamp).
+
+        Measured from an anchor (a pts and the media or capture time it stood for), never step
+        by step, so that rounding to milliseconds does not add up over hours of video.
+        """
         media_s = frame.time_s
         media_ms = None if media_s is None else media_s * 1000.0
-        if self._last_pts is None:
-            step_ms = 0.0
-        elif media_ms is not None and self._last_media_ms is not None and media_ms > self._last_media_ms:
-            step_ms = media_ms - self._last_media_ms
+        capture_ns = frame.t_capture_ns
+        last = self._last_pts
+        if last is None:
+            pts = 0
+            self._capture_anchor = (0, capture_ns)
+            self._media_anchor = None if media_ms is None else (0, media_ms)
+        elif (
+            media_ms is not None
+            and self._media_anchor is not None
+            and self._last_media_ms is not None
+            and media_ms > self._last_media_ms
+        ):
+            pts = max(last + 1, self._media_anchor[0] + round(media_ms - self._media_anchor[1]))
+            self._capture_anchor = (pts, capture_ns)
         else:
-            step_ms = (frame.t_capture_ns - self._last_capture_ns) / 1e6
-        pts = 0 if self._last_pts is None else self._last_pts + max(1, round(step_ms))
-        self._last_pts, self._last_media_ms, self._last_capture_ns = pts, media_ms, frame.t_capture_ns
+            # No media time, or it went back (a camera's clock reset): capture time carries on,
+            # and media time counts again from here.
+            anchor_pts, anchor_ns = self._capture_anchor
+            pts = max(last + 1, anchor_pts + round((capture_ns - anchor_ns) / 1e6))
+            self._media_anchor = None if media_ms is None else (pts, media_ms)
+        self._last_pts, self._last_media_ms = pts, media_ms
         return pts
 
     def _encode(self, av_frame: Any) -> None:

@@ -23,6 +23,7 @@ from edgepipe.core.lease import Leased
 
 NV12 = "nv12"
 I420 = "i420"
+_AVCOL_RANGE_JPEG = 2  # FFmpeg's AVCOL_RANGE_JPEG: full-range luma and chroma
 
 
 class FramePool:
@@ -87,6 +88,7 @@ class Frame(Leased):
         "_pool",
         "_slot",
         "format",
+        "full_range",
         "height",
         "pts",
         "seq",
@@ -116,6 +118,7 @@ class Frame(Leased):
         pool: FramePool | None = None,
         slot: int = -1,
         holder: Any = None,
+        full_range: bool = False,
     ) -> None:
         super().__init__()
         self.format = format
@@ -132,6 +135,8 @@ class Frame(Leased):
         self._pool = pool
         self._slot = slot
         self._holder = holder  # keeps the decoder's buffers alive while the views exist
+        self.full_range = full_range
+        """Luma 0..255 (JPEG, MJPEG webcams) rather than video's 16..235."""
 
     @property
     def time_s(self) -> float | None:
@@ -213,8 +218,10 @@ def from_av(
     cw, ch = (w + 1) // 2, (h + 1) // 2
     fmt = av_frame.format.name
     planes = av_frame.planes
+    full_range = fmt == "yuvj420p" or av_frame.color_range == _AVCOL_RANGE_JPEG
     common: dict[str, Any] = {"pts": av_frame.pts, "time_base": av_frame.time_base, "source_id": source_id,
-                              "seq": seq, "pool": pool, "slot": slot, "holder": av_frame}  # fmt: skip
+                              "seq": seq, "pool": pool, "slot": slot, "holder": av_frame,
+                              "full_range": full_range}  # fmt: skip
     if fmt in ("yuv420p", "yuvj420p"):
         u, v = _plane(planes[1], ch, cw), _plane(planes[2], ch, cw)
         return Frame(format=I420, y=_plane(planes[0], h, w), u=u, v=v, **common)

@@ -186,14 +186,34 @@ class Preprocessor:
         assert maps is not None
         y, u, v = maps.sample(frame)
         if planes[0].dtype == np.float32:
-            maps.convert(y, u, v, planes, self._gain, self._offset)
+            maps.convert(y, u, v, planes, self._gain, self._offset, frame.full_range)
             return
-        maps.convert(y, u, v, maps.scratch, self._gain, self._offset)
+        maps.convert(y, u, v, maps.scratch, self._gain, self._offset, frame.full_range)
         for pixels, out in zip(maps.scratch, planes, strict=True):
             np.copyto(out, pixels, casting="unsafe")
 
 
 Index = slice | np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class _Bt601:
+    """YCbCr -> RGB factors: R = y*(Y - y_black) + rv*V', G = ... + gu*U' + gv*V', B = ... + bu*U'."""
+
+    y: np.float32
+    y_black: float
+    rv: np.float32
+    gu: np.float32
+    gv: np.float32
+    bu: np.float32
+
+
+_LIMITED = _Bt601(
+    np.float32(1.164), 16.0, np.float32(1.596), np.float32(-0.392), np.float32(-0.813), np.float32(2.017)
+)
+_FULL = _Bt601(
+    np.float32(1.0), 0.0, np.float32(1.402), np.float32(-0.344), np.float32(-0.714), np.float32(1.772)
+)
 
 
 def _nearest(src: int, dst: int, count: int, limit: int, halve: bool = False) -> Index:
@@ -257,21 +277,31 @@ class _NearestMaps:
         v = _pick(frame.v, self.crows, self.ccols, self._c_rows1, self._v)
         return y, u, v
 
-    def convert(self, y: np.ndarray, u: np.ndarray, v: np.ndarray, outs: list[np.ndarray],
-                gains: list[np.float32], offsets: list[np.float32]) -> None:  # fmt: skip
-        """BT.601 limited range -> RGB, normalized: ``out[c] = clip(rgb) * gains[c] + offsets[c]``."""
+    def convert(
+        self,
+        y: np.ndarray,
+        u: np.ndarray,
+        v: np.ndarray,
+        outs: list[np.ndarray],
+        gains: list[np.float32],
+        offsets: list[np.float32],
+        full_range: bool = False,
+    ) -> None:
+        """BT.601 (limited or full range) -> RGB, normalized:
+        ``out[c] = clip(rgb) * gains[c] + offsets[c]``."""
         h, w = self.shape
+        k = _FULL if full_range else _LIMITED
         fu, fv = self._fu, self._fv
         np.subtract(u, np.float32(128), out=fu)
         np.subtract(v, np.float32(128), out=fv)
         r_term, g_term, b_term = self._terms
-        np.multiply(fv, np.float32(1.596), out=r_term)
-        np.multiply(fu, np.float32(-0.392), out=g_term)
-        np.multiply(fv, np.float32(-0.813), out=self._tmp)
+        np.multiply(fv, k.rv, out=r_term)
+        np.multiply(fu, k.gu, out=g_term)
+        np.multiply(fv, k.gv, out=self._tmp)
         g_term += self._tmp
-        np.multiply(fu, np.float32(2.017), out=b_term)
-        y_gain = np.float32(1.164)
-        y_offset = np.float32(-16 * 1.164)
+        np.multiply(fu, k.bu, out=b_term)
+        y_gain = k.y
+        y_offset = np.float32(-k.y_black * k.y)
         shared = len(set(gains)) == 1
         fy = self._fy
         np.multiply(y, y_gain * gains[0] if shared else y_gain, out=fy)

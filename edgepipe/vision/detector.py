@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -99,6 +100,10 @@ class Detector:
             raise ValueError(f"every must be at least 1, got {every}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if every > 1 and track is False:
+            raise ValueError(
+                "every > 1 needs the tracker (track=True): it carries the boxes between model runs"
+            )
         if adapter != "auto" and adapter not in adapters.ADAPTERS:
             raise ValueError(
                 f"unknown adapter {adapter!r}; use auto or one of {', '.join(adapters.ADAPTERS)}"
@@ -128,6 +133,7 @@ class Detector:
         self._dtype: Any = np.float32
         self._preprocessors: dict[tuple[int, int], Preprocessor] = {}
         self._trackers: dict[str, IouTracker] = {}
+        self._track_lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self._gauges: dict[str, Any] = {}
         self.frames = 0
@@ -198,11 +204,14 @@ class Detector:
         # Counted per source over the frames this node receives (not by frame number: a
         # ``latest`` inbox drops frames, and counting seq would then always land on the same
         # phase), offset per source so that streams take turns.
+        # A new source's first frame always goes to the model: its tracker has nothing to carry
+        # yet (and an overlay such as a face blur must not start with an empty frame).
         count = self._counts.get(source)
+        first = count is None
         if count is None:
             count = len(self._counts) % self.every
         self._counts[source] = count + 1
-        run_model = count % self.every == 0 or not self.track
+        run_model = first or count % self.every == 0
         if not run_model:
             return Prepared(frame, None, None)
         tensor, box = self._preprocessor(frame.width, frame.height)(frame)
@@ -278,16 +287,18 @@ class Detector:
 
     def _detect(self, prepared: Prepared, outputs: list[np.ndarray] | None = None) -> Detections:
         frame = prepared.frame
-        tracker = self._trackers.setdefault(frame.source_id, IouTracker()) if self.track else None
         self.frames += 1
         if prepared.tensor is not None:
             items = self._decode(prepared, outputs if outputs is not None else self._run(prepared))
             self.inferred += 1
-            if tracker is not None:
-                items = tracker.update(items, frame.seq)
-        else:
-            assert tracker is not None
-            items = tracker.predict(frame.seq)
+        with self._track_lock:  # a call abandoned at its deadline may finish during the next one
+            tracker = self._trackers.setdefault(frame.source_id, IouTracker()) if self.track else None
+            if prepared.tensor is not None:
+                if tracker is not None:
+                    items = tracker.update(items, frame.seq)
+            else:
+                assert tracker is not None
+                items = tracker.predict(frame.seq)
         run_model = prepared.tensor is not None
         latency_ms = (time.monotonic_ns() - frame.t_capture_ns) / 1e6
         result = Detections(

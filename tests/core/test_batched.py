@@ -106,3 +106,29 @@ def test_an_abandoned_batch_keeps_its_items_until_its_thread_ends() -> None:
     while 0 not in freed and time.monotonic() < deadline:
         time.sleep(0.01)
     assert 0 in freed
+
+
+def test_a_prepare_failure_inside_a_batch_frees_what_was_prepared() -> None:
+    class Ready(Leased):
+        def __init__(self, item: Item) -> None:
+            super().__init__()
+            item.retain()
+            self.item = item
+
+        def _free(self) -> None:
+            self.item.release()
+
+    class PrepareThenBatch(Batcher):
+        def prepare(self, item: Item) -> Ready:
+            if item.n == 2:
+                raise ValueError("a frame that cannot be prepared")
+            return Ready(item)
+
+        def process_batch(self, items: list[Ready]) -> list[int | None]:  # type: ignore[override]
+            time.sleep(0.01)
+            return [r.item.n for r in items]
+
+    out, freed, report = run_batcher(PrepareThenBatch(), count=8)
+    assert 2 not in out
+    assert report.stats.node("batch").errors == 1
+    assert sorted(freed) == list(range(8))

@@ -120,3 +120,29 @@ def test_stop_policy_stops_the_run_with_the_nodes_error() -> None:
 
 def test_the_item_type_is_what_prepare_takes() -> None:
     assert declared_types(TwoStep(), "stage") == (Item, int)
+
+
+def test_late_results_of_abandoned_calls_are_released() -> None:
+    # prepare() of item 1 runs past the node's deadline: it is abandoned, and the Ready it
+    # returns later (holding item 1's lease) must be let go; so must a late process() output.
+    class Late(TwoStep):
+        def prepare(self, item: Item) -> Ready:
+            if item.n == 1:
+                time.sleep(0.3)
+            return Ready(item, self.ready_freed)
+
+        def process(self, ready: Ready) -> Ready:  # type: ignore[override]
+            if ready.item.n == 2:
+                time.sleep(0.3)
+            return Ready(ready.item, self.ready_freed)
+
+    freed: list[int] = []
+    p = Pipeline("t")
+    src = p.source("items", FakeSource([Item(i, freed) for i in range(4)]))
+    p.sink("out", ListSink(), inputs=p.stage("two", Late(step_s=0.0), inputs=src, timeout_s=0.1))
+    report = run_pipeline(p)
+    assert report.stats.node("two").errors == 2
+    deadline = time.monotonic() + 3
+    while sorted(freed) != list(range(4)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sorted(freed) == list(range(4))

@@ -97,3 +97,15 @@ def test_numpy_path_reads_i420_and_nv12_alike(size: tuple[int, int]) -> None:
     nv12 = Preprocessor(fmt, "numpy")(from_rgb(rgb))[0].copy()
     i420 = Preprocessor(fmt, "numpy")(av_frame(rgb))[0]
     assert np.abs(nv12 - i420).mean() < 2.0  # two RGB->YUV conversions' rounding apart
+
+
+def test_full_range_video_is_read_as_full_range() -> None:
+    grey = np.full((32, 32, 3), 200, np.uint8)
+    jpeg_range = from_av(av.VideoFrame.from_ndarray(grey, format="rgb24").reformat(format="yuvj420p"),
+                         source_id="webcam", seq=0)  # fmt: skip
+    assert jpeg_range.full_range
+    fmt = TensorFormat(16, 16, scale=1.0)
+    numpy_path = Preprocessor(fmt, "numpy")(jpeg_range)[0]
+    swscale_path = Preprocessor(fmt, "swscale")(jpeg_range)[0]
+    np.testing.assert_allclose(numpy_path[0, :, 8, 8], 200, atol=3)  # read as limited range: 214
+    np.testing.assert_allclose(swscale_path[0, :, 8, 8], 200, atol=3)

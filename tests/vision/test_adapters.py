@@ -118,3 +118,24 @@ def test_every_n_frames_the_tracker_fills_in(tmp_path: Path) -> None:
     assert detector.inferred == 3
     assert {d.track_id for r in results for d in r} == {1}
     assert all(len(r) == 1 for r in results)
+
+
+def test_each_new_source_starts_with_a_model_run_then_takes_its_turn(tmp_path: Path) -> None:
+    pred = np.zeros((1, 7, 8), np.float32)
+    pred[0, :, 0] = [CX, CY, W, H, 0.9, 0.0, 0.0]
+    model = constant_detector(tmp_path / "m.onnx", {"output0": pred}, size=320)
+    detector = Detector(str(model), every=4, session=SessionConfig(cache_optimized=False))
+    runs: dict[str, list[bool]] = {}
+    for seq in range(4):
+        for cam in ("cam0", "cam1", "cam2", "cam3"):
+            result = detector.process(from_rgb(np.zeros((480, 640, 3), np.uint8), source_id=cam, seq=seq))
+            runs.setdefault(cam, []).append(result.inferred)
+            assert len(result) == 1  # the first frame already has its box
+    assert all(r[0] for r in runs.values())
+    # After the first frame, the cameras' turns are staggered: never all on the same frame.
+    assert [sum(r[s] for r in runs.values()) for s in range(1, 4)] == [1, 1, 1]
+
+
+def test_every_without_the_tracker_is_refused() -> None:
+    with pytest.raises(ValueError, match="every > 1 needs the tracker"):
+        Detector("centerface", every=3, track=False)
