@@ -13,7 +13,6 @@ import hashlib
 import logging
 import os
 import platform
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -26,13 +25,13 @@ import onnxruntime as ort
 
 from edgepipe.infer import onnxfile, providers
 from edgepipe.infer.cache import cache_dir
+from edgepipe.infer.diagnose import load_error, run_error
 from edgepipe.infer.errors import (
     InferError,
     InferTimeout,
     ModelInputError,
     ModelLoadError,
     ModelNotFound,
-    UnsupportedOperator,
 )
 from edgepipe.infer.watchdog import WATCHDOG
 
@@ -61,9 +60,6 @@ _NUMPY_TYPES = {
     "tensor(int64)": np.int64,
     "tensor(bool)": np.bool_,
 }
-_NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
-_NO_OP = re.compile(r"No Op registered for (\w+) with domain_version of (\d+)")
-_NO_CUSTOM_OP = re.compile(r"([\w.]+):(\w+)\(-?\d+\) is not a registered function/op")
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +248,7 @@ class Session:
                 source, options, providers=[p for p, _ in wanted], provider_options=[o for _, o in wanted]
             )
         except Exception as exc:  # ONNX Runtime raises its own pybind types, all plain Exceptions
-            raise self._load_error(exc, [p for p, _ in wanted]) from exc
+            raise load_error(exc, self.path, [p for p, _ in wanted]) from exc
         got = session.get_providers()
         skipped = [p for p, _ in wanted if p not in got]
         if skipped and wanted[0][0] != providers.CPU and wanted[0][0] not in got:
@@ -260,33 +256,6 @@ class Session:
                 "model %s: %s could not start here; running on %s", self.name, ", ".join(skipped), got[0]
             )
         return session
-
-    def _load_error(self, exc: Exception, tried: list[str]) -> InferError:
-        text = str(exc)
-        model = str(self.path)
-        provider = ", ".join(providers.short_name(p) for p in tried)
-        match = _NO_KERNEL.search(text)
-        if match:
-            op, version, node = match.groups()
-            return UnsupportedOperator(
-                f"operator {op} (opset {version}, node '{node}') has no kernel for these input types in "
-                f"{provider}; re-export the model with supported types or choose another provider",
-                model=model, op=op, provider=provider,
-            )  # fmt: skip
-        match = _NO_OP.search(text) or _NO_CUSTOM_OP.search(text)
-        if match:
-            op = match.group(2) if match.re is _NO_CUSTOM_OP else match.group(1)
-            return UnsupportedOperator(
-                f"operator {op} is unknown to ONNX Runtime {ort.__version__} ({provider}); it needs a newer "
-                "runtime or a custom-op library, or re-export the model with standard operators",
-                model=model, op=op, provider=provider,
-            )  # fmt: skip
-        if "INVALID_PROTOBUF" in text or "protobuf parsing failed" in text.lower():
-            return ModelLoadError(
-                "not a readable ONNX model (truncated or corrupt download?); fetch or export it again",
-                model=model,
-            )
-        return ModelLoadError(f"ONNX Runtime cannot load it: {_short(text)}", model=model)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -340,7 +309,7 @@ class Session:
                     f"run terminated after {elapsed * 1000:.0f} ms (deadline {timeout_s * 1000:.0f} ms)",  # type: ignore[operator]
                     model=self.name,
                 ) from exc
-            raise self._run_error(exc, feeds) from exc
+            raise run_error(exc, feeds, self.inputs, self.name) from exc
         if token is not None and not WATCHDOG.disarm(token):
             options.terminate = False  # fired just as the run returned: the result is whole
         elapsed = time.perf_counter() - t0
@@ -363,32 +332,6 @@ class Session:
             self.name, self.stats.first_result_ms, self.stats.load_ms, self.stats.last_run_ms,
         )  # fmt: skip
 
-    def _run_error(self, exc: Exception, feeds: Mapping[str, np.ndarray]) -> InferError:
-        text = str(exc)
-        for spec in self.inputs:
-            feed = feeds.get(spec.name)
-            if feed is None:
-                return ModelInputError(
-                    f"no feed for input '{spec.name}' "
-                    f"(expects {_shape_text(spec.shape)} {_dtype_text(spec)}); "
-                    f"given: {', '.join(feeds) or 'nothing'}",
-                    model=self.name, input_name=spec.name,
-                )  # fmt: skip
-            if not _fits(feed, spec):
-                return ModelInputError(
-                    f"input '{spec.name}' expects {_shape_text(spec.shape)} {_dtype_text(spec)}, "
-                    f"got {tuple(feed.shape)} {feed.dtype}",
-                    model=self.name, input_name=spec.name,
-                )  # fmt: skip
-        unknown = [name for name in feeds if name not in {s.name for s in self.inputs}]
-        if unknown:
-            return ModelInputError(
-                f"unknown input(s) {', '.join(unknown)}; the model's inputs are "
-                f"{', '.join(s.name for s in self.inputs)}",
-                model=self.name, input_name=unknown[0],
-            )  # fmt: skip
-        return InferError(f"run failed: {_short(text)}", model=self.name)
-
     def describe(self) -> dict[str, Any]:
         """What ``--stats`` and ``edgepipe models`` show about the session."""
         return {
@@ -410,27 +353,6 @@ def _run_options() -> ort.RunOptions:
 def _spec(node: Any) -> TensorSpec:
     shape = tuple(d if isinstance(d, int | str) else None for d in (node.shape or ()))
     return TensorSpec(node.name, shape, _NUMPY_TYPES.get(node.type))
-
-
-def _fits(feed: np.ndarray, spec: TensorSpec) -> bool:
-    if spec.dtype is not None and feed.dtype != spec.dtype:
-        return False
-    if len(feed.shape) != len(spec.shape):
-        return False
-    return all(not isinstance(d, int) or d == n for d, n in zip(spec.shape, feed.shape, strict=True))
-
-
-def _shape_text(shape: Sequence[int | str | None]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _dtype_text(spec: TensorSpec) -> str:
-    return np.dtype(spec.dtype).name if spec.dtype is not None else "(unmapped type)"
-
-
-def _short(text: str) -> str:
-    text = text.replace("[ONNXRuntimeError] : ", "").strip()
-    return text if len(text) <= 400 else text[:400] + "…"
 
 
 def _remove(path: Path) -> None:
