@@ -155,18 +155,25 @@ def build(cfg: TinyConfig, layout: str) -> object:
     inits = [numpy_helper.from_array(v, k) for k, v in w.items()]
     inits += [numpy_helper.from_array(cos, "cos_cache"), numpy_helper.from_array(sin, "sin_cache")]
     consts = {
-        "eps": np.array(cfg.rms_eps, np.float32), "minus_inf": np.array(-1e9, np.float32),
-        "zero_f": np.array(0.0, np.float32), "one_i": np.array(1, np.int64), "zero_i": np.array(0, np.int64),
-        "axes_last": np.array([-1], np.int64), "axes_0": np.array([0], np.int64),
-        "axes_1": np.array([1], np.int64), "axes_2": np.array([2], np.int64),
+        "eps": np.array(cfg.rms_eps, np.float32),
+        "minus_inf": np.array(-1e9, np.float32),
+        "zero_f": np.array(0.0, np.float32),
+        "one_i": np.array(1, np.int64),
+        "zero_i": np.array(0, np.int64),
+        "axes_last": np.array([-1], np.int64),
+        "axes_0": np.array([0], np.int64),
+        "axes_1": np.array([1], np.int64),
+        "axes_2": np.array([2], np.int64),
         "q_shape": np.array([1, -1, cfg.heads, cfg.head_dim], np.int64),
         "kv_shape": np.array([1, -1, cfg.kv_heads, cfg.head_dim], np.int64),
         "merge_shape": np.array([1, -1, cfg.hidden], np.int64),
-        "half_start": np.array([0], np.int64), "half_mid": np.array([cfg.head_dim // 2], np.int64),
-        "half_end": np.array([cfg.head_dim], np.int64), "scale": np.array(1 / np.sqrt(cfg.head_dim), np.float32),
+        "half_start": np.array([0], np.int64),
+        "half_mid": np.array([cfg.head_dim // 2], np.int64),
+        "half_end": np.array([cfg.head_dim], np.int64),
+        "scale": np.array(1 / np.sqrt(cfg.head_dim), np.float32),
         "rep_shape": np.array([1, cfg.kv_heads, cfg.heads // cfg.kv_heads, 1, 1], np.int64),
         "heads_shape": np.array([1, cfg.heads, -1, cfg.head_dim], np.int64),
-    }  # fmt: skip
+    }
     inits += [numpy_helper.from_array(v, k) for k, v in consts.items()]
 
     def node(op: str, inputs: list[str], output: str, domain: str = "", **attrs: object) -> str:
@@ -184,31 +191,49 @@ def build(cfg: TinyConfig, layout: str) -> object:
         # What GroupQueryAttention needs, derived from the attention mask as onnxruntime-genai does:
         # seqlens_k = tokens in the cache after this step - 1; total = the mask's length.
         total = node("ReduceSum", ["attention_mask", "axes_1"], "mask_sum", keepdims=0)
-        seqlens = node("Cast", [node("Sub", [total, "one_i"], "seqlens64")], "seqlens_k", to=TensorProto.INT32)
+        seqlens = node(
+            "Cast", [node("Sub", [total, "one_i"], "seqlens64")], "seqlens_k", to=TensorProto.INT32
+        )
         shape = node("Shape", ["attention_mask"], "mask_shape")
-        total_len = node("Cast", [node("Gather", [shape, "one_i"], "total64", axis=0)], "total_len",
-                         to=TensorProto.INT32)  # fmt: skip
+        total_len = node(
+            "Cast", [node("Gather", [shape, "one_i"], "total64", axis=0)], "total_len", to=TensorProto.INT32
+        )
     else:
         # Rotary tables at each query's position, and the additive mask: a key is visible if
         # it is at or before the query's position and the attention mask keeps it.
-        cos_q = node("Unsqueeze", [node("Gather", ["cos_cache", "position_ids"], "cos_g", axis=0), "axes_1"],
-                     "cos_q")  # fmt: skip
-        sin_q = node("Unsqueeze", [node("Gather", ["sin_cache", "position_ids"], "sin_g", axis=0), "axes_1"],
-                     "sin_q")  # fmt: skip
-        mask_len = node("Gather", [node("Shape", ["attention_mask"], "mask_shape"), "one_i"], "mask_len", axis=0)
+        cos_q = node(
+            "Unsqueeze", [node("Gather", ["cos_cache", "position_ids"], "cos_g", axis=0), "axes_1"], "cos_q"
+        )
+        sin_q = node(
+            "Unsqueeze", [node("Gather", ["sin_cache", "position_ids"], "sin_g", axis=0), "axes_1"], "sin_q"
+        )
+        mask_len = node(
+            "Gather", [node("Shape", ["attention_mask"], "mask_shape"), "one_i"], "mask_len", axis=0
+        )
         key_pos = node("Range", ["zero_i", mask_len, "one_i"], "key_pos")
         query_pos = node("Unsqueeze", ["position_ids", "axes_last"], "query_pos")  # [1, S, 1]
         causal = node("LessOrEqual", [key_pos, query_pos], "causal")  # [1, S, T]
-        kept = node("Unsqueeze", [node("Cast", ["attention_mask"], "mask_bool", to=TensorProto.BOOL), "axes_1"],
-                    "kept")  # fmt: skip
+        kept = node(
+            "Unsqueeze",
+            [node("Cast", ["attention_mask"], "mask_bool", to=TensorProto.BOOL), "axes_1"],
+            "kept",
+        )
         visible = node("Unsqueeze", [node("And", [causal, kept], "visible3"), "axes_1"], "visible")
         bias = node("Where", [visible, "zero_f", "minus_inf"], "bias")  # [1, 1, S, T]
 
     def rotate(t: str, name: str) -> str:
         a = node("Slice", [t, "half_start", "half_mid", "axes_last"], f"{name}.a")
         b = node("Slice", [t, "half_mid", "half_end", "axes_last"], f"{name}.b")
-        ra = node("Sub", [node("Mul", [a, cos_q], f"{name}.ac"), node("Mul", [b, sin_q], f"{name}.bs")], f"{name}.ra")
-        rb = node("Add", [node("Mul", [b, cos_q], f"{name}.bc"), node("Mul", [a, sin_q], f"{name}.as")], f"{name}.rb")
+        ra = node(
+            "Sub",
+            [node("Mul", [a, cos_q], f"{name}.ac"), node("Mul", [b, sin_q], f"{name}.bs")],
+            f"{name}.ra",
+        )
+        rb = node(
+            "Add",
+            [node("Mul", [b, cos_q], f"{name}.bc"), node("Mul", [a, sin_q], f"{name}.as")],
+            f"{name}.rb",
+        )
         return node("Concat", [ra, rb], f"{name}.rot", axis=-1)
 
     inputs = [
@@ -222,52 +247,105 @@ def build(cfg: TinyConfig, layout: str) -> object:
     for i in range(cfg.layers):
         p = f"l{i}"
         for kind in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(
-                f"past_key_values.{i}.{kind}", f32, [1, cfg.kv_heads, cache_len, cfg.head_dim]))  # fmt: skip
-            outputs.append(helper.make_tensor_value_info(
-                f"present.{i}.{kind}", f32, [1, cfg.kv_heads, present_len, cfg.head_dim]))  # fmt: skip
+            inputs.append(
+                helper.make_tensor_value_info(
+                    f"past_key_values.{i}.{kind}", f32, [1, cfg.kv_heads, cache_len, cfg.head_dim]
+                )
+            )
+            outputs.append(
+                helper.make_tensor_value_info(
+                    f"present.{i}.{kind}", f32, [1, cfg.kv_heads, present_len, cfg.head_dim]
+                )
+            )
         h = rms(x, f"{p}.attn_norm", f"{p}.n1")
         q = node("MatMul", [h, f"{p}.wq"], f"{p}.q")
         k = node("MatMul", [h, f"{p}.wk"], f"{p}.k")
         v = node("MatMul", [h, f"{p}.wv"], f"{p}.v")
         if layout == "gqa":
-            nodes.append(helper.make_node(
-                "GroupQueryAttention",
-                [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total_len,
-                 "cos_cache", "sin_cache"],
-                [f"{p}.attn", f"present.{i}.key", f"present.{i}.value"],
-                domain="com.microsoft", num_heads=cfg.heads, kv_num_heads=cfg.kv_heads, do_rotary=1,
-                rotary_interleaved=0,
-            ))  # fmt: skip
+            nodes.append(
+                helper.make_node(
+                    "GroupQueryAttention",
+                    [
+                        q,
+                        k,
+                        v,
+                        f"past_key_values.{i}.key",
+                        f"past_key_values.{i}.value",
+                        seqlens,
+                        total_len,
+                        "cos_cache",
+                        "sin_cache",
+                    ],
+                    [f"{p}.attn", f"present.{i}.key", f"present.{i}.value"],
+                    domain="com.microsoft",
+                    num_heads=cfg.heads,
+                    kv_num_heads=cfg.kv_heads,
+                    do_rotary=1,
+                    rotary_interleaved=0,
+                )
+            )
             attn = f"{p}.attn"
         else:
             qh = node("Transpose", [node("Reshape", [q, "q_shape"], f"{p}.q4")], f"{p}.qh", perm=[0, 2, 1, 3])
-            kh = node("Transpose", [node("Reshape", [k, "kv_shape"], f"{p}.k4")], f"{p}.kh", perm=[0, 2, 1, 3])
-            vh = node("Transpose", [node("Reshape", [v, "kv_shape"], f"{p}.v4")], f"{p}.vh", perm=[0, 2, 1, 3])
+            kh = node(
+                "Transpose", [node("Reshape", [k, "kv_shape"], f"{p}.k4")], f"{p}.kh", perm=[0, 2, 1, 3]
+            )
+            vh = node(
+                "Transpose", [node("Reshape", [v, "kv_shape"], f"{p}.v4")], f"{p}.vh", perm=[0, 2, 1, 3]
+            )
             qh, kh = rotate(qh, f"{p}.qr"), rotate(kh, f"{p}.kr")
             k_all = node("Concat", [f"past_key_values.{i}.key", kh], f"present.{i}.key", axis=2)
             v_all = node("Concat", [f"past_key_values.{i}.value", vh], f"present.{i}.value", axis=2)
             k_rep, v_rep = k_all, v_all
             if cfg.heads != cfg.kv_heads:  # each KV head serves a group of query heads
-                k_rep = node("Reshape", [node("Expand", [node("Unsqueeze", [k_all, "axes_2"], f"{p}.k5"), "rep_shape"],
-                                              f"{p}.kx"), "heads_shape"], f"{p}.krep")  # fmt: skip
-                v_rep = node("Reshape", [node("Expand", [node("Unsqueeze", [v_all, "axes_2"], f"{p}.v5"), "rep_shape"],
-                                              f"{p}.vx"), "heads_shape"], f"{p}.vrep")  # fmt: skip
+                k_rep = node(
+                    "Reshape",
+                    [
+                        node(
+                            "Expand",
+                            [node("Unsqueeze", [k_all, "axes_2"], f"{p}.k5"), "rep_shape"],
+                            f"{p}.kx",
+                        ),
+                        "heads_shape",
+                    ],
+                    f"{p}.krep",
+                )
+                v_rep = node(
+                    "Reshape",
+                    [
+                        node(
+                            "Expand",
+                            [node("Unsqueeze", [v_all, "axes_2"], f"{p}.v5"), "rep_shape"],
+                            f"{p}.vx",
+                        ),
+                        "heads_shape",
+                    ],
+                    f"{p}.vrep",
+                )
             kt = node("Transpose", [k_rep], f"{p}.kt", perm=[0, 1, 3, 2])
-            scores = node("Add", [node("Mul", [node("MatMul", [qh, kt], f"{p}.qk"), "scale"], f"{p}.qks"), bias],
-                          f"{p}.scores")  # fmt: skip
+            scores = node(
+                "Add",
+                [node("Mul", [node("MatMul", [qh, kt], f"{p}.qk"), "scale"], f"{p}.qks"), bias],
+                f"{p}.scores",
+            )
             probs = node("Softmax", [scores], f"{p}.probs", axis=-1)
-            ctx = node("Transpose", [node("MatMul", [probs, v_rep], f"{p}.ctx4")], f"{p}.ctx", perm=[0, 2, 1, 3])
+            ctx = node(
+                "Transpose", [node("MatMul", [probs, v_rep], f"{p}.ctx4")], f"{p}.ctx", perm=[0, 2, 1, 3]
+            )
             attn = node("Reshape", [ctx, "merge_shape"], f"{p}.attn")
         x = node("Add", [x, node("MatMul", [attn, f"{p}.wo"], f"{p}.o")], f"{p}.x1")
         h = rms(x, f"{p}.mlp_norm", f"{p}.n2")
         gate = node("MatMul", [h, f"{p}.gate"], f"{p}.g")
         silu = node("Mul", [gate, node("Sigmoid", [gate], f"{p}.gs")], f"{p}.silu")
         up = node("MatMul", [h, f"{p}.up"], f"{p}.u")
-        x = node("Add", [x, node("MatMul", [node("Mul", [silu, up], f"{p}.gu"), f"{p}.down"], f"{p}.d")], f"{p}.x2")
+        x = node(
+            "Add", [x, node("MatMul", [node("Mul", [silu, up], f"{p}.gu"), f"{p}.down"], f"{p}.d")], f"{p}.x2"
+        )
     node("MatMul", [rms(x, "final_norm", "nf"), "lm_head"], "logits")
     graph = helper.make_graph(nodes, f"tiny_lm_{layout}", inputs, outputs, inits)
-    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid("com.microsoft", 1)] if layout == "gqa" else [])
+    opsets = [helper.make_opsetid("", 17)] + (
+        [helper.make_opsetid("com.microsoft", 1)] if layout == "gqa" else []
+    )
     model = helper.make_model(graph, opset_imports=opsets, producer_name="edgepipe make_tiny_lm")
     model.ir_version = 8
     return model
@@ -279,15 +357,38 @@ def tokenizer_json() -> dict[str, object]:
     vocab.update(SPECIAL)
     return {
         "version": "1.0",
-        "added_tokens": [{"id": i, "content": t, "special": True, "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": False} for t, i in SPECIAL.items()],  # fmt: skip
+        "added_tokens": [
+            {
+                "id": i,
+                "content": t,
+                "special": True,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+            }
+            for t, i in SPECIAL.items()
+        ],
         "normalizer": None,
-        "pre_tokenizer": {"type": "Split", "pattern": {"String": ""}, "behavior": "Isolated", "invert": False},
+        "pre_tokenizer": {
+            "type": "Split",
+            "pattern": {"String": ""},
+            "behavior": "Isolated",
+            "invert": False,
+        },
         "post_processor": None,
         "decoder": {"type": "ByteFallback"},
-        "model": {"type": "BPE", "vocab": vocab, "merges": [], "byte_fallback": True, "unk_token": None,
-                  "fuse_unk": False, "dropout": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None},  # fmt: skip
+        "model": {
+            "type": "BPE",
+            "vocab": vocab,
+            "merges": [],
+            "byte_fallback": True,
+            "unk_token": None,
+            "fuse_unk": False,
+            "dropout": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+        },
     }
 
 
@@ -301,12 +402,23 @@ def write(folder: Path, cfg: TinyConfig, layout: str) -> Path:
     large = cfg.parameters() * 4 > 1_500_000_000
     onnx.save_model(model, str(path), save_as_external_data=large, location="model.onnx.data")  # type: ignore[arg-type]
     config = {
-        "model_type": "edgepipe-tiny", "layout": layout, "vocab_size": cfg.vocab, "hidden_size": cfg.hidden,
-        "num_hidden_layers": cfg.layers, "num_attention_heads": cfg.heads, "num_key_value_heads": cfg.kv_heads,
-        "head_dim": cfg.head_dim, "intermediate_size": cfg.ffn, "max_position_embeddings": cfg.max_seq_len,
-        "rope_theta": cfg.rope_theta, "rms_norm_eps": cfg.rms_eps, "bos_token_id": BOS, "eos_token_id": EOS,
-        "pad_token_id": PAD, "edgepipe": {"seed": cfg.seed, "parameters": cfg.parameters(), **asdict(cfg)},
-    }  # fmt: skip
+        "model_type": "edgepipe-tiny",
+        "layout": layout,
+        "vocab_size": cfg.vocab,
+        "hidden_size": cfg.hidden,
+        "num_hidden_layers": cfg.layers,
+        "num_attention_heads": cfg.heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "head_dim": cfg.head_dim,
+        "intermediate_size": cfg.ffn,
+        "max_position_embeddings": cfg.max_seq_len,
+        "rope_theta": cfg.rope_theta,
+        "rms_norm_eps": cfg.rms_eps,
+        "bos_token_id": BOS,
+        "eos_token_id": EOS,
+        "pad_token_id": PAD,
+        "edgepipe": {"seed": cfg.seed, "parameters": cfg.parameters(), **asdict(cfg)},
+    }
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json(), indent=1))
     return path
@@ -320,8 +432,16 @@ def main() -> int:
     for name in ("vocab", "hidden", "layers", "heads", "kv_heads", "ffn", "max_seq_len", "seed"):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     args = parser.parse_args()
-    cfg = TinyConfig(vocab=args.vocab, hidden=args.hidden, layers=args.layers, heads=args.heads,
-                     kv_heads=args.kv_heads, ffn=args.ffn, max_seq_len=args.max_seq_len, seed=args.seed)  # fmt: skip
+    cfg = TinyConfig(
+        vocab=args.vocab,
+        hidden=args.hidden,
+        layers=args.layers,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        ffn=args.ffn,
+        max_seq_len=args.max_seq_len,
+        seed=args.seed,
+    )
     path = write(args.folder, cfg, args.layout)
     print(f"{path}: {args.layout} layout, {cfg.parameters() / 1e6:.1f}M parameters", file=sys.stderr)
     return 0

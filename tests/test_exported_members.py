@@ -7,6 +7,7 @@ import types
 import edgepipe
 import edgepipe.core
 import edgepipe.infer
+import edgepipe.lm
 import edgepipe.media
 import edgepipe.testing
 import edgepipe.vision

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from edgepipe.core.errors import describe
 from edgepipe.infer import onnxfile, providers
 from edgepipe.infer.cache import cache_dir
 from edgepipe.infer.diagnose import load_error, run_error
@@ -287,6 +288,24 @@ class Session:
     def _run_once(
         self, feeds: Mapping[str, np.ndarray], names: list[str], timeout_s: float | None
     ) -> list[np.ndarray]:
+        outputs: list[np.ndarray] = self._guarded(self._session.run, (names, feeds), timeout_s, feeds)
+        return outputs
+
+    def io_binding(self) -> Any:
+        """An ONNX Runtime ``IOBinding`` for :meth:`run_bound` (inputs and outputs bound to
+        buffers the caller owns and reuses)."""
+        return self._session.io_binding()
+
+    def run_bound(self, binding: Any, timeout_s: float | None = None) -> None:
+        """Run with inputs and outputs bound (``io_binding()``): nothing is copied in or
+        allocated for outputs bound to buffers. Same deadline, counting and errors as
+        :meth:`run`, never retried (a terminated run may have written part of its outputs)."""
+        deadline = self.config.timeout_s if timeout_s is None else timeout_s
+        self._guarded(self._session.run_with_iobinding, (binding,), deadline, None)
+
+    def _guarded(self, fn: Any, args: tuple[Any, ...], timeout_s: float | None,
+                 feeds: Mapping[str, np.ndarray] | None) -> Any:  # fmt: skip
+        """``fn(*args, run_options)`` under the deadline watchdog, counted; errors mapped."""
         try:
             options = self._free_options.pop()
         except IndexError:  # none free: concurrent runs (one abandoned at a node's deadline)
@@ -294,7 +313,7 @@ class Session:
         token = WATCHDOG.arm(options, timeout_s) if timeout_s is not None else None
         t0 = time.perf_counter()
         try:
-            outputs: list[np.ndarray] = self._session.run(names, feeds, options)
+            result = fn(*args, options)
         except Exception as exc:
             terminated = token is not None and not WATCHDOG.disarm(token)
             elapsed = time.perf_counter() - t0
@@ -309,6 +328,8 @@ class Session:
                     f"run terminated after {elapsed * 1000:.0f} ms (deadline {timeout_s * 1000:.0f} ms)",  # type: ignore[operator]
                     model=self.name,
                 ) from exc
+            if feeds is None:
+                raise InferError(f"run failed: {describe(exc)}", model=self.name) from exc
             raise run_error(exc, feeds, self.inputs, self.name) from exc
         if token is not None and not WATCHDOG.disarm(token):
             options.terminate = False  # fired just as the run returned: the result is whole
@@ -320,7 +341,7 @@ class Session:
         stats.last_run_ms = elapsed * 1000
         if stats.first_result_ms is None:
             self._first_result()
-        return outputs
+        return result
 
     def _first_result(self) -> None:
         with self._first_lock:

@@ -1,0 +1,42 @@
+"""Errors of the language-model layer.
+
+::
+
+    EdgepipeError
+    └── InferError
+        └── LMError                  a decoder model or a request cannot be served   (model)
+            ├── DecoderLayoutError   the model lacks the inputs/outputs a decoder needs
+            ├── ContextOverflow      a request would pass max_seq_len              (needed, limit)
+            └── TokenizerMismatch    the tokenizer's ids do not fit the model's vocabulary
+"""
+
+from __future__ import annotations
+
+from edgepipe.infer.errors import InferError
+
+
+class LMError(InferError):
+    """A decoder model or one request to it cannot be served."""
+
+
+class DecoderLayoutError(LMError):
+    """The model is not a decoder in the Hugging Face / Optimum layout edgepipe runs."""
+
+    retryable = False
+
+
+class ContextOverflow(LMError, ValueError):
+    """Prompt plus the tokens asked for do not fit in the KV cache (``max_seq_len``)."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, model: str, needed: int, limit: int) -> None:
+        self.needed = needed
+        self.limit = limit
+        super().__init__(message, model=model)
+
+
+class TokenizerMismatch(LMError):
+    """The tokenizer produces ids the model has no embedding for."""
+
+    retryable = False

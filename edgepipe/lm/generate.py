@@ -1,0 +1,177 @@
+"""Generation on one runner: prompt -> token ids -> text pieces, with per-request timings.
+
+:class:`LanguageModel` puts a :class:`~edgepipe.lm.runner.DecoderRunner`, its tokenizer and a
+sampler together. :meth:`LanguageModel.tokens` is the synchronous core (a generator: each
+``next()`` is one model step, so a caller can stop at any token); prefill and decode are timed
+apart and kept apart in :class:`GenerationStats`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.errors import ContextOverflow
+from edgepipe.lm.layout import InputNames
+from edgepipe.lm.runner import DecoderRunner
+from edgepipe.lm.sampling import Sampler, SamplingParams
+from edgepipe.lm.tokenizer import TextStream, Tokenizer, load_tokenizer
+
+Overflow = Literal["refuse", "stop"]
+
+
+@dataclass(slots=True)
+class GenerationStats:
+    """Timings of one request. Prefill and per-token decode are never averaged together."""
+
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_ms: float = 0.0
+    """The prompt's run through the model."""
+    ttft_ms: float = 0.0
+    """From the request's start to its first token (prefill + the first pick)."""
+    token_ms: list[float] = field(default_factory=list)
+    """Each decode step after the first token."""
+    stop_reason: str = ""
+    """``stop_token``, ``stop_string``, ``max_new_tokens``, ``max_seq_len`` or ``cancelled``."""
+
+    @property
+    def tpot_ms(self) -> float:
+        """Mean time per output token after the first."""
+        return float(np.mean(self.token_ms)) if self.token_ms else 0.0
+
+    @property
+    def tpot_p95_ms(self) -> float:
+        return float(np.percentile(self.token_ms, 95)) if self.token_ms else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return 1000.0 / self.tpot_ms if self.token_ms else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens,
+            "prefill_ms": round(self.prefill_ms, 3), "ttft_ms": round(self.ttft_ms, 3),
+            "tpot_ms": round(self.tpot_ms, 3), "tpot_p95_ms": round(self.tpot_p95_ms, 3),
+            "decode_tokens_per_s": round(self.decode_tokens_per_s, 2), "stop_reason": self.stop_reason,
+        }  # fmt: skip
+
+
+class LanguageModel:
+    """A decoder model, its tokenizer and its KV cache: one worker, one request at a time."""
+
+    def __init__(self, model: str | os.PathLike[str], *, max_seq_len: int | None = None,
+                 prefill_chunk: int = 64, session: SessionConfig | None = None,
+                 names: InputNames | None = None) -> None:  # fmt: skip
+        self.runner = DecoderRunner(model, max_seq_len=max_seq_len, prefill_chunk=prefill_chunk,
+                                    session=session, names=names)  # fmt: skip
+        self.tokenizer: Tokenizer = load_tokenizer(self.runner.folder, self.runner.vocab, self.runner.config)
+        self.sampler = Sampler(self.runner.vocab)
+        self.stats = GenerationStats()
+        """The latest request's figures."""
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.runner.max_seq_len
+
+    def encode(self, text: str, *, bos: bool = True) -> list[int]:
+        ids = self.tokenizer.encode(text)
+        if bos and self.tokenizer.bos_id is not None:
+            ids.insert(0, self.tokenizer.bos_id)
+        return ids
+
+    def tokens(self, prompt: Sequence[int], params: SamplingParams | None = None,
+               overflow: Overflow = "refuse") -> Generator[int, None, None]:  # fmt: skip
+        """Generated token ids, one model step per ``next()``. Blocking.
+
+        ``overflow="refuse"`` raises :class:`ContextOverflow` before any work when the prompt
+        plus ``max_new_tokens`` would pass ``max_seq_len``; ``"stop"`` runs until the cache is
+        full and ends with ``stop_reason="max_seq_len"``.
+        """
+        params = params or SamplingParams()
+        limit = self.max_seq_len
+        if len(prompt) == 0:
+            raise ValueError("the prompt has no tokens")
+        if len(prompt) >= limit or (overflow == "refuse" and len(prompt) + params.max_new_tokens > limit):
+            raise ContextOverflow(
+                f"prompt of {len(prompt)} tokens + max_new_tokens={params.max_new_tokens} does not fit "
+                f"max_seq_len={limit}; shorten the prompt, ask for fewer tokens, or pass overflow='stop'",
+                model=self.runner.session.name, needed=len(prompt) + params.max_new_tokens, limit=limit,
+            )  # fmt: skip
+        stops = set(params.stop_tokens)
+        if self.tokenizer.eos_id is not None and not params.ignore_eos:
+            stops.add(self.tokenizer.eos_id)
+        stats = self.stats = GenerationStats(prompt_tokens=len(prompt))
+        runner, sampler = self.runner, self.sampler
+        sampler.start(params, list(prompt))
+        t0 = time.perf_counter()
+        runner.reset()
+        logits = runner.feed(prompt)
+        stats.prefill_ms = (time.perf_counter() - t0) * 1000
+        try:
+            for index in range(params.max_new_tokens):
+                token = sampler.pick(logits)
+                if index == 0:
+                    stats.ttft_ms = (time.perf_counter() - t0) * 1000
+                stats.new_tokens += 1
+                yield token
+                if token in stops:
+                    stats.stop_reason = "stop_token"
+                    return
+                if index + 1 == params.max_new_tokens:
+                    stats.stop_reason = "max_new_tokens"
+                    return
+                if runner.room() == 0:
+                    stats.stop_reason = "max_seq_len"
+                    return
+                t_step = time.perf_counter()
+                logits = runner.feed((token,))
+                stats.token_ms.append((time.perf_counter() - t_step) * 1000)
+        except GeneratorExit:  # the caller stopped asking: the request is cancelled at this token
+            stats.stop_reason = "cancelled"
+            raise
+
+    def pieces(self, prompt: str, params: SamplingParams | None = None,
+               overflow: Overflow = "refuse") -> Iterator[str]:  # fmt: skip
+        """Text pieces as they are generated (whole characters only); stop strings end it."""
+        params = params or SamplingParams()
+        stream = TextStream(self.tokenizer)
+        eos = self.tokenizer.eos_id
+        pending = ""
+        longest = max((len(s) for s in params.stop_strings), default=0)
+        steps = self.tokens(self.encode(prompt), params, overflow)
+        for token in steps:
+            if (token == eos and not params.ignore_eos) or token in params.stop_tokens:
+                break
+            pending += stream.push(token)
+            if longest:
+                hit = min((pending.find(s) for s in params.stop_strings if s in pending), default=-1)
+                if hit >= 0:
+                    steps.close()  # ends the model steps now (their reason says cancelled) ...
+                    self.stats.stop_reason = "stop_string"  # ... and this is why
+                    if pending[:hit]:
+                        yield pending[:hit]
+                    return
+                # Hold back what could still be the start of a stop string.
+                safe = len(pending) - (longest - 1)
+                if safe > 0:
+                    yield pending[:safe]
+                    pending = pending[safe:]
+            elif pending:
+                yield pending
+                pending = ""
+        pending += stream.flush()
+        if pending:
+            yield pending
+
+    def complete(
+        self, prompt: str, params: SamplingParams | None = None, overflow: Overflow = "refuse"
+    ) -> str:
+        """The whole generated text (blocking)."""
+        return "".join(self.pieces(prompt, params, overflow))

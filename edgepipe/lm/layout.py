@@ -1,0 +1,116 @@
+"""What a decoder model looks like from its inputs and outputs: layers, heads, cache layout.
+
+Read from the session's declared inputs (``past_key_values.{i}.key`` is [batch, kv_heads,
+past, head_dim]) and checked against ``config.json`` when one sits beside the model. Two cache
+layouts are told apart by the past input's length dimension:
+
+- a fixed number: the model's attention op writes into a buffer of that many positions shared
+  by past and present (``com.microsoft.GroupQueryAttention``): ``shared`` layout;
+- symbolic: the model concatenates past and new keys into a longer present: ``concat``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from edgepipe.infer.session import Session
+from edgepipe.lm.errors import DecoderLayoutError
+
+_PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
+
+
+@dataclass(frozen=True, slots=True)
+class InputNames:
+    """Names of the model's inputs and outputs (the Optimum defaults; configurable)."""
+
+    input_ids: str = "input_ids"
+    attention_mask: str = "attention_mask"
+    position_ids: str = "position_ids"
+    logits: str = "logits"
+    past: str = "past_key_values.{i}.{kind}"
+    present: str = "present.{i}.{kind}"
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderLayout:
+    layers: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    cache: Literal["shared", "concat"]
+    model_max_seq: int | None
+    """For the shared layout: the buffer length the model was built for."""
+    has_position_ids: bool
+    names: InputNames
+
+    def kv_bytes(self, max_seq_len: int, itemsize: int = 4) -> int:
+        """KV cache size: layers x 2 x kv_heads x max_seq_len x head_dim x bytes."""
+        return self.layers * 2 * self.kv_heads * max_seq_len * self.head_dim * itemsize
+
+
+def read_layout(session: Session, names: InputNames | None = None) -> DecoderLayout:
+    """The decoder layout of ``session``'s model; :class:`DecoderLayoutError` if it is none."""
+    names = names or InputNames()
+    inputs = {spec.name: spec for spec in session.inputs}
+    outputs = {spec.name: spec for spec in session.outputs}
+    missing = [n for n in (names.input_ids, names.attention_mask) if n not in inputs]
+    if names.logits not in outputs:
+        missing.append(f"{names.logits} (output)")
+    layers = sorted({int(m.group(1)) for n in inputs if (m := _PAST.match(n))})
+    if not layers:
+        missing.append("past_key_values.{i}.key / .value")
+    if missing:
+        raise DecoderLayoutError(
+            f"not a decoder with a KV cache: no {', '.join(missing)} "
+            f"(inputs: {', '.join(inputs) or 'none'}; outputs: {', '.join(outputs) or 'none'}). "
+            "Export it with past key values (Optimum: --task text-generation-with-past), "
+            "or name its inputs with InputNames(...)",
+            model=session.name,
+        )
+    if layers != list(range(len(layers))):
+        raise DecoderLayoutError(
+            f"past_key_values layers are not numbered 0..n-1: {layers}", model=session.name
+        )
+    first = inputs[names.past.format(i=0, kind="key")].shape
+    if len(first) != 4 or not isinstance(first[1], int) or not isinstance(first[3], int):
+        raise DecoderLayoutError(
+            f"past_key_values.0.key has shape {list(first)}; expected [batch, kv_heads, length, head_dim] "
+            "with kv_heads and head_dim fixed",
+            model=session.name,
+        )
+    for i in layers:
+        for kind in ("key", "value"):
+            if names.present.format(i=i, kind=kind) not in outputs:
+                raise DecoderLayoutError(
+                    f"no output {names.present.format(i=i, kind=kind)}", model=session.name
+                )
+    vocab = outputs[names.logits].shape[-1]
+    if not isinstance(vocab, int):
+        raise DecoderLayoutError("the logits output has no fixed vocabulary size", model=session.name)
+    length = first[2]
+    return DecoderLayout(
+        layers=len(layers), kv_heads=first[1], head_dim=first[3], vocab=vocab,
+        cache="shared" if isinstance(length, int) else "concat",
+        model_max_seq=length if isinstance(length, int) else None,
+        has_position_ids=names.position_ids in inputs, names=names,
+    )  # fmt: skip
+
+
+def check_config(layout: DecoderLayout, folder: Path, model: str) -> dict[str, Any]:
+    """``config.json`` beside the model, checked against what the graph says (if present)."""
+    path = folder / "config.json"
+    if not path.is_file():
+        return {}
+    try:
+        config: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DecoderLayoutError(f"{path} is not readable JSON: {exc}", model=model) from exc
+    for key, value in (("num_hidden_layers", layout.layers), ("num_key_value_heads", layout.kv_heads),
+                       ("vocab_size", layout.vocab)):  # fmt: skip
+        if key in config and config[key] != value:
+            raise DecoderLayoutError(f"{path}: {key}={config[key]} but the graph has {value}", model=model)
+    return config

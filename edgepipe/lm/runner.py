@@ -1,0 +1,156 @@
+"""A decoder-only model with its KV cache: prefill and decode steps, IO-bound, no copies.
+
+``DecoderRunner(model_dir)`` loads ``model.onnx`` (or a given .onnx file) with
+:class:`~edgepipe.infer.Session`, reads its layout, allocates the KV cache at ``max_seq_len``
+once and logs its size, and keeps the token, position and mask inputs and the logits output in
+buffers of its own. A step binds slices of those buffers and runs: nothing is allocated per
+token in this code, and ONNX Runtime writes present keys/values and logits where they are
+bound. Blocking; one request at a time per runner (a worker).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgepipe.infer.session import Session, SessionConfig
+from edgepipe.lm.cache import KVCache
+from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError
+from edgepipe.lm.layout import DecoderLayout, InputNames, check_config, read_layout
+
+log = logging.getLogger(__name__)
+
+_CPU = "cpu"
+
+
+class DecoderRunner:
+    """Runs one decoder model on one KV cache."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        max_seq_len: int | None = None,
+        prefill_chunk: int = 64,
+        session: SessionConfig | None = None,
+        names: InputNames | None = None,
+    ) -> None:
+        path = Path(model)
+        self.folder = path if path.is_dir() else path.parent
+        file = path / "model.onnx" if path.is_dir() else path
+        self.session = Session(file, session or SessionConfig(timeout_s=30.0), name=str(path))
+        self.layout: DecoderLayout = read_layout(self.session, names)
+        self.config = check_config(self.layout, self.folder, str(path))
+        lay = self.layout
+        if lay.cache == "shared":
+            assert lay.model_max_seq is not None
+            if max_seq_len is not None and max_seq_len > lay.model_max_seq:
+                raise DecoderLayoutError(
+                    f"max_seq_len={max_seq_len} is longer than the model's cache buffer "
+                    f"({lay.model_max_seq} positions)",
+                    model=str(path),
+                )
+            buffer_len = lay.model_max_seq  # the graph fixes the buffer's shape
+            self.max_seq_len = max_seq_len or lay.model_max_seq
+        else:
+            self.max_seq_len = max_seq_len or int(self.config.get("max_position_embeddings", 2048))
+            buffer_len = self.max_seq_len
+        self.prefill_chunk = max(1, min(prefill_chunk, self.max_seq_len))
+        self.cache = KVCache(lay, buffer_len)
+        self.tokens = 0
+        """Positions filled in the cache by the current request."""
+        self._ids = np.zeros((1, self.max_seq_len), np.int64)
+        self._positions = np.arange(self.max_seq_len, dtype=np.int64).reshape(1, -1)
+        self._mask = np.ones((1, self.max_seq_len), np.int64)
+        self._logits = np.zeros((1, self.prefill_chunk, lay.vocab), np.float32)
+        self._binding = self.session.io_binding()
+        self._past = [
+            [lay.names.past.format(i=i, kind=k) for k in ("key", "value")] for i in range(lay.layers)
+        ]
+        self._present = [
+            [lay.names.present.format(i=i, kind=k) for k in ("key", "value")] for i in range(lay.layers)
+        ]
+        if lay.cache == "shared":
+            # Bound once for good: the same buffer is past and present at every step.
+            for i in range(lay.layers):
+                for kind in range(2):
+                    buf = self.cache.shared(i, kind)
+                    self._bind(self._past[i][kind], buf.ctypes.data, buf.shape, np.float32, output=False)
+                    self._bind(self._present[i][kind], buf.ctypes.data, buf.shape, np.float32, output=True)
+        log.info(
+            "model %s: %s KV cache for %d tokens allocated: %.1f MB (%d layers x 2 x %d kv heads x %d x %d "
+            "x 4 bytes)", path.name, lay.cache, buffer_len, self.cache.nbytes / 1e6, lay.layers, lay.kv_heads,
+            buffer_len, lay.head_dim,
+        )  # fmt: skip
+
+    def _bind(self, name: str, ptr: int, shape: Sequence[int], dtype: Any, *, output: bool) -> None:
+        bind = self._binding.bind_output if output else self._binding.bind_input
+        bind(name, _CPU, 0, dtype, list(shape), ptr)
+
+    @property
+    def vocab(self) -> int:
+        return self.layout.vocab
+
+    def reset(self) -> None:
+        """Forget the current request (the cache is reused, not cleared)."""
+        self.tokens = 0
+        self.cache.reset()
+
+    def room(self) -> int:
+        """Positions left in the cache."""
+        return self.max_seq_len - self.tokens
+
+    def feed(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Run ``tokens`` through the model after what is cached; the logits of the last one.
+
+        The returned array is a view of the runner's own buffer, valid until the next call.
+        Long inputs go in chunks of ``prefill_chunk``. Raises :class:`ContextOverflow` when
+        they do not fit.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("feed() needs at least one token")
+        if n > self.room():
+            raise ContextOverflow(
+                f"{n} more tokens do not fit: {self.tokens} of max_seq_len={self.max_seq_len} are used",
+                model=self.session.name, needed=self.tokens + n, limit=self.max_seq_len,
+            )  # fmt: skip
+        chunk = self.prefill_chunk
+        last = 0
+        for start in range(0, n, chunk):
+            last = min(chunk, n - start)
+            self._ids[0, :last] = tokens[start : start + last]
+            self._step(last)
+        row: np.ndarray = self._logits[0, last - 1]
+        return row
+
+    def _step(self, count: int) -> None:
+        lay = self.layout
+        past = self.tokens
+        total = past + count
+        names = lay.names
+        i64 = np.int64
+        self._bind(names.input_ids, self._ids.ctypes.data, (1, count), i64, output=False)
+        self._bind(names.attention_mask, self._mask.ctypes.data, (1, total), i64, output=False)
+        if lay.has_position_ids:
+            self._bind(
+                names.position_ids, self._positions.ctypes.data + past * 8, (1, count), i64, output=False
+            )
+        self._bind(names.logits, self._logits.ctypes.data, (1, count, lay.vocab), np.float32, output=True)
+        if lay.cache == "concat":
+            for i in range(lay.layers):
+                for kind in range(2):
+                    past_ptr, present_ptr = self.cache.past_present(i, kind)
+                    past_shape = (1, lay.kv_heads, past, lay.head_dim)
+                    present_shape = (1, lay.kv_heads, total, lay.head_dim)
+                    self._bind(self._past[i][kind], past_ptr, past_shape, np.float32, output=False)
+                    self._bind(self._present[i][kind], present_ptr, present_shape, np.float32, output=True)
+        self.session.run_bound(self._binding)
+        if lay.cache == "concat":
+            self.cache.swap()
+        self.tokens = total

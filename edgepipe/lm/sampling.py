@@ -1,0 +1,99 @@
+"""Choosing the next token: greedy, temperature, top-k, top-p, repetition penalty, seeded.
+
+The sampler keeps its scratch arrays (a copy of the logits, probabilities, a seen-token mask)
+for the vocabulary size and reuses them for every token. Greedy decoding reads the model's
+logits in place and allocates nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """How one request chooses its tokens and when it stops."""
+
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    """0 chooses the most likely token every time (greedy); above 0 samples."""
+    top_k: int = 0
+    """Sample among the k most likely tokens only (0: no limit)."""
+    top_p: float = 1.0
+    """Sample among the smallest set of tokens whose probabilities add up to p."""
+    repetition_penalty: float = 1.0
+    """Above 1 makes tokens already in the prompt or the output less likely (CTRL-style)."""
+    stop_tokens: tuple[int, ...] = ()
+    """Token ids that end the generation (the tokenizer's end-of-sequence is added)."""
+    stop_strings: tuple[str, ...] = ()
+    """Texts that end the generation when they appear in the output (not included in it)."""
+    seed: int | None = None
+    """Same seed, same prompt, same model: same tokens."""
+    ignore_eos: bool = False
+    """Keep going past the tokenizer's end-of-sequence (benchmarks that need N tokens)."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k < 0 or self.repetition_penalty <= 0:
+            raise ValueError(
+                "temperature >= 0, 0 < top_p <= 1, top_k >= 0 and repetition_penalty > 0, please"
+            )
+
+
+class Sampler:
+    """Picks tokens from logits for one request at a time."""
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab = vocab
+        self._work = np.empty(vocab, np.float32)
+        self._seen = np.zeros(vocab, bool)
+        self._params = SamplingParams()
+        self._rng = np.random.default_rng()
+
+    def start(self, params: SamplingParams, prompt: list[int] | np.ndarray) -> None:
+        self._params = params
+        self._rng = np.random.default_rng(params.seed)
+        self._seen[:] = False
+        if params.repetition_penalty != 1.0:
+            self._seen[np.asarray(prompt, np.intp)] = True
+
+    def pick(self, logits: np.ndarray) -> int:
+        p = self._params
+        if p.repetition_penalty == 1.0 and p.temperature == 0.0:
+            return int(np.argmax(logits))
+        work = self._work
+        np.copyto(work, logits)
+        if p.repetition_penalty != 1.0:
+            seen = self._seen
+            # Divide positive logits and multiply negative ones: either way, less likely.
+            work[seen] = np.where(
+                work[seen] > 0, work[seen] / p.repetition_penalty, work[seen] * p.repetition_penalty
+            )
+        token = int(np.argmax(work)) if p.temperature == 0.0 else self._sample(work, p)
+        if p.repetition_penalty != 1.0:
+            self._seen[token] = True
+        return token
+
+    def _sample(self, work: np.ndarray, p: SamplingParams) -> int:
+        work /= np.float32(p.temperature)
+        if 0 < p.top_k < self.vocab:
+            kth = np.partition(work, -p.top_k)[-p.top_k]
+            work[work < kth] = -np.inf
+        work -= work.max()
+        np.exp(work, out=work)
+        work /= work.sum()
+        if p.top_p < 1.0:
+            order = np.argsort(-work)
+            cumulative = np.cumsum(work[order])
+            cut = int(np.searchsorted(cumulative, p.top_p)) + 1  # the smallest set reaching p
+            work[order[cut:]] = 0.0
+            work /= work.sum()
+        cumulative = np.cumsum(work)
+        return int(
+            min(
+                np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"), self.vocab - 1
+            )
+        )

@@ -1,0 +1,148 @@
+"""Text <-> token ids, and streaming ids back into text without splitting a character.
+
+- A ``tokenizer.json`` with the Hugging Face ``tokenizers`` package installed: the real thing.
+- Without the package, a ``tokenizer.json`` whose vocabulary has byte tokens (``<0x00>`` ..
+  ``<0xFF>``, as byte-fallback BPE vocabularies do) is used byte by byte: every text encodes
+  (less compactly than with merges), every output decodes.
+- Without a ``tokenizer.json``: plain bytes, ids 0..255.
+
+:class:`TextStream` turns ids into text pieces as they come: bytes are held back until they
+form whole UTF-8 characters, so no piece ever ends in half a character.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+from edgepipe.lm.errors import TokenizerMismatch
+
+
+class Tokenizer(Protocol):
+    vocab_size: int
+    bos_id: int | None
+    eos_id: int | None
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes a token stands for (b"" for special tokens)."""
+        ...
+
+
+class ByteTokenizer:
+    """One token per byte, through a table (ids of ``<0xNN>`` tokens, or the bytes themselves)."""
+
+    def __init__(self, byte_ids: list[int], vocab_size: int, bos_id: int | None = None,
+                 eos_id: int | None = None) -> None:  # fmt: skip
+        if len(byte_ids) != 256:
+            raise ValueError("a byte tokenizer needs an id for each of the 256 bytes")
+        self._to_id = byte_ids
+        self._to_byte = {token: bytes([b]) for b, token in enumerate(byte_ids)}
+        self.vocab_size = vocab_size
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+
+    def encode(self, text: str) -> list[int]:
+        table = self._to_id
+        return [table[b] for b in text.encode("utf-8")]
+
+    def token_bytes(self, token: int) -> bytes:
+        return self._to_byte.get(token, b"")
+
+
+class HFTokenizer:
+    """A ``tokenizers.Tokenizer`` (Hugging Face) behind the same small interface."""
+
+    def __init__(self, tokenizer: Any, bos_id: int | None, eos_id: int | None) -> None:
+        self._tok = tokenizer
+        self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def token_bytes(self, token: int) -> bytes:
+        piece = self._tok.id_to_token(token)
+        if piece is None or self._tok.token_to_id(piece) is None:
+            return b""
+        if piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:
+            return bytes([int(piece[3:5], 16)])
+        decoded: str = self._tok.decode([token], skip_special_tokens=True)
+        return decoded.encode("utf-8")
+
+
+def load_tokenizer(folder: Path, model_vocab: int, config: dict[str, Any] | None = None) -> Tokenizer:
+    """The tokenizer for the model in ``folder``; :class:`TokenizerMismatch` if its ids do not
+    fit the model's vocabulary."""
+    config = config or {}
+    bos = _token_id(config.get("bos_token_id"))
+    eos = _token_id(config.get("eos_token_id"))
+    path = folder / "tokenizer.json"
+    tokenizer: Tokenizer
+    if path.is_file():
+        tokenizer = _from_json(path, bos, eos)
+    else:
+        tokenizer = ByteTokenizer(list(range(256)), 256, bos, eos)
+    highest = max(
+        [tokenizer.vocab_size - 1] + [t for t in (tokenizer.bos_id, tokenizer.eos_id) if t is not None]
+    )
+    if highest >= model_vocab:
+        raise TokenizerMismatch(
+            f"the tokenizer ({path if path.is_file() else 'bytes'}) has ids up to {highest}, but the model's "
+            f"vocabulary has {model_vocab}: they were not made for each other",
+            model=str(folder),
+        )
+    return tokenizer
+
+
+def _token_id(value: Any) -> int | None:
+    """A config's token id: an int, a list of them (several end tokens: the first), or absent."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return int(value) if isinstance(value, int) else None
+
+
+def _from_json(path: Path, bos: int | None, eos: int | None) -> Tokenizer:
+    try:
+        from tokenizers import Tokenizer as HFTok  # optional: the real tokenizer when installed
+    except ImportError:
+        HFTok = None  # noqa: N806
+    if HFTok is not None:
+        return HFTokenizer(HFTok.from_file(str(path)), bos, eos)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        vocab: dict[str, int] = data["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TokenizerMismatch(
+            f"{path} is not a tokenizer.json this can read: {exc}", model=str(path.parent)
+        ) from exc
+    byte_ids = [vocab.get(f"<0x{b:02X}>") for b in range(256)]
+    if any(i is None for i in byte_ids):
+        raise TokenizerMismatch(
+            f"{path} has no byte tokens (<0x00>..<0xFF>); install the 'tokenizers' package to use it",
+            model=str(path.parent),
+        )
+    size = max(vocab.values()) + 1
+    for added in data.get("added_tokens", []):
+        size = max(size, int(added.get("id", 0)) + 1)
+    return ByteTokenizer([int(i) for i in byte_ids if i is not None], size, bos, eos)
+
+
+class TextStream:
+    """Token ids in, text pieces out, never splitting a UTF-8 character."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token: int) -> str:
+        """The text that ``token`` completes ('' while a character is still partial)."""
+        return str(self._decoder.decode(self._tokenizer.token_bytes(token)))
+
+    def flush(self) -> str:
+        """What is left at the end (a dangling partial character becomes U+FFFD)."""
+        return str(self._decoder.decode(b"", final=True))

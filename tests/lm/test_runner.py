@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgepipe.lm import ContextOverflow, DecoderLayoutError, DecoderRunner, LanguageModel, SamplingParams
+from tests.lm.conftest import CONFIG, tiny
+from tests.onnx_builders import add_model
+
+WEIGHTS = tiny.weights(CONFIG)
+TOKENS = [256, *b"Hello, edge world!"]
+
+
+@pytest.mark.parametrize("layout", ["concat", "gqa"])
+def test_logits_match_numpy_through_prefill_chunks_and_decode_steps(
+    tiny_models: dict[str, Path], layout: str
+) -> None:
+    reference = tiny.reference_logits(CONFIG, WEIGHTS, TOKENS)
+    runner = DecoderRunner(tiny_models[layout], prefill_chunk=4)
+    got = [runner.feed(TOKENS[:10]).copy()]  # three chunks: 4 + 4 + 2
+    got += [runner.feed([t]).copy() for t in TOKENS[10:]]
+    np.testing.assert_allclose(np.stack(got), reference[9:], atol=1e-4, rtol=0)
+    assert runner.layout.cache == ("shared" if layout == "gqa" else "concat")
+    np.testing.assert_allclose(  # what the cache holds is what a full recompute would make
+        runner.cache.past_view(0, 0, len(TOKENS)).shape, (1, CONFIG.kv_heads, len(TOKENS), CONFIG.head_dim)
+    )
+
+
+def greedy_by_recompute(prompt: list[int], count: int) -> list[int]:
+    """The no-cache reference: the whole sequence through numpy again for every token."""
+    seq = list(prompt)
+    for _ in range(count):
+        seq.append(int(np.argmax(tiny.reference_logits(CONFIG, WEIGHTS, seq)[-1])))
+    return seq[len(prompt) :]
+
+
+def test_greedy_equals_full_recompute_and_both_layouts_agree(tiny_models: dict[str, Path]) -> None:
+    expected = greedy_by_recompute(TOKENS, 20)
+    for layout in ("concat", "gqa"):
+        lm = LanguageModel(tiny_models[layout])
+        assert list(lm.tokens(TOKENS, SamplingParams(max_new_tokens=20))) == expected, layout
+
+
+def test_a_seed_reproduces_a_sampled_generation_in_both_layouts(tiny_models: dict[str, Path]) -> None:
+    params = SamplingParams(max_new_tokens=25, temperature=0.9, top_k=40, top_p=0.95, seed=7)
+    runs = [
+        list(LanguageModel(tiny_models[layout]).tokens(TOKENS, params)) for layout in ("concat", "gqa", "gqa")
+    ]
+    assert runs[0] == runs[1] == runs[2]
+    other = list(LanguageModel(tiny_models["gqa"]).tokens(TOKENS, SamplingParams(max_new_tokens=25, temperature=0.9,
+                                                                                  top_k=40, top_p=0.95, seed=8)))  # fmt: skip
+    assert other != runs[0]
+
+
+def test_a_request_past_max_seq_len_is_refused_before_any_work(tiny_models: dict[str, Path]) -> None:
+    lm = LanguageModel(tiny_models["gqa"])
+    runs = lm.runner.session.stats.runs
+    with pytest.raises(ContextOverflow, match="max_seq_len=64") as info:
+        list(lm.tokens(TOKENS, SamplingParams(max_new_tokens=60)))
+    assert (info.value.needed, info.value.limit) == (len(TOKENS) + 60, 64)
+    assert lm.runner.session.stats.runs == runs
+
+
+@pytest.mark.parametrize("layout", ["concat", "gqa"])
+def test_or_stopped_at_the_limit_with_a_reason(tiny_models: dict[str, Path], layout: str) -> None:
+    lm = LanguageModel(tiny_models[layout])
+    out = list(lm.tokens(TOKENS, SamplingParams(max_new_tokens=100, ignore_eos=True), overflow="stop"))
+    assert len(TOKENS) + len(out) == 64 + 1  # the last token is picked from the full cache's logits
+    assert lm.stats.stop_reason == "max_seq_len"
+    assert lm.runner.tokens == 64
+
+
+def test_the_cache_is_allocated_once_and_reused(tiny_models: dict[str, Path]) -> None:
+    lm = LanguageModel(tiny_models["concat"])
+    arena = lm.runner.cache._arena
+    assert lm.runner.cache.nbytes == CONFIG.layers * 2 * 2 * CONFIG.kv_heads * 64 * CONFIG.head_dim * 4
+    first = list(lm.tokens(TOKENS, SamplingParams(max_new_tokens=8)))
+    second = list(lm.tokens(TOKENS, SamplingParams(max_new_tokens=8)))
+    assert first == second
+    assert lm.runner.cache._arena is arena
+
+
+def test_a_model_without_a_cache_is_not_a_decoder(tmp_path: Path) -> None:
+    with pytest.raises(
+        DecoderLayoutError, match=r"no input_ids, attention_mask, logits \(output\), past_key_values"
+    ):
+        DecoderRunner(add_model(tmp_path / "add.onnx"))
+
+
+def test_config_json_that_contradicts_the_graph_is_an_error(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    import json
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_models["gqa"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["num_hidden_layers"] = 7
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(DecoderLayoutError, match="num_hidden_layers=7 but the graph has 2"):
+        DecoderRunner(folder)
