@@ -5,8 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgepipe.lm import ContextOverflow, DecoderLayoutError, DecoderRunner, LanguageModel, SamplingParams
-from tests.lm.conftest import CONFIG, tiny
+from edgepipe.lm import (
+    ContextOverflow,
+    DecoderLayoutError,
+    DecoderRunner,
+    LanguageModel,
+    SamplingParams,
+    tiny,
+)
+from tests.lm.conftest import CONFIG
 from tests.onnx_builders import add_model
 
 WEIGHTS = tiny.weights(CONFIG)

@@ -1,0 +1,123 @@
+"""The async face of a language model: ``async for piece in worker.generate(prompt)``.
+
+One :class:`LMWorker` owns one model and its KV cache and runs one request at a time on a
+thread of its own. Requests wait their turn in a bounded queue: callers beyond ``queue_size``
+wait to get in (backpressure), and nothing piles up unbounded. Every step runs on the worker's
+thread under the session's deadline (a step that hangs is terminated by ONNX Runtime and the
+request fails with :class:`~edgepipe.infer.InferTimeout`); between steps control returns to the
+event loop, so other work is scheduled between tokens. A caller that stops iterating (or is
+cancelled) ends its request at the next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.generate import GenerationStats, LanguageModel, Overflow
+from edgepipe.lm.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+
+_END = object()
+
+
+class LMWorker:
+    """A language model served to async callers, one request at a time."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        max_seq_len: int | None = None,
+        queue_size: int = 4,
+        session: SessionConfig | None = None,
+        prefill_chunk: int = 64,
+    ) -> None:
+        if queue_size < 1:
+            raise ValueError("queue_size must be at least 1")
+        self.model = Path(model)
+        self.max_seq_len = max_seq_len
+        self.queue_size = queue_size
+        self.session_config = session
+        self.prefill_chunk = prefill_chunk
+        self.lm: LanguageModel | None = None
+        self._thread = DaemonThreadPool(1, f"lm-{self.model.name}", spare_workers=0)
+        self._admitted = asyncio.Semaphore(queue_size + 1)  # waiting + running
+        self._running = asyncio.Lock()
+        self.requests = 0
+        self.last_stats = GenerationStats()
+
+    async def start(self) -> None:
+        """Load the model and allocate its cache (on the worker's thread)."""
+        if self.lm is None:
+            loop = asyncio.get_running_loop()
+            self.lm = await loop.run_in_executor(self._thread, self._load)
+
+    def _load(self) -> LanguageModel:
+        return LanguageModel(self.model, max_seq_len=self.max_seq_len, prefill_chunk=self.prefill_chunk,
+                             session=self.session_config)  # fmt: skip
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def waiting(self) -> int:
+        """Requests admitted and not yet finished (running included)."""
+        return self.queue_size + 1 - self._admitted._value
+
+    async def generate(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
+                       overflow: Overflow = "refuse") -> AsyncIterator[str]:  # fmt: skip
+        """Text pieces as the model produces them. ``prompt`` is text, or token ids."""
+        async with self._admitted, self._running:
+            await self.start()
+            lm = self.lm
+            assert lm is not None
+            loop = asyncio.get_running_loop()
+            steps: Iterator[str]
+            if isinstance(prompt, str):
+                steps = lm.pieces(prompt, params, overflow)
+            else:
+                steps = _pieces_of_ids(lm, prompt, params, overflow)
+            self.requests += 1
+            try:
+                while True:
+                    piece = await loop.run_in_executor(self._thread, next, steps, _END)
+                    if piece is _END:
+                        return
+                    assert isinstance(piece, str)
+                    yield piece
+            finally:
+                # Closing runs on the worker's thread too: the generator may be mid-step there.
+                await asyncio.shield(loop.run_in_executor(self._thread, _close, steps))
+                self.last_stats = lm.stats
+
+    async def complete(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
+                       overflow: Overflow = "refuse") -> str:  # fmt: skip
+        return "".join([piece async for piece in self.generate(prompt, params, overflow)])
+
+
+def _pieces_of_ids(lm: LanguageModel, prompt: Sequence[int], params: SamplingParams | None,
+                   overflow: Overflow) -> Iterator[str]:  # fmt: skip
+    from edgepipe.lm.tokenizer import TextStream
+
+    stream = TextStream(lm.tokenizer)
+    for token in lm.tokens(prompt, params, overflow):
+        piece = stream.push(token)
+        if piece:
+            yield piece
+    tail = stream.flush()
+    if tail:
+        yield tail
+
+
+def _close(steps: Any) -> None:
+    close = getattr(steps, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,61 @@
+"""Scene descriptions: what the detector saw in the last seconds, written by a language model.
+
+    edgepipe run pipelines/describe_scene.py --duration 30 --results -
+    edgepipe run pipelines/describe_scene.py --source rtsp://192.0.2.10/stream --model ./qwen-0.5b-onnx
+
+The camera (synthetic by default) feeds CenterFace every few frames; every ``--every-s``
+seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
+below), and the model's answer streams out as ``token`` results and one final ``event`` with
+the whole text and its timings (time to first token, time per token).
+
+``--model`` takes a folder with ``model.onnx`` (a decoder exported with past key values, in the
+Hugging Face / Optimum layout, or built by scripts/make_tiny_lm.py) and its ``tokenizer.json``.
+Without it, a tiny *untrained* model is built once into the cache (this needs the ``onnx``
+package): it shows the machinery working, and writes noise.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from edgepipe import Message, Pipeline
+from edgepipe.lm.describe import Describe
+from edgepipe.lm.sampling import SamplingParams
+from edgepipe.lm.tiny import demo_model
+from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
+from edgepipe.vision import Detector
+
+log = logging.getLogger("describe_scene")
+
+TEMPLATE = (
+    "You watch a security camera. In the last {seconds:.0f} seconds it saw: {summary}.\n"
+    "One short sentence for the operator:"
+)
+
+
+async def show(message: Message) -> None:
+    if message.kind == "event":
+        data = message.data
+        log.info("description %d (%d tokens, first after %.0f ms, %.1f ms/token): %r", data["request"],
+                 data["new_tokens"], data["ttft_ms"], data["tpot_ms"], data["text"])  # fmt: skip
+
+
+def pipeline(
+    source: str = SYNTHETIC_DEFAULT,
+    model: str = "",
+    detect: str = "centerface",
+    every_s: float = 10.0,
+    window_s: float = 10.0,
+    max_new_tokens: int = 48,
+) -> Pipeline:
+    """camera -> faces -> describe -> log (tokens and descriptions reach --results)."""
+    folder = model or str(demo_model())
+    p = Pipeline("describe_scene")
+    camera = p.source("camera", VideoSource(source))
+    faces = p.stage("faces", Detector(detect, every=5), inputs=camera, policy="latest", queue_size=1,
+                    timeout_s=5.0)  # fmt: skip
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, top_p=0.9)
+    describe = Describe(folder, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params)
+    words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
+    p.sink("log", show, inputs=words, queue_size=64)
+    return p
