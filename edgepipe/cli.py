@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from edgepipe import __version__, cli_models
+from edgepipe import __version__, cli_bench, cli_models
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.pipeline import Graph
@@ -91,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     probe_p.add_argument("--format", choices=("text", "json"), default="text")
 
     cli_models.add_parser(sub)
+    cli_bench.add_parser(sub)
 
     health_p = sub.add_parser(
         "health",
@@ -129,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _probe(args)
     if args.command == "models":
         return cli_models.main(args)
+    if args.command == "bench":
+        return cli_bench.main(args)
     if args.command == "health":
         from edgepipe.health import check
 

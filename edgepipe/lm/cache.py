@@ -27,7 +27,13 @@ class KVCache:
         # One allocation for everything, carved into views: the whole plan is visible in nbytes.
         self._arena = np.zeros(layout.layers * 2 * copies * per, np.float32)
         self._buffers = self._arena.reshape(layout.layers, 2, copies, per)
-        self._turn = np.zeros((layout.layers, 2), np.intp)
+        # Addresses worked out once: a step only picks which of the two is the past.
+        buffers = self._buffers
+        self._ptrs = [
+            [tuple(int(buffers[i, k, c].ctypes.data) for c in range(copies)) for k in range(2)]
+            for i in range(layout.layers)
+        ]
+        self._turn = 0  # every layer swaps at every step: one flag for all
 
     @property
     def nbytes(self) -> int:
@@ -41,21 +47,19 @@ class KVCache:
 
     def past_present(self, layer: int, kind: int) -> tuple[int, int]:
         """Concat layout: addresses of (past, present) flat buffers for this step."""
-        turn = self._turn[layer, kind]
-        past = self._buffers[layer, kind, turn]
-        present = self._buffers[layer, kind, 1 - turn]
-        return past.ctypes.data, present.ctypes.data
+        pair = self._ptrs[layer][kind]
+        return (pair[0], pair[1]) if self._turn == 0 else (pair[1], pair[0])
 
     def swap(self) -> None:
         """Concat layout: the present just written becomes the next step's past."""
-        np.subtract(1, self._turn, out=self._turn)
+        self._turn ^= 1
 
     def past_view(self, layer: int, kind: int, tokens: int) -> np.ndarray:
         """The cached keys or values of the first ``tokens`` positions (for tests and tools)."""
         lay = self.layout
         if lay.cache == "shared":
             return self.shared(layer, kind)[:, :, :tokens]
-        past = self._buffers[layer, kind, self._turn[layer, kind]]
+        past = self._buffers[layer, kind, self._turn]
         view: np.ndarray = past[: lay.kv_heads * tokens * lay.head_dim].reshape(
             1, lay.kv_heads, tokens, lay.head_dim
         )
@@ -64,4 +68,4 @@ class KVCache:
     def reset(self) -> None:
         """Start over: the concat buffers' turn goes back to the first (the contents need no
         clearing: a request only ever reads positions it has written)."""
-        self._turn[...] = 0
+        self._turn = 0

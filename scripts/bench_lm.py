@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Decode tokens/s of edgepipe's runner against the usual naive loop, and the memory roofline.
+
+The naive loop is what most hand-written decoders do: ``session.run`` with a feeds dict of
+fresh arrays every step, the ``present`` outputs fed back as the next ``past``, no IO binding.
+It runs the Optimum-style (``concat``) model. edgepipe's runner runs the same weights twice:
+the same ``concat`` file (IO-bound, cache buffers allocated once) and the ``gqa`` file (the KV
+cache written in place by GroupQueryAttention). Same prompt, same greedy tokens (checked), same
+intra-op threads; prompts of 256 and 1024 tokens, then ``--tokens`` decode steps.
+
+    python scripts/bench_lm.py                        # ~100M parameters (built once, cached)
+    python scripts/bench_lm.py --hidden 256 --layers 4 --vocab 4096 --tokens 16   # quick
+
+Targets (issue #5): >= 1.2x the naive loop's tokens/s at context 1024; with ~100M
+parameters, weight bytes x tokens/s >= 50% of the measured memory bandwidth.
+The last line printed is one JSON object with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from edgepipe.infer.providers import intra_op_threads
+from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.bench import memory_bandwidth, weight_bytes_per_token
+from edgepipe.lm.generate import LanguageModel
+from edgepipe.lm.sampling import SamplingParams
+from edgepipe.lm.tiny import TinyConfig, write
+
+TARGET_RATIO = 1.2
+TARGET_ROOFLINE = 0.5
+
+
+def naive_decode(
+    model: Path, prompt: list[int], tokens: int, threads: int, layers: int, kv_heads: int, head_dim: int
+) -> tuple[list[int], float]:
+    """Greedy tokens and decode tokens/s of the plain loop (prefill excluded from the rate)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    past = {
+        f"past_key_values.{i}.{kind}": np.zeros((1, kv_heads, 0, head_dim), np.float32)
+        for i in range(layers)
+        for kind in ("key", "value")
+    }
+    names = [o.name for o in session.get_outputs()]
+    ids = prompt
+    out: list[int] = []
+    start = 0
+    t0 = 0.0
+    for step in range(tokens):
+        total = start + len(ids)
+        feeds = {
+            "input_ids": np.array([ids], np.int64),
+            "attention_mask": np.ones((1, total), np.int64),
+            "position_ids": np.arange(start, total, dtype=np.int64)[None],
+            **past,
+        }
+        results = session.run(names, feeds)
+        logits = results[0]
+        past = {
+            name.replace("present", "past_key_values"): value
+            for name, value in zip(names[1:], results[1:], strict=True)
+        }
+        token = int(np.argmax(logits[0, -1]))
+        out.append(token)
+        start, ids = total, [token]
+        if step == 0:
+            t0 = time.perf_counter()  # decode steps only, after the first token
+    return out, (tokens - 1) / (time.perf_counter() - t0)
+
+
+def runner_decode(lm: LanguageModel, prompt: list[int], tokens: int) -> tuple[list[int], float]:
+    out = list(lm.tokens(prompt, SamplingParams(max_new_tokens=tokens, ignore_eos=True)))
+    return out, lm.stats.decode_tokens_per_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--kv-heads", type=int, default=4)
+    parser.add_argument("--ffn", type=int, default=2048)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--contexts", default="256,1024")
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    contexts = [int(c) for c in args.contexts.split(",")]
+    max_seq = max(contexts) + args.tokens + 1
+    cfg = TinyConfig(
+        vocab=args.vocab,
+        hidden=args.hidden,
+        layers=args.layers,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        ffn=args.ffn,
+        max_seq_len=max_seq,
+    )
+    root = Path(tempfile.gettempdir()) / "edgepipe-bench-lm"
+    folders = {}
+    for layout in ("concat", "gqa"):
+        folder = root / f"{layout}-{cfg.hidden}x{cfg.layers}-{cfg.vocab}-{max_seq}"
+        if not (folder / "model.onnx").is_file():
+            print(f"building {folder} ({cfg.parameters() / 1e6:.0f}M parameters) ...", flush=True)
+            write(folder, cfg, layout)
+        folders[layout] = folder
+    threads = args.threads or intra_op_threads()
+    config = SessionConfig(threads=threads, timeout_s=120.0)
+    models = {layout: LanguageModel(f, max_seq_len=max_seq, session=config) for layout, f in folders.items()}
+    rng = np.random.default_rng(0)
+    rows = []
+    for context in contexts:
+        prompt = rng.integers(0, 256, context).tolist()
+        rates: dict[str, list[float]] = {"naive": [], "concat": [], "gqa": []}
+        reference: list[int] | None = None
+        for _ in range(args.rounds):  # alternate, so drift on a shared machine hits all three
+            tokens, rate = naive_decode(
+                folders["concat"] / "model.onnx",
+                prompt,
+                args.tokens,
+                threads,
+                cfg.layers,
+                cfg.kv_heads,
+                cfg.head_dim,
+            )
+            rates["naive"].append(rate)
+            reference = reference or tokens
+            for layout in ("concat", "gqa"):
+                got, rate = runner_decode(models[layout], prompt, args.tokens)
+                assert got == reference, f"{layout} tokens differ from the naive loop's"
+                rates[layout].append(rate)
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        rows.append(
+            {
+                "context": context,
+                **{f"{k}_tokens_per_s": round(v, 2) for k, v in med.items()},
+                "ratio_concat": round(med["concat"] / med["naive"], 3),
+                "ratio_gqa": round(med["gqa"] / med["naive"], 3),
+            }
+        )
+        print(
+            f"context {context:5d}: naive {med['naive']:7.2f} tok/s   runner concat {med['concat']:7.2f} "
+            f"({med['concat'] / med['naive']:.2f}x)   runner gqa {med['gqa']:7.2f} "
+            f"({med['gqa'] / med['naive']:.2f}x)",
+            flush=True,
+        )
+    bandwidth = memory_bandwidth()
+    weights = weight_bytes_per_token(folders["gqa"], folders["gqa"] / "model.onnx")
+    best = max(r["gqa_tokens_per_s"] for r in rows)
+    roofline = weights * best / bandwidth
+    last = rows[-1]
+    print(
+        f"memory read bandwidth {bandwidth / 1e9:.2f} GB/s, weights read per token {weights / 1e6:.1f} MB: "
+        f"roofline {bandwidth / weights:.1f} tok/s; best decode {best:.2f} tok/s = {roofline:.0%} of it"
+    )
+    ok = last["ratio_gqa"] >= TARGET_RATIO and roofline >= TARGET_ROOFLINE
+    verdict = "meets" if ok else "MISSES"
+    print(
+        f"at context {last['context']}: {last['ratio_gqa']:.2f}x the naive loop, "
+        f"{roofline:.0%} of the roofline: {verdict} the targets ({TARGET_RATIO}x, {TARGET_ROOFLINE:.0%})"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "lm",
+                "parameters": cfg.parameters(),
+                "threads": threads,
+                "new_tokens": args.tokens,
+                "contexts": rows,
+                "memory_gb_per_s": round(bandwidth / 1e9, 2),
+                "weight_mb_per_token": round(weights / 1e6, 1),
+                "roofline_fraction": round(roofline, 3),
+                "target_ratio": TARGET_RATIO,
+                "target_roofline": TARGET_ROOFLINE,
+            }
+        )
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

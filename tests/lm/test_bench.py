@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgepipe.cli import main
+from edgepipe.lm.bench import memory_bandwidth, weight_bytes_per_token
+from tests.lm.conftest import CONFIG
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_weight_bytes_come_from_the_config(tiny_models: dict[str, Path]) -> None:
+    folder = tiny_models["gqa"]
+    per_token = weight_bytes_per_token(folder, folder / "model.onnx")
+    # Every matrix once and one embedding row: the parameters minus the rest of the embedding.
+    assert per_token == 4 * (CONFIG.parameters() - (CONFIG.vocab - 1) * CONFIG.hidden)
+
+
+def test_memory_bandwidth_is_plausible() -> None:
+    assert 1e9 < memory_bandwidth(size_mb=64, rounds=2) < 2e12
+
+
+def test_bench_lm_command_prints_every_context(
+    tiny_models: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "bench",
+                "lm",
+                str(tiny_models["gqa"]),
+                "--contexts",
+                "8,24",
+                "--tokens",
+                "4",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
+    figures = json.loads(capsys.readouterr().out)
+    assert [row["context"] for row in figures["contexts"]] == [8, 24]
+    row = figures["contexts"][0]
+    assert row["ttft_ms"] > 0
+    assert row["decode_tokens_per_s"] > 0
+    assert figures["cache"] == "shared"
+    assert main(["bench", "lm", str(tiny_models["gqa"]), "--contexts", "60", "--tokens", "10"]) == 1
+    assert "longer than the model's cache buffer" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_bench_lm_script_runs_and_ends_with_its_json_line() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_lm.py"), "--hidden", "64", "--layers", "2", "--heads", "4",
+         "--kv-heads", "2", "--ffn", "128", "--vocab", "300", "--contexts", "16,48", "--tokens", "6", "--rounds", "1"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["bench"] == "lm"
+    assert [row["context"] for row in figures["contexts"]] == [16, 48]
+    assert all(row["ratio_gqa"] > 0 for row in figures["contexts"])
