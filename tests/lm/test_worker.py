@@ -4,15 +4,8 @@ import asyncio
 from contextlib import aclosing
 from pathlib import Path
 
-import pytest
-
-from edgepipe import Pipeline
-from edgepipe.core.results import Message
 from edgepipe.lm import LanguageModel, SamplingParams
-from edgepipe.lm.describe import Describe
 from edgepipe.lm.worker import LMWorker
-from edgepipe.testing import FakeSource, ListSink, run_pipeline
-from edgepipe.vision.detection import Detection, Detections
 
 PARAMS = SamplingParams(max_new_tokens=16, ignore_eos=True)
 
@@ -65,40 +58,3 @@ async def test_the_event_loop_runs_between_tokens(tiny_models: dict[str, Path]) 
     assert text
     assert ticks >= 30  # at least one loop turn per token
     worker.close()
-
-
-def frame_detections(seq: int, faces: int) -> Detections:
-    items = [Detection((0.0, 0.0, 10.0, 10.0), 0.9, 0, "face") for _ in range(faces)]
-    return Detections("cam", seq, None, None, 64, 64, "m", items)
-
-
-def test_describe_prompt_summarizes_the_window(tiny_models: dict[str, Path]) -> None:
-    node = Describe(tiny_models["gqa"], template="{summary} | {frames} frames from {sources}", window_s=5.0)
-    for seq in range(4):
-        node.observe(frame_detections(seq, faces=seq % 3), now=100.0 + seq)
-    node.observe(frame_detections(9, faces=2), now=90.0)  # too old for the window
-    assert node.prompt(now=104.0) == "face in 2 of 4 frames (up to 2 at once) | 4 frames from cam"
-    with pytest.raises(ValueError, match="template"):
-        Describe(tiny_models["gqa"], template="{nonsense}")
-
-
-def test_describe_streams_tokens_then_an_event(tiny_models: dict[str, Path]) -> None:
-    sink: ListSink[Message] = ListSink()
-    p = Pipeline("t")
-    src = p.source("faces", FakeSource([frame_detections(i, 1) for i in range(5)]))
-    describe = Describe(
-        tiny_models["gqa"],
-        template="{summary}:",
-        every_s=3600,
-        params=SamplingParams(max_new_tokens=12, ignore_eos=True),
-    )
-    p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
-    run_pipeline(p)
-    kinds = [m.kind for m in sink.items]
-    assert kinds[-1] == "event"
-    assert set(kinds[:-1]) == {"token"}
-    event = sink.items[-1].data
-    assert event["text"] == "".join(m.data["text"] for m in sink.items[:-1])
-    assert event["new_tokens"] == 12
-    assert event["ttft_ms"] > 0
-    assert "face" in event["prompt"]
