@@ -101,16 +101,40 @@ def read_layout(session: Session, names: InputNames | None = None) -> DecoderLay
 
 
 def check_config(layout: DecoderLayout, folder: Path, model: str) -> dict[str, Any]:
-    """``config.json`` beside the model, checked against what the graph says (if present)."""
-    path = folder / "config.json"
-    if not path.is_file():
-        return {}
-    try:
-        config: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise DecoderLayoutError(f"{path} is not readable JSON: {exc}", model=model) from exc
-    for key, value in (("num_hidden_layers", layout.layers), ("num_key_value_heads", layout.kv_heads),
-                       ("vocab_size", layout.vocab)):  # fmt: skip
-        if key in config and config[key] != value:
-            raise DecoderLayoutError(f"{path}: {key}={config[key]} but the graph has {value}", model=model)
+    """``config.json`` (Hugging Face) and ``genai_config.json`` (onnxruntime-genai) beside the
+    model, merged into Hugging Face keys and checked against what the graph says."""
+    config: dict[str, Any] = {}
+    for name in ("genai_config.json", "config.json"):  # config.json wins where both say
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise DecoderLayoutError(f"{path} is not readable JSON: {exc}", model=model) from exc
+        config.update(_from_genai(data) if name == "genai_config.json" else data)
+        for key, value in (("num_hidden_layers", layout.layers), ("num_key_value_heads", layout.kv_heads),
+                           ("head_dim", layout.head_dim), ("vocab_size", layout.vocab)):  # fmt: skip
+            if key in config and config[key] != value:
+                raise DecoderLayoutError(
+                    f"{path}: {key}={config[key]} but the graph has {value}", model=model
+                )
     return config
+
+
+def _from_genai(data: dict[str, Any]) -> dict[str, Any]:
+    """onnxruntime-genai's ``genai_config.json`` in Hugging Face ``config.json`` terms."""
+    model = data.get("model", {})
+    decoder = model.get("decoder", {})
+    pairs = {
+        "num_hidden_layers": decoder.get("num_hidden_layers"),
+        "num_key_value_heads": decoder.get("num_key_value_heads"),
+        "num_attention_heads": decoder.get("num_attention_heads"),
+        "head_dim": decoder.get("head_size"),
+        "hidden_size": decoder.get("hidden_size"),
+        "vocab_size": model.get("vocab_size"),
+        "max_position_embeddings": model.get("context_length"),
+        "bos_token_id": model.get("bos_token_id"),
+        "eos_token_id": model.get("eos_token_id"),
+    }
+    return {k: v for k, v in pairs.items() if v is not None}

@@ -13,6 +13,7 @@ form whole UTF-8 characters, so no piece ever ends in half a character.
 from __future__ import annotations
 
 import codecs
+import importlib
 import json
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,7 +59,8 @@ class HFTokenizer:
 
     def __init__(self, tokenizer: Any, bos_id: int | None, eos_id: int | None) -> None:
         self._tok = tokenizer
-        self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+        # The highest id + 1, not the count: added tokens may leave gaps.
+        self.vocab_size = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         self.bos_id = bos_id
         self.eos_id = eos_id
 
@@ -108,11 +110,15 @@ def _token_id(value: Any) -> int | None:
 
 def _from_json(path: Path, bos: int | None, eos: int | None) -> Tokenizer:
     try:
-        from tokenizers import Tokenizer as HFTok  # optional: the real tokenizer when installed
+        hf: Any = importlib.import_module("tokenizers")  # optional: the real tokenizer when installed
     except ImportError:
-        HFTok = None  # noqa: N806
-    if HFTok is not None:
-        return HFTokenizer(HFTok.from_file(str(path)), bos, eos)
+        hf = None
+    if hf is not None:
+        try:
+            loaded = hf.Tokenizer.from_file(str(path))
+        except Exception as exc:  # the tokenizers package raises plain Exceptions for bad files
+            raise TokenizerMismatch(f"{path} cannot be loaded: {exc}", model=str(path.parent)) from exc
+        return HFTokenizer(loaded, bos, eos)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         vocab: dict[str, int] = data["model"]["vocab"]

@@ -109,3 +109,21 @@ def test_config_json_that_contradicts_the_graph_is_an_error(
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(DecoderLayoutError, match="num_hidden_layers=7 but the graph has 2"):
         DecoderRunner(folder)
+
+
+def test_genai_config_json_is_read_and_checked(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_models["concat"], folder)
+    (folder / "config.json").unlink()
+    genai = {"model": {"context_length": 48, "vocab_size": CONFIG.vocab, "eos_token_id": 257,
+                       "decoder": {"num_hidden_layers": CONFIG.layers, "head_size": CONFIG.head_dim}}}  # fmt: skip
+    (folder / "genai_config.json").write_text(json.dumps(genai))
+    runner = DecoderRunner(folder)
+    assert runner.max_seq_len == 48  # the context length the export was made for
+    genai["model"]["decoder"]["head_size"] = 16  # type: ignore[index]
+    (folder / "genai_config.json").write_text(json.dumps(genai))
+    with pytest.raises(DecoderLayoutError, match="head_dim=16 but the graph has 32"):
+        DecoderRunner(folder)
