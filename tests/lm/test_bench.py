@@ -65,4 +65,4 @@ def test_bench_lm_script_runs_and_ends_with_its_json_line() -> None:
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["bench"] == "lm"
     assert [row["context"] for row in figures["contexts"]] == [16, 48]
-    assert all(row["ratio_gqa"] > 0 for row in figures["contexts"])
+    assert all(row["ratio_gqa"] > 0 and row["ratio_concat"] > 0 for row in figures["contexts"])
