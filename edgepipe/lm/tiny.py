@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from edgepipe.lm.tokenizer import byte_tokenizer_json
+
 BYTE_TOKENS = 256
 BOS, EOS, PAD = 256, 257, 258
 SPECIAL = {"<bos>": BOS, "<eos>": EOS, "<pad>": PAD}
@@ -350,47 +352,6 @@ def build(cfg: TinyConfig, layout: str) -> object:
     return model
 
 
-def tokenizer_json() -> dict[str, object]:
-    """A Hugging Face tokenizer.json for the byte vocabulary: each byte is one token."""
-    vocab = {f"<0x{b:02X}>": b for b in range(BYTE_TOKENS)}
-    vocab.update(SPECIAL)
-    return {
-        "version": "1.0",
-        "added_tokens": [
-            {
-                "id": i,
-                "content": t,
-                "special": True,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-            }
-            for t, i in SPECIAL.items()
-        ],
-        "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Split",
-            "pattern": {"String": ""},
-            "behavior": "Isolated",
-            "invert": False,
-        },
-        "post_processor": None,
-        "decoder": {"type": "ByteFallback"},
-        "model": {
-            "type": "BPE",
-            "vocab": vocab,
-            "merges": [],
-            "byte_fallback": True,
-            "unk_token": None,
-            "fuse_unk": False,
-            "dropout": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-        },
-    }
-
-
 def write(folder: Path, cfg: TinyConfig, layout: str) -> Path:
     """``folder/model.onnx`` (with external weights when large), ``config.json``, ``tokenizer.json``."""
     import onnx
@@ -419,7 +380,7 @@ def write(folder: Path, cfg: TinyConfig, layout: str) -> Path:
         "edgepipe": {"seed": cfg.seed, "parameters": cfg.parameters(), **asdict(cfg)},
     }
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json(), indent=1))
+    (folder / "tokenizer.json").write_text(json.dumps(byte_tokenizer_json(SPECIAL), indent=1))
     return path
 
 
