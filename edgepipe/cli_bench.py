@@ -48,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     try:
         contexts = [int(c) for c in args.contexts.split(",") if c.strip()]
+        if not contexts or min(contexts) < 1:
+            raise ValueError
     except ValueError:
         print(
             f"edgepipe: error: --contexts takes numbers like 128,512, not {args.contexts!r}", file=sys.stderr

@@ -9,6 +9,7 @@ apart and kept apart in :class:`GenerationStats`.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,12 @@ class LanguageModel:
         self.sampler = Sampler(self.runner.vocab)
         self.stats = GenerationStats()
         """The latest request's figures."""
+        self._cancel = threading.Event()
+
+    def cancel(self) -> None:
+        """Ask the running request to stop (from any thread): it ends before its next model run,
+        between prompt chunks too."""
+        self._cancel.set()
 
     @property
     def max_seq_len(self) -> int:
@@ -104,15 +111,22 @@ class LanguageModel:
                 f"max_seq_len={limit}; shorten the prompt, ask for fewer tokens, or pass overflow='stop'",
                 model=self.runner.session.name, needed=len(prompt) + params.max_new_tokens, limit=limit,
             )  # fmt: skip
+        bad = [t for t in prompt if not 0 <= t < self.runner.vocab]
+        if bad:
+            raise ValueError(f"prompt token ids must be in 0..{self.runner.vocab - 1}; got {bad[:5]}")
         stops = set(params.stop_tokens)
-        if self.tokenizer.eos_id is not None and not params.ignore_eos:
-            stops.add(self.tokenizer.eos_id)
+        if not params.ignore_eos:
+            stops.update(self.tokenizer.eos_ids)
         stats = self.stats = GenerationStats(prompt_tokens=len(prompt))
         runner, sampler = self.runner, self.sampler
         sampler.start(params, list(prompt))
+        self._cancel.clear()
         t0 = time.perf_counter()
         runner.reset()
-        logits = runner.feed(prompt)
+        logits = runner.feed(prompt, cancel=self._cancel)
+        if self._cancel.is_set():
+            stats.stop_reason = "cancelled"
+            return
         stats.prefill_ms = (time.perf_counter() - t0) * 1000
         try:
             for index in range(params.max_new_tokens):
@@ -130,6 +144,9 @@ class LanguageModel:
                 if runner.room() == 0:
                     stats.stop_reason = "max_seq_len"
                     return
+                if self._cancel.is_set():
+                    stats.stop_reason = "cancelled"
+                    return
                 t_step = time.perf_counter()
                 logits = runner.feed((token,))
                 stats.token_ms.append((time.perf_counter() - t_step) * 1000)
@@ -137,18 +154,20 @@ class LanguageModel:
             stats.stop_reason = "cancelled"
             raise
 
-    def pieces(self, prompt: str, params: SamplingParams | None = None,
+    def pieces(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                overflow: Overflow = "refuse") -> Iterator[str]:  # fmt: skip
-        """Text pieces as they are generated (whole characters only); stop strings end it."""
+        """Text pieces as they are generated (whole characters only); stop strings end it.
+        ``prompt`` is text or token ids."""
         params = params or SamplingParams()
         stream = TextStream(self.tokenizer)
-        eos = self.tokenizer.eos_id
+        ends = set(params.stop_tokens) | (set() if params.ignore_eos else set(self.tokenizer.eos_ids))
         pending = ""
         longest = max((len(s) for s in params.stop_strings), default=0)
-        steps = self.tokens(self.encode(prompt), params, overflow)
+        ids = self.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        steps = self.tokens(ids, params, overflow)
         for token in steps:
-            if (token == eos and not params.ignore_eos) or token in params.stop_tokens:
-                break
+            if token in ends:
+                continue  # no text; tokens() has ended the request with its reason
             pending += stream.push(token)
             if longest:
                 hit = min((pending.find(s) for s in params.stop_strings if s in pending), default=-1)
@@ -171,7 +190,7 @@ class LanguageModel:
             yield pending
 
     def complete(
-        self, prompt: str, params: SamplingParams | None = None, overflow: Overflow = "refuse"
+        self, prompt: str | Sequence[int], params: SamplingParams | None = None, overflow: Overflow = "refuse"
     ) -> str:
         """The whole generated text (blocking)."""
         return "".join(self.pieces(prompt, params, overflow))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 
 from edgepipe.infer.session import Session, SessionConfig
 from edgepipe.lm.cache import KVCache
-from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError
+from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, LMError
 from edgepipe.lm.layout import DecoderLayout, InputNames, check_config, read_layout
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,11 @@ class DecoderRunner:
             buffer_len = lay.model_max_seq  # the graph fixes the buffer's shape
             self.max_seq_len = max_seq_len or lay.model_max_seq
         else:
-            self.max_seq_len = max_seq_len or int(self.config.get("max_position_embeddings", 2048))
+            # A model's own context may be 128k positions; the cache is sized for what a worker
+            # on an edge device uses unless asked for more.
+            self.max_seq_len = max_seq_len or min(int(self.config.get("max_position_embeddings", 2048)), 4096)
             buffer_len = self.max_seq_len
+        _check_memory(lay, buffer_len, str(path))
         self.prefill_chunk = max(1, min(prefill_chunk, self.max_seq_len))
         self.cache = KVCache(lay, buffer_len)
         self.tokens = 0
@@ -105,12 +109,12 @@ class DecoderRunner:
         """Positions left in the cache."""
         return self.max_seq_len - self.tokens
 
-    def feed(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    def feed(self, tokens: Sequence[int] | np.ndarray, cancel: threading.Event | None = None) -> np.ndarray:
         """Run ``tokens`` through the model after what is cached; the logits of the last one.
 
         The returned array is a view of the runner's own buffer, valid until the next call.
-        Long inputs go in chunks of ``prefill_chunk``. Raises :class:`ContextOverflow` when
-        they do not fit.
+        Long inputs go in chunks of ``prefill_chunk``; a set ``cancel`` event stops between
+        chunks (what was fed stays cached). Raises :class:`ContextOverflow` when they do not fit.
         """
         n = len(tokens)
         if n == 0:
@@ -123,6 +127,8 @@ class DecoderRunner:
         chunk = self.prefill_chunk
         last = 0
         for start in range(0, n, chunk):
+            if cancel is not None and start and cancel.is_set():
+                break
             last = min(chunk, n - start)
             self._ids[0, :last] = tokens[start : start + last]
             self._step(last)
@@ -154,3 +160,19 @@ class DecoderRunner:
         if lay.cache == "concat":
             self.cache.swap()
         self.tokens = total
+
+
+def _check_memory(layout: DecoderLayout, length: int, model: str) -> None:
+    """Refuse a KV cache that cannot fit before trying to allocate it."""
+    copies = 1 if layout.cache == "shared" else 2
+    needed = layout.kv_bytes(length) * copies
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not on Linux: nothing to check against
+        return
+    if needed > free:
+        raise LMError(
+            f"a KV cache for {length} positions needs {needed / 1e9:.1f} GB and {free / 1e9:.1f} GB is free; "
+            "pass a smaller max_seq_len",
+            model=model,
+        )

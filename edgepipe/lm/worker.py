@@ -1,12 +1,17 @@
 """The async face of a language model: ``async for piece in worker.generate(prompt)``.
 
 One :class:`LMWorker` owns one model and its KV cache and runs one request at a time on a
-thread of its own. Requests wait their turn in a bounded queue: callers beyond ``queue_size``
-wait to get in (backpressure), and nothing piles up unbounded. Every step runs on the worker's
+thread of its own. Requests wait their turn: ``queue_size`` of them are admitted behind the one
+running, callers beyond that wait on their own ``await`` (backpressure; the worker keeps no list
+of them), and ``waiting`` says how many are in. Every step runs on the worker's
 thread under the session's deadline (a step that hangs is terminated by ONNX Runtime and the
 request fails with :class:`~edgepipe.infer.InferTimeout`); between steps control returns to the
 event loop, so other work is scheduled between tokens. A caller that stops iterating (or is
-cancelled) ends its request at the next token.
+cancelled) ends its request at the next token, or between two chunks of a long prompt.
+
+Stop early with ``contextlib.aclosing`` (``async with aclosing(worker.generate(p)) as pieces``):
+an async generator abandoned by ``break`` is only closed when it is garbage-collected, and until
+then it holds the worker.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.errors import LMError
 from edgepipe.lm.generate import GenerationStats, LanguageModel, Overflow
 from edgepipe.lm.sampling import SamplingParams
 
@@ -53,6 +59,7 @@ class LMWorker:
         self._running = asyncio.Lock()
         self.requests = 0
         self.last_stats = GenerationStats()
+        self._closed = False
 
     async def start(self) -> None:
         """Load the model and allocate its cache (on the worker's thread)."""
@@ -65,7 +72,15 @@ class LMWorker:
                              session=self.session_config)  # fmt: skip
 
     def close(self) -> None:
+        """Stop taking requests; a running one ends at its next token."""
+        self._closed = True
+        if self.lm is not None:
+            self.lm.cancel()
         self._thread.shutdown(wait=False, cancel_futures=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LMError("the worker is closed: no more requests", model=str(self.model))
 
     @property
     def waiting(self) -> int:
@@ -75,46 +90,38 @@ class LMWorker:
     async def generate(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                        overflow: Overflow = "refuse") -> AsyncIterator[str]:  # fmt: skip
         """Text pieces as the model produces them. ``prompt`` is text, or token ids."""
+        self._check_open()
         async with self._admitted, self._running:
+            self._check_open()
             await self.start()
             lm = self.lm
             assert lm is not None
             loop = asyncio.get_running_loop()
-            steps: Iterator[str]
-            if isinstance(prompt, str):
-                steps = lm.pieces(prompt, params, overflow)
-            else:
-                steps = _pieces_of_ids(lm, prompt, params, overflow)
+            steps: Iterator[str] = lm.pieces(prompt, params, overflow)
             self.requests += 1
             try:
                 while True:
-                    piece = await loop.run_in_executor(self._thread, next, steps, _END)
+                    try:
+                        piece = await loop.run_in_executor(self._thread, next, steps, _END)
+                    except RuntimeError as exc:  # the pool refused the step: closed meanwhile
+                        self._check_open()
+                        raise LMError(
+                            f"the worker could not run the step: {exc}", model=str(self.model)
+                        ) from exc
                     if piece is _END:
                         return
                     assert isinstance(piece, str)
                     yield piece
             finally:
-                # Closing runs on the worker's thread too: the generator may be mid-step there.
-                await asyncio.shield(loop.run_in_executor(self._thread, _close, steps))
+                lm.cancel()  # a step still running on the thread (a long prefill) stops at its next chunk
+                if not self._closed:
+                    # Closing runs on the worker's thread too: the generator may be mid-step there.
+                    await asyncio.shield(loop.run_in_executor(self._thread, _close, steps))
                 self.last_stats = lm.stats
 
     async def complete(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                        overflow: Overflow = "refuse") -> str:  # fmt: skip
         return "".join([piece async for piece in self.generate(prompt, params, overflow)])
-
-
-def _pieces_of_ids(lm: LanguageModel, prompt: Sequence[int], params: SamplingParams | None,
-                   overflow: Overflow) -> Iterator[str]:  # fmt: skip
-    from edgepipe.lm.tokenizer import TextStream
-
-    stream = TextStream(lm.tokenizer)
-    for token in lm.tokens(prompt, params, overflow):
-        piece = stream.push(token)
-        if piece:
-            yield piece
-    tail = stream.flush()
-    if tail:
-        yield tail
 
 
 def _close(steps: Any) -> None:

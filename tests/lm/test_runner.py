@@ -127,3 +127,28 @@ def test_genai_config_json_is_read_and_checked(tiny_models: dict[str, Path], tmp
     (folder / "genai_config.json").write_text(json.dumps(genai))
     with pytest.raises(DecoderLayoutError, match="head_dim=16 but the graph has 32"):
         DecoderRunner(folder)
+
+
+def test_a_set_cancel_event_stops_a_prompt_between_chunks(tiny_models: dict[str, Path]) -> None:
+    import threading
+
+    runner = DecoderRunner(tiny_models["gqa"], prefill_chunk=4)
+    stop = threading.Event()
+    stop.set()
+    runner.feed(TOKENS, cancel=stop)
+    assert runner.tokens == 4  # the first chunk ran, the rest did not
+
+
+def test_prompt_ids_outside_the_vocabulary_are_refused(tiny_models: dict[str, Path]) -> None:
+    lm = LanguageModel(tiny_models["gqa"])
+    with pytest.raises(ValueError, match=r"prompt token ids must be in 0\.\.319; got \[320, -1\]"):
+        list(lm.tokens([1, 320, -1], SamplingParams(max_new_tokens=4)))
+
+
+def test_a_cache_that_cannot_fit_in_memory_is_refused_before_allocating(tiny_models: dict[str, Path]) -> None:
+    from edgepipe.lm import LMError
+
+    with pytest.raises(
+        LMError, match=r"KV cache for 4000000000 positions needs .* GB .*pass a smaller max_seq_len"
+    ):
+        DecoderRunner(tiny_models["concat"], max_seq_len=4_000_000_000)

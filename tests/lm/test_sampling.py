@@ -58,3 +58,29 @@ def test_nonsense_parameters_are_refused() -> None:
         SamplingParams(top_p=0.0)
     with pytest.raises(ValueError, match="max_new_tokens"):
         SamplingParams(max_new_tokens=0)
+
+
+def test_top_k_keeps_exactly_k_even_with_ties() -> None:
+    sampler = Sampler(4)
+    sampler.start(SamplingParams(temperature=1.0, top_k=2, seed=0), [])
+    tied = np.array([1.0, 1.0, 1.0, -5.0], np.float32)
+    assert len({sampler.pick(tied) for _ in range(300)}) <= 2
+
+
+def test_top_p_over_candidates_matches_a_full_sort() -> None:
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal(5000).astype(np.float32) * 3
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    order = np.argsort(-probs)
+    allowed = set(order[: int(np.searchsorted(np.cumsum(probs[order]), 0.9)) + 1].tolist())
+    sampler = Sampler(5000)
+    sampler.start(SamplingParams(temperature=1.0, top_p=0.9, seed=1), [])
+    drawn = {sampler.pick(logits) for _ in range(2000)}
+    assert drawn <= allowed
+    assert len(drawn) > len(allowed) // 4
+
+
+def test_empty_stop_strings_are_refused() -> None:
+    with pytest.raises(ValueError, match="empty string"):
+        SamplingParams(stop_strings=("",))

@@ -70,3 +70,60 @@ def test_stop_strings_end_the_text_before_them(tiny_models: dict[str, Path]) -> 
                                               stop_strings=(stop,)))  # fmt: skip
     assert cut == full[: full.index(stop)]
     assert lm.stats.stop_reason == "stop_string"
+
+
+TEXT = ["hello world, héllo wörld 日本語 emoji 😀 the quick brown fox"] * 50
+
+
+def _trained(style: str):  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    if style == "metaspace":  # Llama / SentencePiece style, with byte fallback
+        tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Sequence(
+            [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+        )
+        specials = ["<unk>"] + [f"<0x{b:02X}>" for b in range(256)]
+        tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=320, special_tokens=specials))
+    else:  # GPT-2 / Qwen style byte-level BPE
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+        tok.train_from_iterator(TEXT, trainers.BpeTrainer(vocab_size=320, initial_alphabet=alphabet))
+    return tok
+
+
+@pytest.mark.parametrize("style", ["metaspace", "bytelevel"])
+def test_real_tokenizers_stream_what_they_decode(style: str) -> None:
+    tok = _trained(style)
+    wrapped = HFTokenizer(tok, None, ())
+    text = "hello world, 日本 😀 fox"
+    ids = wrapped.encode(text)
+    stream = TextStream(wrapped)
+    streamed = "".join(stream.push(i) for i in ids) + stream.flush()
+    assert streamed.strip() == tok.decode(ids).strip() == text
+
+
+def test_without_the_package_only_a_pure_byte_vocabulary_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _trained("metaspace").save(str(tmp_path / "tokenizer.json"))
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    with pytest.raises(TokenizerMismatch, match="install the 'tokenizers' package"):
+        load_tokenizer(tmp_path, 1000)
+
+
+def test_every_end_token_id_ends_the_generation(tiny_models: dict[str, Path]) -> None:
+    from edgepipe.lm import LanguageModel, SamplingParams
+
+    lm = LanguageModel(tiny_models["gqa"])
+    prompt = lm.encode("Hello")
+    free = list(lm.tokens(prompt, SamplingParams(max_new_tokens=12, ignore_eos=True)))
+    lm.tokenizer.eos_ids = (257, free[3])  # type: ignore[misc]  # as if the config listed two
+    assert list(lm.tokens(prompt, SamplingParams(max_new_tokens=12))) == free[: free.index(free[3]) + 1]
+    assert lm.stats.stop_reason == "stop_token"
+    text = lm.complete(prompt, SamplingParams(max_new_tokens=12))  # token ids work as a prompt too
+    assert lm.stats.stop_reason == "stop_token"  # not "cancelled"
+    assert isinstance(text, str)

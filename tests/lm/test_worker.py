@@ -4,6 +4,8 @@ import asyncio
 from contextlib import aclosing
 from pathlib import Path
 
+import pytest
+
 from edgepipe.lm import LanguageModel, SamplingParams
 from edgepipe.lm.worker import LMWorker
 
@@ -57,4 +59,24 @@ async def test_the_event_loop_runs_between_tokens(tiny_models: dict[str, Path]) 
         task.cancel()
     assert text
     assert ticks >= 30  # at least one loop turn per token
+    worker.close()
+
+
+async def test_a_closed_worker_says_so(tiny_models: dict[str, Path]) -> None:
+    from edgepipe.lm import LMError
+
+    worker = LMWorker(tiny_models["gqa"])
+    assert await worker.complete("hi", PARAMS)
+    worker.close()
+    with pytest.raises(LMError, match="the worker is closed"):
+        await worker.complete("hi", PARAMS)
+
+
+async def test_stop_strings_apply_to_token_id_prompts(tiny_models: dict[str, Path]) -> None:
+    worker = LMWorker(tiny_models["gqa"])
+    lm_text = LanguageModel(tiny_models["gqa"]).complete("Hello", PARAMS)
+    stop = lm_text[4:6]
+    ids = LanguageModel(tiny_models["gqa"]).encode("Hello")
+    cut = await worker.complete(ids, SamplingParams(max_new_tokens=16, ignore_eos=True, stop_strings=(stop,)))
+    assert cut == lm_text[: lm_text.index(stop)]
     worker.close()
