@@ -104,7 +104,9 @@ def check_config(layout: DecoderLayout, folder: Path, model: str) -> dict[str, A
     """``config.json`` (Hugging Face) and ``genai_config.json`` (onnxruntime-genai) beside the
     model, merged into Hugging Face keys and checked against what the graph says."""
     config: dict[str, Any] = {}
-    for name in ("genai_config.json", "config.json"):  # config.json wins where both say
+    # config.json wins where it and genai_config.json both say; generation_config.json has the
+    # final word on end tokens (Llama 3 lists several there).
+    for name in ("genai_config.json", "config.json", "generation_config.json"):
         path = folder / name
         if not path.is_file():
             continue
@@ -112,6 +114,8 @@ def check_config(layout: DecoderLayout, folder: Path, model: str) -> dict[str, A
             data = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise DecoderLayoutError(f"{path} is not readable JSON: {exc}", model=model) from exc
+        if name == "generation_config.json":
+            data = {k: data[k] for k in ("eos_token_id", "bos_token_id") if k in data}
         config.update(_from_genai(data) if name == "genai_config.json" else data)
         for key, value in (("num_hidden_layers", layout.layers), ("num_key_value_heads", layout.kv_heads),
                            ("head_dim", layout.head_dim), ("vocab_size", layout.vocab)):  # fmt: skip

@@ -152,3 +152,15 @@ def test_a_cache_that_cannot_fit_in_memory_is_refused_before_allocating(tiny_mod
         LMError, match=r"KV cache for 4000000000 positions needs .* GB .*pass a smaller max_seq_len"
     ):
         DecoderRunner(tiny_models["concat"], max_seq_len=4_000_000_000)
+
+
+def test_generation_config_json_gives_the_end_tokens(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_models["gqa"], folder)
+    (folder / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": [257, 258], "temperature": 0.6})
+    )
+    assert LanguageModel(folder).tokenizer.eos_ids == (257, 258)
