@@ -35,7 +35,7 @@ from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.bench import memory_bandwidth, weight_bytes_per_token
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.sampling import SamplingParams
-from edgepipe.lm.tiny import TinyConfig, write
+from edgepipe.lm.tiny import TinyConfig, add_size_flags, config_from_flags, write
 
 TARGET_RATIO = 1.2
 TARGET_ROOFLINE = 0.5
@@ -103,12 +103,9 @@ def runner_decode(lm: LanguageModel, prompt: list[int], tokens: int) -> tuple[li
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--ffn", type=int, default=2048)
-    parser.add_argument("--vocab", type=int, default=32000)
+    # ~125M parameters by default: the size the roofline target speaks of.
+    big = TinyConfig(vocab=32000, hidden=768, layers=12, heads=12, kv_heads=4, ffn=2048)
+    add_size_flags(parser, big, skip=("max_seq_len",))
     parser.add_argument("--contexts", default="256,1024")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
@@ -116,15 +113,7 @@ def main() -> int:
     args = parser.parse_args()
     contexts = [int(c) for c in args.contexts.split(",")]
     max_seq = max(contexts) + args.tokens + 1
-    cfg = TinyConfig(
-        vocab=args.vocab,
-        hidden=args.hidden,
-        layers=args.layers,
-        heads=args.heads,
-        kv_heads=args.kv_heads,
-        ffn=args.ffn,
-        max_seq_len=max_seq,
-    )
+    cfg = config_from_flags(args, max_seq_len=max_seq)
     root = Path(tempfile.gettempdir()) / "edgepipe-bench-lm"
     folders = {}
     for layout in ("concat", "gqa"):

@@ -15,27 +15,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from edgepipe.lm.tiny import TinyConfig, write
+from edgepipe.lm.tiny import TinyConfig, add_size_flags, config_from_flags, write
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--layout", choices=("concat", "gqa"), default="gqa")
-    defaults = TinyConfig()
-    for name in ("vocab", "hidden", "layers", "heads", "kv_heads", "ffn", "max_seq_len", "seed"):
-        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
+    add_size_flags(parser, TinyConfig())
     args = parser.parse_args()
-    cfg = TinyConfig(
-        vocab=args.vocab,
-        hidden=args.hidden,
-        layers=args.layers,
-        heads=args.heads,
-        kv_heads=args.kv_heads,
-        ffn=args.ffn,
-        max_seq_len=args.max_seq_len,
-        seed=args.seed,
-    )
+    cfg = config_from_flags(args)
     path = write(args.folder, cfg, args.layout)
     print(f"{path}: {args.layout} layout, {cfg.parameters() / 1e6:.1f}M parameters", file=sys.stderr)
     return 0

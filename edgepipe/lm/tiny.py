@@ -410,3 +410,20 @@ def demo_model(folder: Path | None = None) -> Path:
     )
     write(folder, TinyConfig(max_seq_len=256), "gqa")
     return folder
+
+
+SIZE_FLAGS = ("vocab", "hidden", "layers", "heads", "kv_heads", "ffn", "max_seq_len", "seed")
+"""TinyConfig fields the scripts take as ``--flags`` (``kv_heads`` as ``--kv-heads``)."""
+
+
+def add_size_flags(parser: Any, defaults: TinyConfig, skip: tuple[str, ...] = ()) -> None:
+    """``--vocab``, ``--hidden`` ... on an argparse parser, with ``defaults``' values."""
+    for name in SIZE_FLAGS:
+        if name not in skip:
+            parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
+
+
+def config_from_flags(args: Any, **overrides: Any) -> TinyConfig:
+    """The TinyConfig that parsed ``--flags`` (and ``overrides``) describe."""
+    values = {name: getattr(args, name) for name in SIZE_FLAGS if hasattr(args, name)}
+    return TinyConfig(**{**values, **overrides})
