@@ -6,7 +6,8 @@
 The camera (synthetic by default) feeds CenterFace every few frames; every ``--every-s``
 seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
 below), and the model's answer streams out as ``token`` results and one final ``event`` with
-the whole text and its timings (time to first token, time per token).
+the whole text, each source's state and the timings (time to first token, time per token).
+Reports keep coming while the camera is down: the prompt then says so.
 
 ``--model`` takes a folder with ``model.onnx`` (a decoder exported with past key values, in the
 Hugging Face / Optimum layout, or built by scripts/make_tiny_lm.py) and its ``tokenizer.json``.
@@ -28,7 +29,7 @@ from edgepipe.vision import Detector
 log = logging.getLogger("describe_scene")
 
 TEMPLATE = (
-    "You watch a security camera. In the last {seconds:.0f} seconds it saw: {summary}.\n"
+    "You watch a security camera ({state}). In the last {seconds:.0f} seconds it saw: {summary}.\n"
     "One short sentence for the operator:"
 )
 
@@ -51,11 +52,15 @@ def pipeline(
     """camera -> faces -> describe -> log (tokens and descriptions reach --results)."""
     folder = model or str(demo_model())
     p = Pipeline("describe_scene")
-    camera = p.source("camera", VideoSource(source))
+    video = VideoSource(source)
+    camera = p.source("camera", video)
     faces = p.stage("faces", Detector(detect, every=5), inputs=camera, policy="latest", queue_size=1,
                     timeout_s=5.0)  # fmt: skip
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, top_p=0.9)
-    describe = Describe(folder, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params)
+    # The source object gives its own state (live, stalled, reconnecting) to the prompt: a
+    # camera that stopped sending is reported even though no detections arrive.
+    describe = Describe(folder, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
+                        sources=[video])  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("log", show, inputs=words, queue_size=64)
     return p

@@ -16,6 +16,7 @@ from edgepipe.core.errors import (
     PipelineFileError,
 )
 from edgepipe.core.loader import load_pipeline
+from edgepipe.core.memory import MemoryBudgetError, MemoryPlan, Reservation, memory_plan
 from edgepipe.core.metrics import NodeStats
 from edgepipe.core.pipeline import ErrorPolicy, Graph, NodeKind, NodeRef, NodeSpec, OnError, Pipeline
 from edgepipe.core.results import Message, ResultsWriter
@@ -30,6 +31,8 @@ __all__ = [
     "ErrorPolicy",
     "Graph",
     "GraphError",
+    "MemoryBudgetError",
+    "MemoryPlan",
     "Message",
     "NodeError",
     "NodeKind",
@@ -44,9 +47,11 @@ __all__ = [
     "PipelineError",
     "PipelineFileError",
     "Policy",
+    "Reservation",
     "ResultsWriter",
     "RunReport",
     "Runtime",
     "Snapshot",
     "load_pipeline",
+    "memory_plan",
 ]

@@ -25,6 +25,7 @@ from typing import Any
 from edgepipe.core.channel import ChannelStats
 from edgepipe.core.errors import NodeError
 from edgepipe.core.executor import Resources
+from edgepipe.core.memory import memory_plan
 from edgepipe.core.metrics import NodeStats
 from edgepipe.core.node import NodeRunner
 from edgepipe.core.pipeline import Graph, NodeKind
@@ -141,6 +142,9 @@ class Runtime:
         self._started += 1
         if self._started == len(self.runners):
             self.all_started.set()
+            plan = memory_plan()
+            if plan.total_bytes:
+                log.info("%s", plan.summary())
 
     def node_finished(self, runner: NodeRunner) -> None:
         self._running -= 1

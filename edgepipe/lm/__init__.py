@@ -1,27 +1,36 @@
 """Token decode: decoder-only language models in ONNX with a KV cache allocated once.
 
-Work in progress (issue 5): the runner, cache, sampling, tokenizer and synchronous generation
-are here; the async worker API, the ``Describe`` node and the benchmarks come next.
+- :class:`DecoderRunner`: one model on one KV cache (shared buffer or concat, IO-bound);
+- :class:`LanguageModel`: runner + tokenizer + sampler, blocking generation with its figures;
+- :class:`LMWorker`: the async face (``async for piece in worker.generate(prompt)``);
+- :class:`Describe`: the pipeline stage that writes about a :class:`SceneWindow` of results.
 """
 
 from __future__ import annotations
 
+from edgepipe.lm.describe import Describe
 from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, LMError, TokenizerMismatch
 from edgepipe.lm.generate import GenerationStats, LanguageModel
 from edgepipe.lm.layout import DecoderLayout, InputNames
 from edgepipe.lm.runner import DecoderRunner
 from edgepipe.lm.sampling import Sampler, SamplingParams
+from edgepipe.lm.scene import SceneWindow, SourceState
+from edgepipe.lm.worker import LMWorker
 
 __all__ = [
     "ContextOverflow",
     "DecoderLayout",
     "DecoderLayoutError",
     "DecoderRunner",
+    "Describe",
     "GenerationStats",
     "InputNames",
     "LMError",
+    "LMWorker",
     "LanguageModel",
     "Sampler",
     "SamplingParams",
+    "SceneWindow",
+    "SourceState",
     "TokenizerMismatch",
 ]

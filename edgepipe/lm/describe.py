@@ -1,25 +1,30 @@
-"""The ``Describe`` node: a window of detections -> a prompt -> text, streamed as results.
+"""The ``Describe`` node: a window of detections and source state -> a prompt -> text, streamed.
 
 ::
 
+    cam = VideoSource(url)
     p.stage("describe", Describe(model, template="Seen in the last {seconds:.0f} s: {summary}. "
-                                                 "In one sentence, the scene:"),
+                                                 "Camera: {state}. In one sentence, the scene:",
+                                 sources=[cam]),
             inputs=faces, policy="latest", queue_size=4)
 
-It takes :class:`~edgepipe.vision.Detections` (and any other items: they are counted by kind).
-Every ``every_s`` seconds it renders the template over the last ``window_s`` seconds and
-streams the model's answer: one ``Message("token", {...})`` per text piece and a final
-``Message("event", {...})`` with the whole text and the request's timings. Declare it with a
-``latest`` inbox: while it writes, new detections replace old ones instead of holding back the
-detector. The template may use ``{seconds}``, ``{summary}``, ``{frames}``, ``{counts}`` and
-``{sources}``.
+It takes :class:`~edgepipe.vision.Detections` (and any other items: they are counted by kind)
+into a :class:`~edgepipe.lm.scene.SceneWindow`. Every ``every_s`` seconds, input or not (a
+camera that went quiet is worth a report), it renders the template over the last ``window_s``
+seconds and streams the model's answer: one ``Message("token", {...})`` per text piece and a
+final ``Message("event", {...})`` with the whole text, the prompt, each source's state and the
+request's timings. The first report comes with the first input. Input keeps being read while
+the model writes, so the window stays current; declare a ``latest`` inbox all the same, so a
+slow consumer never holds back the detector. The template may use ``{seconds}``,
+``{summary}``, ``{frames}``, ``{counts}``, ``{sources}`` and ``{state}``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections import Counter, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +32,14 @@ from edgepipe.core.context import current_node
 from edgepipe.core.results import Message
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.sampling import SamplingParams
+from edgepipe.lm.scene import FIELDS, SceneWindow
 from edgepipe.lm.worker import LMWorker
 
 DEFAULT_TEMPLATE = "Camera report for the last {seconds:.0f} seconds: {summary}.\nDescription:"
 
 
 class Describe:
-    """A stream stage that writes about what the detectors saw."""
+    """A stream stage that writes about what the detectors saw and how the sources are."""
 
     def __init__(
         self,
@@ -42,24 +48,25 @@ class Describe:
         template: str = DEFAULT_TEMPLATE,
         window_s: float = 10.0,
         every_s: float = 10.0,
+        sources: Sequence[Any] = (),
+        stale_s: float = 3.0,
         params: SamplingParams | None = None,
         max_seq_len: int | None = None,
         session: SessionConfig | None = None,
     ) -> None:
+        if every_s <= 0:
+            raise ValueError("every_s must be positive")
         self.template = template
-        self.window_s = window_s
         self.every_s = every_s
+        self.window = SceneWindow(window_s, stale_s=stale_s, sources=sources)
         self.params = params or SamplingParams(max_new_tokens=48)
         self.worker = LMWorker(model, max_seq_len=max_seq_len, session=session)
-        self._seen: deque[tuple[float, str, Counter[str], bool]] = deque(maxlen=10_000)
         self._next_t = 0.0
         self.requests = 0
         try:  # fail on a bad template now, not ten seconds into the run
-            self.template.format(seconds=1.0, summary="", frames=0, counts={}, sources="")
+            self.template.format(seconds=1.0, summary="", frames=0, counts={}, sources="", state="")
         except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(
-                f"template: {exc!r}; it may use seconds, summary, frames, counts, sources"
-            ) from exc
+            raise ValueError(f"template: {exc!r}; it may use {', '.join(FIELDS)}") from exc
 
     async def start(self) -> None:
         await self.worker.start()
@@ -73,59 +80,70 @@ class Describe:
         self.worker.close()
 
     def observe(self, item: Any, now: float | None = None) -> None:
-        """Add an item to the window (what ``process`` does with each input): a frame's
-        detections count by label; any other item by its kind."""
-        t = time.monotonic() if now is None else now
-        items = getattr(item, "items", None)
-        source = str(getattr(item, "source_id", "") or "")
-        if isinstance(items, list):
-            labels = Counter(str(getattr(det, "label", "object")) for det in items)
-            self._seen.append((t, source, labels, True))
-        else:
-            self._seen.append(
-                (t, source, Counter({str(getattr(item, "kind", type(item).__name__)): 1}), False)
-            )
+        """Add an item to the window (what ``process`` does with each input)."""
+        self.window.observe(item, now)
 
     def prompt(self, now: float | None = None) -> str:
         """The template rendered over the window ending ``now``."""
-        t = time.monotonic() if now is None else now
-        recent = [entry for entry in self._seen if t - entry[0] <= self.window_s]
-        frames = sum(1 for entry in recent if entry[3])
-        in_frames: Counter[str] = Counter()
-        most: dict[str, int] = {}
-        for _, _, labels, _ in recent:
-            for label, n in labels.items():
-                in_frames[label] += 1
-                most[label] = max(most.get(label, 0), n)
-        sources = sorted({entry[1] for entry in recent if entry[1]})
-        if in_frames:
-            summary = ", ".join(
-                f"{label} in {seen} of {frames} frames (up to {most[label]} at once)"
-                if frames
-                else f"{seen} {label}"
-                for label, seen in in_frames.most_common()
-            )
-        else:
-            summary = (
-                f"nothing detected in {frames} frame{'' if frames == 1 else 's'}" if frames else "no input"
-            )
-        fields = {"seconds": self.window_s, "summary": summary, "frames": frames, "counts": dict(in_frames)}
-        return self.template.format(**fields, sources=", ".join(sources))
+        return self.template.format(**self.window.fields(now))
 
     async def process(self, items: AsyncIterator[Any]) -> AsyncIterator[Message]:
-        async for item in items:
-            now = time.monotonic()
-            self.observe(item, now)
-            if now < self._next_t:
-                continue
-            self._next_t = now + self.every_s
-            prompt = self.prompt(now)
-            self.requests += 1
-            request = self.requests
-            pieces: list[str] = []
-            async for piece in self.worker.generate(prompt, self.params, overflow="stop"):
-                pieces.append(piece)
-                yield Message("token", {"request": request, "text": piece})
-            stats = self.worker.last_stats
-            yield Message("event", {"what": "description", "request": request, "text": "".join(pieces),
-                                    "prompt": prompt, **stats.to_dict()})  # fmt: skip
+        wake = asyncio.Event()
+        ended = False
+        failure: Exception | None = None
+        self._next_t = time.monotonic() + self.every_s
+
+        async def read() -> None:
+            # Never raises: a failing child would cancel this generator's task wherever it is,
+            # even suspended at a yield in the consumer's code. Its error is raised here instead.
+            nonlocal ended, failure
+            try:
+                async for item in items:
+                    now = time.monotonic()
+                    self.window.observe(item, now)
+                    if self.requests == 0 and self._next_t > now:
+                        self._next_t = now  # the first report comes with the first input
+                        wake.set()
+            except Exception as exc:
+                failure = exc
+            finally:
+                ended = True
+                wake.set()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(read())
+                while True:
+                    delay = self._next_t - time.monotonic()
+                    if delay > 0 and not ended:
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(delay):
+                                await wake.wait()
+                        wake.clear()
+                    if failure is not None:
+                        raise failure
+                    now = time.monotonic()
+                    if now >= self._next_t:
+                        self._next_t = now + self.every_s
+                        async with contextlib.aclosing(self._describe(now)) as messages:
+                            async for message in messages:
+                                yield message
+                    elif ended:
+                        return
+        except BaseExceptionGroup as group:  # raise what failed, not the group around it
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+    async def _describe(self, now: float) -> AsyncGenerator[Message, None]:
+        prompt = self.prompt(now)
+        states = {s.source: s.to_dict() for s in self.window.source_states(now)}
+        self.requests += 1
+        request = self.requests
+        pieces: list[str] = []
+        async for piece in self.worker.generate(prompt, self.params, overflow="stop"):
+            pieces.append(piece)
+            yield Message("token", {"request": request, "text": piece})
+        stats = self.worker.last_stats
+        yield Message("event", {"what": "description", "request": request, "text": "".join(pieces),
+                                "prompt": prompt, "sources": states, **stats.to_dict()})  # fmt: skip

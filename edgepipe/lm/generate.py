@@ -69,9 +69,9 @@ class LanguageModel:
 
     def __init__(self, model: str | os.PathLike[str], *, max_seq_len: int | None = None,
                  prefill_chunk: int = 64, session: SessionConfig | None = None,
-                 names: InputNames | None = None) -> None:  # fmt: skip
+                 names: InputNames | None = None, owner: str = "") -> None:  # fmt: skip
         self.runner = DecoderRunner(model, max_seq_len=max_seq_len, prefill_chunk=prefill_chunk,
-                                    session=session, names=names)  # fmt: skip
+                                    session=session, names=names, owner=owner)  # fmt: skip
         self.tokenizer: Tokenizer = load_tokenizer(self.runner.folder, self.runner.vocab, self.runner.config)
         self.sampler = Sampler(self.runner.vocab)
         self.stats = GenerationStats()

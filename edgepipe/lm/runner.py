@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from edgepipe.core.memory import memory_plan
 from edgepipe.infer.session import Session, SessionConfig
 from edgepipe.lm.cache import KVCache
 from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, LMError
@@ -40,7 +42,10 @@ class DecoderRunner:
         prefill_chunk: int = 64,
         session: SessionConfig | None = None,
         names: InputNames | None = None,
+        owner: str = "",
     ) -> None:
+        """``owner`` names who holds the KV cache in the memory plan (a node id; the model's
+        name by default)."""
         path = Path(model)
         self.folder = path if path.is_dir() else path.parent
         file = path / "model.onnx" if path.is_dir() else path
@@ -64,8 +69,21 @@ class DecoderRunner:
             self.max_seq_len = max_seq_len or min(int(self.config.get("max_position_embeddings", 2048)), 4096)
             buffer_len = self.max_seq_len
         _check_memory(lay, buffer_len, str(path))
+        copies = 1 if lay.cache == "shared" else 2
+        # In the plan before it exists: a cache that would pass the budget is refused, by name.
+        reservation = memory_plan().reserve(
+            owner or path.name,
+            f"KV cache ({lay.cache}, {buffer_len} positions)",
+            lay.kv_bytes(buffer_len) * copies,
+            hint="pass a smaller max_seq_len",
+        )
+        try:
+            self.cache = KVCache(lay, buffer_len)
+        except BaseException:
+            reservation.release()
+            raise
+        weakref.finalize(self.cache, reservation.release)
         self.prefill_chunk = max(1, min(prefill_chunk, self.max_seq_len))
-        self.cache = KVCache(lay, buffer_len)
         self.tokens = 0
         """Positions filled in the cache by the current request."""
         self._ids = np.zeros((1, self.max_seq_len), np.int64)

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from edgepipe.core.context import current_node
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.errors import LMError
@@ -64,12 +65,16 @@ class LMWorker:
     async def start(self) -> None:
         """Load the model and allocate its cache (on the worker's thread)."""
         if self.lm is None:
+            try:  # the node that runs it holds the KV cache in the memory plan
+                owner = current_node().node_id
+            except RuntimeError:
+                owner = ""
             loop = asyncio.get_running_loop()
-            self.lm = await loop.run_in_executor(self._thread, self._load)
+            self.lm = await loop.run_in_executor(self._thread, self._load, owner)
 
-    def _load(self) -> LanguageModel:
+    def _load(self, owner: str) -> LanguageModel:
         return LanguageModel(self.model, max_seq_len=self.max_seq_len, prefill_chunk=self.prefill_chunk,
-                             session=self.session_config)  # fmt: skip
+                             session=self.session_config, owner=owner)  # fmt: skip
 
     def close(self) -> None:
         """Stop taking requests; a running one ends at its next token."""

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from edgepipe.core.lease import Leased
+from edgepipe.core.memory import Reservation, memory_plan
 
 NV12 = "nv12"
 I420 = "i420"
@@ -45,6 +46,21 @@ class FramePool:
         self._buffers: list[np.ndarray | None] = [None] * capacity
         self.exhausted = 0
         """Times a frame could not be had at once (live sources drop the frame then)."""
+        self._planned: tuple[int, int] = (0, 0)
+        self._reservation: Reservation | None = None
+
+    def plan(self, width: int, height: int) -> None:
+        """Count ``capacity`` 4:2:0 frames of this size in the memory plan (when the size changes;
+        the decoder allocates them, the pool bounds how many exist). Raises
+        :class:`~edgepipe.core.memory.MemoryBudgetError`."""
+        if (width, height) == self._planned:
+            return
+        if self._reservation is not None:
+            self._reservation.release()
+        what = f"frame pool ({self.capacity} x {width}x{height})"
+        nbytes = self.capacity * width * height * 3 // 2
+        self._reservation = memory_plan().reserve(self.name, what, nbytes, holder=self)
+        self._planned = (width, height)
 
     @property
     def in_use(self) -> int:

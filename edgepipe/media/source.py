@@ -27,6 +27,7 @@ from typing import Any
 import av.error
 
 from edgepipe.core.context import current_node
+from edgepipe.core.memory import MemoryBudgetError
 from edgepipe.media import hw
 from edgepipe.media.decode import StreamDecoder, describe_ffmpeg_error
 from edgepipe.media.errors import DecoderError, SourceError
@@ -88,6 +89,8 @@ class VideoSource:
         self.corrupt = 0
         self.reconnects = 0
         self.state = "idle"
+        self.state_reason = ""
+        """Why the source is in its state ("read timed out", ...): empty when live."""
         self.decoder_used = ""
         self.pool: FramePool | None = None
         self._handoff: Handoff | None = None
@@ -100,6 +103,11 @@ class VideoSource:
 
     def __repr__(self) -> str:
         return f"VideoSource({self.url!r})"
+
+    @property
+    def source_id(self) -> str:
+        """The id its frames carry: the node's id once started in a pipeline, else the URL."""
+        return self._source_id
 
     # -- lifecycle (node hooks) ---------------------------------------------------------------
 
@@ -173,6 +181,7 @@ class VideoSource:
         if state == self.state and not reason:
             return
         self.state = state
+        self.state_reason = reason
         self._update_gauges()
         assert self._handoff is not None
         self._handoff.post("state", (state, reason))
@@ -205,6 +214,9 @@ class VideoSource:
                 self._run_decoder()
         except SourceError as exc:
             self._handoff.post("error", exc)
+            return
+        except MemoryBudgetError as exc:
+            self._handoff.post("error", SourceError(str(exc), url=self.url, retryable=False))
             return
         except Exception as exc:  # a bug or an FFmpeg surprise: name the source, keep the cause
             log.exception("%s: decode thread failed", self.url)
@@ -366,6 +378,7 @@ class VideoSource:
             self.dropped += 1
             self._update_gauges()
             return True
+        self.pool.plan(av_frame.width, av_frame.height)
         frame = from_av(av_frame, source_id=self._source_id, seq=self.decoded, pool=self.pool, slot=slot)
         self.delivered += 1
         if self.decoded % 30 == 1:
@@ -391,6 +404,7 @@ class VideoSource:
         src = self.src
         scene = Scene(src.width, src.height)
         nbytes = src.width * src.height * 3 // 2
+        self.pool.plan(src.width, src.height)
         interval = 1.0 / src.fps
         self._note_decoder("synthetic", "")
         self._set_state("live")

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from edgepipe.core.memory import memory_plan
 from edgepipe.media.frame import NV12, Frame
 
 Method = Literal["auto", "swscale", "numpy"]
@@ -92,7 +93,10 @@ class Letterbox:
 class Preprocessor:
     """Frame -> input tensor, reusing every buffer. Not thread-safe: one per worker."""
 
-    def __init__(self, fmt: TensorFormat, method: Method = "auto", buffers: int = 2) -> None:
+    def __init__(
+        self, fmt: TensorFormat, method: Method = "auto", buffers: int = 2, owner: str = "tensors"
+    ) -> None:
+        """``owner`` names who holds the tensors in the memory plan (a node id)."""
         if method not in ("auto", "swscale", "numpy"):
             raise ValueError(f"method must be auto, swscale or numpy, not {method!r}")
         self.fmt = fmt
@@ -103,6 +107,9 @@ class Preprocessor:
         shape = (1, 3, fmt.height, fmt.width) if fmt.layout == "nchw" else (1, fmt.height, fmt.width, 3)
         if buffers < 1:
             raise ValueError("buffers must be at least 1")
+        nbytes = buffers * int(np.prod(shape)) * dtype.itemsize
+        what = f"input tensors ({buffers} x {fmt.width}x{fmt.height} {dtype.name})"
+        memory_plan().reserve(owner, what, nbytes, holder=self)
         self._tensors = [np.empty(shape, dtype) for _ in range(buffers)]
         self._turn = 0
         # out = pixel * gain + offset, per output channel (RGB order here; BGR swaps the views)

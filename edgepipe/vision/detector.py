@@ -138,6 +138,7 @@ class Detector:
         self._gauges: dict[str, Any] = {}
         self.frames = 0
         self.inferred = 0
+        self._owner = "detector"
 
     def __repr__(self) -> str:
         return f"Detector({self.model!r})"
@@ -152,6 +153,7 @@ class Detector:
         if ctx is None or ctx.run_blocking is None:
             self.open()
             return
+        self._owner = ctx.node_id
         self._gauges = ctx.gauges
         await ctx.run_blocking(self.open)
 
@@ -375,7 +377,8 @@ class Detector:
         )  # fmt: skip
         # Tensors in turn: one being filled while the model reads another (prepare and process
         # overlap) or a batch of them, and one for a run abandoned at its deadline.
-        pre = Preprocessor(fmt, self.preprocess_method, buffers=max(3, self.batch_size + 1))
+        buffers = max(3, self.batch_size + 1)
+        pre = Preprocessor(fmt, self.preprocess_method, buffers=buffers, owner=self._owner)
         if len(self._preprocessors) > 8:  # a source that keeps changing size must not grow memory
             self._preprocessors.clear()
         self._preprocessors[(width, height)] = pre

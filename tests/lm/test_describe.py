@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import asyncio
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,37 @@ def test_describe_streams_tokens_then_an_event(tiny_models: dict[str, Path]) -> 
     assert event["new_tokens"] == 12
     assert event["ttft_ms"] > 0
     assert "face" in event["prompt"]
+
+
+class StallingSource:
+    """Two frames' detections, then nothing: a camera that went quiet."""
+
+    async def __aiter__(self) -> AsyncIterator[Detections]:
+        for seq in range(2):
+            yield frame_detections(seq, 1)
+        await asyncio.sleep(3600)
+
+
+def test_describe_reports_on_time_when_input_stops(tiny_models: dict[str, Path]) -> None:
+    sink: ListSink[Message] = ListSink()
+    p = Pipeline("t")
+    src = p.source("faces", StallingSource())
+    describe = Describe(tiny_models["gqa"], template="{state}|{frames}", every_s=0.3, window_s=0.25,
+                        stale_s=0.2, params=SamplingParams(max_new_tokens=2, ignore_eos=True))  # fmt: skip
+    p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
+    run_pipeline(p, duration_s=1.5)
+    events = [m.data for m in sink.items if m.kind == "event"]
+    assert len(events) >= 3, events
+    assert events[0]["prompt"].startswith("cam: live")
+    assert events[0]["prompt"].endswith("|2") or events[0]["prompt"].endswith("|1")
+    last = events[-1]
+    assert re.fullmatch(r"cam: silent, no frames for \d+ s\|0", last["prompt"]), last["prompt"]
+    assert last["sources"]["cam"]["state"] == "silent"
+    assert last["sources"]["cam"]["last_frame_s"] > 1.0
+
+
+def test_describe_refuses_bad_settings(tiny_models: dict[str, Path]) -> None:
+    with pytest.raises(ValueError, match="state"):
+        Describe(tiny_models["gqa"], template="{weather}")
+    with pytest.raises(ValueError, match="every_s"):
+        Describe(tiny_models["gqa"], every_s=0)

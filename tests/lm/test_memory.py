@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import gc
 import resource
 from pathlib import Path
 
 import pytest
 
-from edgepipe.lm import LanguageModel, SamplingParams
+from edgepipe.core import memory
+from edgepipe.core.memory import MemoryBudgetError, MemoryPlan
+from edgepipe.lm import DecoderRunner, LanguageModel, SamplingParams
 
 
 def rss_mb() -> float:
@@ -29,3 +32,27 @@ def test_resident_memory_does_not_grow_over_200_requests(tiny_models: dict[str, 
         )
         assert len(out) == 24
     assert rss_mb() - before < 2.0, f"{rss_mb() - before:.2f} MB more after 200 requests"
+
+
+def test_the_kv_cache_is_in_the_memory_plan_while_it_exists(
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = MemoryPlan(limit_bytes=1 << 30)
+    monkeypatch.setattr(memory, "_PLAN", plan)
+    runner = DecoderRunner(tiny_models["concat"], owner="describe")
+    (entry,) = plan.entries()
+    assert (entry.owner, entry.what) == ("describe", "KV cache (concat, 64 positions)")
+    assert entry.nbytes == runner.cache.nbytes  # both concat buffers: the plan is what is allocated
+    del runner
+    gc.collect()
+    assert plan.entries() == []
+
+
+def test_a_kv_cache_past_the_budget_is_refused_before_it_is_allocated(
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory, "_PLAN", MemoryPlan(limit_bytes=50_000))
+    with pytest.raises(
+        MemoryBudgetError, match=r"gqa: KV cache \(shared, 64 positions\) needs .*max_seq_len"
+    ):
+        DecoderRunner(tiny_models["gqa"])

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from edgepipe import NodeError, Pipeline, run_async
+from edgepipe.core import memory
+from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.runtime import Runtime
 from edgepipe.media.errors import SourceError
 from edgepipe.media.frame import I420, NV12, Frame
@@ -185,17 +187,28 @@ async def test_truncated_file_decodes_what_is_there(
     assert 20 < len(sink.seen) < 90
 
 
-async def test_resolution_change_mid_stream(make_clip: Callable[..., Path], tmp_path: Path) -> None:
+async def test_resolution_change_mid_stream(
+    make_clip: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = make_clip("a.h264", width=320, height=240, fps=30, seconds=1)
     b = make_clip("b.h264", width=640, height=360, fps=30, seconds=1)
     joined = tmp_path / "joined.h264"
     joined.write_bytes(a.read_bytes() + b.read_bytes())  # Annex B streams concatenate
     sink = FrameLog()
-    await run_async(pipeline(VideoSource(str(joined)), sink))
+    plan = MemoryPlan(limit_bytes=1 << 30)
+    monkeypatch.setattr(memory, "_PLAN", plan)
+    source = VideoSource(str(joined))
+    await run_async(pipeline(source, sink))
     sizes = [(s["w"], s["h"]) for s in sink.seen]
     assert sizes[0] == (320, 240)
     assert sizes[-1] == (640, 360)
     assert len(sizes) == 60
+    # The pool is in the memory plan at the size it holds now (the old size's entry is gone).
+    assert source.pool is not None
+    n = source.pool.capacity
+    assert [(r.owner, r.what, r.nbytes) for r in plan.entries()] == [
+        (source.source_id, f"frame pool ({n} x 640x360)", n * 640 * 360 * 3 // 2)
+    ]
 
 
 async def test_loop_repeats_a_file_and_realtime_paces_it(clip: Path) -> None:

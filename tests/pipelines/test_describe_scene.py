@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+import socket
 from pathlib import Path
 
 from edgepipe import Message, load_pipeline
@@ -31,3 +33,23 @@ def test_the_demo_model_is_built_once_into_the_cache(tmp_path: Path) -> None:
     assert tiny.demo_model(tmp_path / "tiny-lm") == folder
     assert (folder / "model.onnx").stat().st_mtime_ns == stamp
     assert (folder / "tokenizer.json").is_file()
+
+
+def test_a_camera_that_cannot_be_reached_is_reported(tmp_path: Path, centerface: Path) -> None:
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = tiny.write(tmp_path / "lm", tiny.TinyConfig(max_seq_len=256), "gqa").parent
+    url = f"rtsp://127.0.0.1:{port}/cam"
+    args = ["--source", url, "--model", str(model), "--every-s", "0.6", "--max-new-tokens", "2"]
+    pipeline = load_pipeline(PIPELINE, args)
+    out: ListSink[Message] = ListSink()
+    pipeline.sink("capture", out, inputs="describe")
+    run_pipeline(pipeline, duration_s=2.0)
+    events = [m.data for m in out.items if m.kind == "event"]
+    assert events, "no report while the camera is down"
+    state = events[-1]["sources"]["camera"]
+    assert state["state"] in ("connecting", "reconnecting")
+    assert state["last_frame_s"] is None
+    assert re.search(r"\(camera: (re)?connecting( \(.+\))?, no frames yet", events[-1]["prompt"])
+    assert "no input" in events[-1]["prompt"]

@@ -1,0 +1,167 @@
+"""The memory plan: the long-lived buffers a process allocates, each named, summed against a budget.
+
+A camera box runs for months; its memory must be known at start-up, not discovered at 3 a.m. by
+the OOM killer. Whatever allocates a large buffer once and reuses it (a KV cache, a frame pool,
+an inference tensor ring) reserves its bytes in the process's plan first::
+
+    reservation = memory_plan().reserve("describe", "KV cache (gqa, 2048 positions)", nbytes,
+                                        holder=cache)
+
+The budget is ``EDGEPIPE_MEMORY_FRAC`` (default 0.7: 30% headroom, like every other resource)
+of the memory this process may use: the machine's RAM, or the container's cgroup limit when
+that is lower. A reservation that would pass it raises :class:`MemoryBudgetError`, naming
+what asked, what the plan already holds and what to do, before anything is allocated. A
+reservation ends with :meth:`Reservation.release`, or when its ``holder`` is garbage-collected.
+The runtime logs the plan once every node has started; ``memory_plan().entries()`` lists it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgepipe.core.errors import EdgepipeError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUDGET_FRAC = 0.7
+
+
+class MemoryBudgetError(EdgepipeError, MemoryError):
+    """A buffer would take the memory plan past its budget."""
+
+    def __init__(self, message: str, *, owner: str, needed_bytes: int, budget_bytes: int) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.needed_bytes = needed_bytes
+        self.budget_bytes = budget_bytes
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Bytes of one long-lived buffer, in the plan until released."""
+
+    owner: str
+    """Who holds it: a node id, or a model's name outside a pipeline."""
+    what: str
+    nbytes: int
+    plan: MemoryPlan
+    key: int
+
+    def release(self) -> None:
+        """Take it out of the plan (again is harmless)."""
+        self.plan._release(self.key)
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
+
+
+class MemoryPlan:
+    """The reservations of one process. Thread-safe (models load on worker threads)."""
+
+    def __init__(self, budget_frac: float | None = None, limit_bytes: int | None = None) -> None:
+        if budget_frac is None:
+            text = os.environ.get("EDGEPIPE_MEMORY_FRAC", str(DEFAULT_BUDGET_FRAC))
+            try:
+                budget_frac = float(text)
+            except ValueError:
+                budget_frac = -1.0
+        if not 0 < budget_frac <= 1:
+            raise ValueError(
+                "the memory budget fraction (EDGEPIPE_MEMORY_FRAC) must be a number in (0, 1], "
+                f"not {budget_frac}"
+            )
+        frac = budget_frac
+        self.budget_frac = frac
+        self.limit_bytes = limit_bytes if limit_bytes is not None else memory_limit_bytes()
+        self._entries: dict[int, Reservation] = {}
+        self._keys = itertools.count()
+        self._lock = threading.Lock()
+
+    @property
+    def budget_bytes(self) -> int | None:
+        return None if self.limit_bytes is None else int(self.limit_bytes * self.budget_frac)
+
+    @property
+    def total_bytes(self) -> int:
+        with self._lock:
+            return sum(r.nbytes for r in self._entries.values())
+
+    def entries(self) -> list[Reservation]:
+        """What the plan holds, largest first."""
+        with self._lock:
+            return sorted(self._entries.values(), key=lambda r: -r.nbytes)
+
+    def reserve(
+        self, owner: str, what: str, nbytes: int, *, holder: Any = None, hint: str = "make it smaller"
+    ) -> Reservation:
+        """Add ``nbytes`` for ``what`` to the plan, or raise :class:`MemoryBudgetError` (whose
+        message ends with ``hint``, what to do, or raising EDGEPIPE_MEMORY_FRAC).
+
+        With ``holder``, the reservation ends when that object is garbage-collected.
+        """
+        budget = self.budget_bytes
+        with self._lock:
+            held = sum(r.nbytes for r in self._entries.values())
+            if budget is not None and held + nbytes > budget:
+                biggest = sorted(self._entries.values(), key=lambda r: -r.nbytes)[:3]
+                holding = ", ".join(f"{_mb(r.nbytes)} {r.what} ({r.owner})" for r in biggest) or "nothing"
+                raise MemoryBudgetError(
+                    f"{owner}: {what} needs {_mb(nbytes)}, and the memory plan already holds {_mb(held)} "
+                    f"({holding}) of its {_mb(budget)} budget ({self.budget_frac:.0%} of the "
+                    f"{_mb(self.limit_bytes or 0)} this process may use); {hint}, or raise "
+                    "EDGEPIPE_MEMORY_FRAC",
+                    owner=owner, needed_bytes=nbytes, budget_bytes=budget,
+                )  # fmt: skip
+            reservation = Reservation(owner, what, int(nbytes), self, next(self._keys))
+            self._entries[reservation.key] = reservation
+        if holder is not None:
+            weakref.finalize(holder, self._release, reservation.key)
+        return reservation
+
+    def _release(self, key: int) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def summary(self) -> str:
+        """One line: each reservation, the total and the budget."""
+        parts = [f"{_mb(r.nbytes)} {r.what} ({r.owner})" for r in self.entries()]
+        budget = self.budget_bytes
+        of = f" of a {_mb(budget)} budget" if budget is not None else ""
+        return f"memory plan: {_mb(self.total_bytes)}{of}" + (": " + "; ".join(parts) if parts else "")
+
+
+def memory_limit_bytes() -> int | None:
+    """RAM this process may use: physical memory, or the cgroup's limit when lower."""
+    limits = []
+    with contextlib.suppress(ValueError, OSError, AttributeError):  # not a POSIX system that says
+        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # "max", or v1's "unlimited" (a huge number)
+            limits.append(int(text))
+    return min(limits) if limits else None
+
+
+_PLAN: MemoryPlan | None = None
+_PLAN_LOCK = threading.Lock()
+
+
+def memory_plan() -> MemoryPlan:
+    """The process's plan (created on first use, from the environment then)."""
+    global _PLAN
+    with _PLAN_LOCK:
+        if _PLAN is None:
+            _PLAN = MemoryPlan()
+        return _PLAN

@@ -1,0 +1,149 @@
+"""What a window of results says about the scene and its sources, as prompt fields.
+
+:class:`SceneWindow` keeps the results of the last ``window_s`` seconds (detections count by
+label, any other item by its kind) and renders them as the fields a ``Describe`` template may
+use:
+
+- ``seconds``: the window's length; ``frames``: frames seen in it;
+- ``summary``: "face in 12 of 40 frames (up to 2 at once)", or "nothing detected in 40 frames";
+- ``counts``: frames in which each label was seen, a dict;
+- ``sources``: the sources seen, comma-separated;
+- ``state``: each source's state, e.g. "camera: live, 9.8 frames/s analysed" or "camera:
+  stalled (read timed out), no frames for 12 s, 2 reconnects".
+
+A source's state comes from the source object when one is given (``sources=[video_source]``:
+anything with ``source_id``, ``state``, ``state_reason`` and ``reconnects``, as
+:class:`~edgepipe.media.VideoSource` has), and otherwise from what arrives: a source whose
+frames stopped coming ``stale_s`` seconds ago is "silent".
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+FIELDS = ("seconds", "summary", "frames", "counts", "sources", "state")
+_MAX_SOURCES = 256  # what a misbehaving producer with ever-new source ids can make us remember
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """One source as the window sees it."""
+
+    source: str
+    state: str
+    """The source's own state (live, stalled, reconnecting, ...), or live/silent as observed."""
+    frames: int
+    """Frames from it in the window."""
+    fps: float
+    """Frames per second analysed over the window (or since it was first seen)."""
+    last_frame_s: float | None
+    """Seconds since its last frame; None before the first."""
+    reconnects: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self, stale_s: float) -> str:
+        parts = [f"{self.source}: {self.state}" + (f" ({self.reason})" if self.reason else "")]
+        if self.frames:
+            parts.append(f"{self.fps:.1f} frames/s analysed")
+        if self.last_frame_s is None:
+            parts.append("no frames yet")
+        elif self.last_frame_s > stale_s:
+            parts.append(f"no frames for {self.last_frame_s:.0f} s")
+        if self.reconnects:
+            parts.append(f"{self.reconnects} reconnect{'' if self.reconnects == 1 else 's'}")
+        return ", ".join(parts)
+
+
+class SceneWindow:
+    """Results of the last ``window_s`` seconds, and the sources they came from."""
+
+    def __init__(self, window_s: float, *, stale_s: float = 3.0, sources: Sequence[Any] = ()) -> None:
+        if window_s <= 0:
+            raise ValueError("window_s must be positive")
+        self.window_s = window_s
+        self.stale_s = stale_s
+        self.sources = tuple(sources)
+        self._seen: deque[tuple[float, str, Counter[str], bool]] = deque(maxlen=10_000)
+        self._first: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+
+    def observe(self, item: Any, now: float | None = None) -> None:
+        """Add one result: a frame's detections count by label, any other item by its kind."""
+        t = time.monotonic() if now is None else now
+        items = getattr(item, "items", None)
+        source = str(getattr(item, "source_id", "") or "")
+        if isinstance(items, list):
+            labels = Counter(str(getattr(det, "label", "object")) for det in items)
+            self._seen.append((t, source, labels, True))
+            if source:
+                if source not in self._first and len(self._first) >= _MAX_SOURCES:
+                    oldest = min(self._last, key=self._last.__getitem__)
+                    del self._first[oldest], self._last[oldest]
+                self._first.setdefault(source, t)
+                self._last[source] = t
+        else:
+            kind = str(getattr(item, "kind", type(item).__name__))
+            self._seen.append((t, source, Counter({kind: 1}), False))
+
+    def source_states(self, now: float | None = None) -> list[SourceState]:
+        """Every source given, then every source seen (in the order first seen)."""
+        t = time.monotonic() if now is None else now
+        frames: Counter[str] = Counter(e[1] for e in self._seen if e[3] and t - e[0] <= self.window_s)
+        objects = {str(getattr(s, "source_id", "")): s for s in self.sources}
+        ids = list(objects) + [s for s in self._first if s not in objects]  # first seen first
+        states = []
+        for sid in ids:
+            last = self._last.get(sid)
+            age = None if last is None else max(0.0, t - last)
+            span = min(self.window_s, t - self._first[sid]) if sid in self._first else 0.0
+            n = frames[sid]
+            fps = n / span if span > 0 else 0.0
+            obj = objects.get(sid)
+            if obj is not None:
+                state = str(getattr(obj, "state", "unknown"))
+                reason = "" if state == "live" else str(getattr(obj, "state_reason", "") or "")
+                reconnects = int(getattr(obj, "reconnects", 0) or 0)
+            else:
+                state = "live" if age is not None and age <= self.stale_s else "silent"
+                reason, reconnects = "", 0
+            states.append(SourceState(sid, state, n, round(fps, 2), age, reconnects, reason))
+        return states
+
+    def fields(self, now: float | None = None) -> dict[str, Any]:
+        """The template fields (see the module docstring) over the window ending ``now``."""
+        t = time.monotonic() if now is None else now
+        recent = [entry for entry in self._seen if t - entry[0] <= self.window_s]
+        frames = sum(1 for entry in recent if entry[3])
+        in_frames: Counter[str] = Counter()
+        most: dict[str, int] = {}
+        for _, _, labels, _ in recent:
+            for label, n in labels.items():
+                in_frames[label] += 1
+                most[label] = max(most.get(label, 0), n)
+        if in_frames:
+            summary = ", ".join(
+                f"{label} in {seen} of {frames} frames (up to {most[label]} at once)"
+                if frames
+                else f"{seen} {label}"
+                for label, seen in in_frames.most_common()
+            )
+        elif frames:
+            summary = f"nothing detected in {frames} frame{'' if frames == 1 else 's'}"
+        else:
+            summary = "no input"
+        states = self.source_states(t)
+        return {
+            "seconds": self.window_s,
+            "summary": summary,
+            "frames": frames,
+            "counts": dict(in_frames),
+            "sources": ", ".join(sorted({entry[1] for entry in recent if entry[1]})),
+            "state": "; ".join(s.text(self.stale_s) for s in states) or "no sources",
+        }

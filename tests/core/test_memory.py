@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import gc
+import logging
+
+import pytest
+
+from edgepipe import Pipeline
+from edgepipe.core import memory
+from edgepipe.core.memory import MemoryBudgetError, MemoryPlan, memory_limit_bytes, memory_plan
+from edgepipe.testing import FakeSource, ListSink, run_pipeline
+
+
+class Holder:
+    pass
+
+
+def test_reservations_add_up_and_end_with_release_or_their_holder() -> None:
+    plan = MemoryPlan(budget_frac=0.5, limit_bytes=1000)
+    assert plan.budget_bytes == 500
+    a = plan.reserve("det", "tensors", 100)
+    holder = Holder()
+    plan.reserve("lm", "KV cache", 300, holder=holder)
+    assert plan.total_bytes == 400
+    assert [r.what for r in plan.entries()] == ["KV cache", "tensors"]  # largest first
+    assert (
+        plan.summary() == "memory plan: 0.0 MB of a 0.0 MB budget: 0.0 MB KV cache (lm); 0.0 MB tensors (det)"
+    )
+    del holder
+    gc.collect()
+    assert plan.total_bytes == 100
+    a.release()
+    a.release()
+    assert plan.total_bytes == 0
+
+
+def test_a_reservation_past_the_budget_is_refused_by_name() -> None:
+    plan = MemoryPlan(budget_frac=0.7, limit_bytes=1_000_000_000)
+    plan.reserve("camera", "frame pool (5 x 1920x1080)", 600_000_000)
+    with pytest.raises(MemoryBudgetError) as caught:
+        plan.reserve(
+            "describe", "KV cache (gqa, 4096 positions)", 200_000_000, hint="pass a smaller max_seq_len"
+        )
+    message = str(caught.value)
+    assert message.startswith("describe: KV cache (gqa, 4096 positions) needs 200.0 MB")
+    assert (
+        "already holds 600.0 MB (600.0 MB frame pool (5 x 1920x1080) (camera)) of its 700.0 MB budget"
+        in message
+    )
+    assert (
+        "70% of the 1.00 GB this process may use); pass a smaller max_seq_len, or raise EDGEPIPE_MEMORY_FRAC"
+        in message
+    )
+    assert isinstance(caught.value, MemoryError)
+    assert plan.total_bytes == 600_000_000  # nothing half-reserved
+
+
+def test_the_budget_fraction_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEPIPE_MEMORY_FRAC", "0.5")
+    assert MemoryPlan(limit_bytes=100).budget_bytes == 50
+    for bad in ("half", "0", "1.5"):
+        monkeypatch.setenv("EDGEPIPE_MEMORY_FRAC", bad)
+        with pytest.raises(ValueError, match="EDGEPIPE_MEMORY_FRAC"):
+            MemoryPlan()
+
+
+def test_the_limit_is_the_machines_memory_or_less() -> None:
+    limit = memory_limit_bytes()
+    assert limit is not None
+    with open("/proc/meminfo") as f:
+        total_kb = int(f.readline().split()[1])
+    assert 0 < limit <= total_kb * 1024
+
+
+class Reserving:
+    """A stage that holds a buffer for the whole run, as a model's cache does."""
+
+    async def start(self) -> None:
+        self.reservation = memory_plan().reserve("hold", "scratch (test)", 12_345_678)
+
+    def stop(self) -> None:
+        self.reservation.release()
+
+    def process(self, item: int) -> int:
+        return item
+
+
+def test_the_runtime_logs_the_plan_once_everything_started(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory, "_PLAN", MemoryPlan(limit_bytes=1 << 30))
+    p = Pipeline("t")
+    p.sink("out", ListSink(), inputs=p.stage("hold", Reserving(), inputs=p.source("src", FakeSource([1, 2]))))
+    with caplog.at_level(logging.INFO, logger="edgepipe.core.runtime"):
+        run_pipeline(p)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory plan")]
+    assert lines == ["memory plan: 12.3 MB of a 751.6 MB budget: 12.3 MB scratch (test) (hold)"]
+    assert memory_plan().total_bytes == 0

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from edgepipe.core.results import Message
+from edgepipe.lm.scene import SceneWindow
+from edgepipe.vision.detection import Detection, Detections
+
+
+def faces(source: str, seq: int, n: int) -> Detections:
+    items = [Detection((0.0, 0.0, 10.0, 10.0), 0.9, 0, "face") for _ in range(n)]
+    return Detections(source, seq, None, None, 64, 64, "m", items)
+
+
+def test_summary_counts_frames_with_each_label_inside_the_window() -> None:
+    window = SceneWindow(5.0)
+    for seq in range(4):
+        window.observe(faces("cam", seq, seq % 3), now=100.0 + seq)
+    window.observe(faces("cam", 9, 2), now=90.0)  # too old
+    window.observe(Message("event", {}), now=103.0)  # other items count by kind
+    fields = window.fields(now=104.0)
+    assert (
+        fields["summary"]
+        == "face in 2 of 4 frames (up to 2 at once), event in 1 of 4 frames (up to 1 at once)"
+    )
+    assert fields["frames"] == 4
+    assert fields["counts"] == {"face": 2, "event": 1}
+    assert fields["sources"] == "cam"
+    assert SceneWindow(5.0).fields(now=1.0)["summary"] == "no input"
+    with pytest.raises(ValueError, match="window_s"):
+        SceneWindow(0)
+
+
+def test_observed_sources_are_live_then_silent() -> None:
+    window = SceneWindow(10.0, stale_s=2.0)
+    for i in range(20):  # 10 frames/s for two seconds
+        window.observe(faces("front", i, 0), now=100.0 + i / 10)
+    window.observe(faces("back", 0, 0), now=101.0)
+    front, back = window.source_states(now=102.0)
+    assert (front.source, front.state, front.frames) == ("front", "live", 20)
+    assert front.fps == pytest.approx(10.0, rel=0.06)
+    assert back.state == "live"
+    state = window.fields(now=110.0)["state"]
+    assert "back: silent, 0.1 frames/s analysed, no frames for 9 s" in state
+    assert state.startswith("front: silent")
+
+
+def test_a_source_object_gives_its_own_state_and_reason() -> None:
+    camera = SimpleNamespace(source_id="camera", state="stalled", state_reason="read timed out", reconnects=2)
+    window = SceneWindow(10.0, sources=[camera])
+    assert window.fields(now=5.0)["state"] == "camera: stalled (read timed out), no frames yet, 2 reconnects"
+    camera.state, camera.state_reason = "live", "ignored while live"
+    window.observe(faces("camera", 0, 1), now=6.0)
+    assert window.source_states(now=6.5)[0].to_dict() == {
+        "source": "camera", "state": "live", "frames": 1, "fps": 2.0, "last_frame_s": 0.5,
+        "reconnects": 2, "reason": "",
+    }  # fmt: skip
+
+
+def test_sources_remembered_are_bounded() -> None:
+    window = SceneWindow(1.0)
+    for i in range(300):
+        window.observe(faces(f"s{i}", 0, 0), now=float(i))
+    assert len(window.source_states(now=300.0)) == 256
