@@ -7,7 +7,8 @@ The camera (synthetic by default) feeds CenterFace every few frames; every ``--e
 seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
 below), and the model's answer streams out as ``token`` results and one final ``event`` with
 the whole text, each source's state and the timings (time to first token, time per token).
-Reports keep coming while the camera is down: the prompt then says so.
+Reports keep coming while the camera is down: the prompt then says so. ``--max-tokens-per-s``
+caps how fast the model writes (0: as fast as it can), leaving the detector its share of the CPU.
 
 ``--model`` takes a folder with ``model.onnx`` (a decoder exported with past key values, in the
 Hugging Face / Optimum layout, or built by scripts/make_tiny_lm.py) and its ``tokenizer.json``.
@@ -48,6 +49,7 @@ def pipeline(
     every_s: float = 10.0,
     window_s: float = 10.0,
     max_new_tokens: int = 48,
+    max_tokens_per_s: float = 0.0,
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results)."""
     folder = model or str(demo_model())
@@ -60,7 +62,7 @@ def pipeline(
     # The source object gives its own state (live, stalled, reconnecting) to the prompt: a
     # camera that stopped sending is reported even though no detections arrive.
     describe = Describe(folder, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
-                        sources=[video])  # fmt: skip
+                        sources=[video], max_tokens_per_s=max_tokens_per_s or None)  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("log", show, inputs=words, queue_size=64)
     return p

@@ -53,14 +53,18 @@ class Describe:
         params: SamplingParams | None = None,
         max_seq_len: int | None = None,
         session: SessionConfig | None = None,
+        max_tokens_per_s: float | None = None,
     ) -> None:
+        """``max_tokens_per_s`` paces the model (see :class:`~edgepipe.lm.LMWorker`)."""
         if every_s <= 0:
             raise ValueError("every_s must be positive")
         self.template = template
         self.every_s = every_s
         self.window = SceneWindow(window_s, stale_s=stale_s, sources=sources)
         self.params = params or SamplingParams(max_new_tokens=48)
-        self.worker = LMWorker(model, max_seq_len=max_seq_len, session=session)
+        self.worker = LMWorker(
+            model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s
+        )
         self._next_t = 0.0
         self.requests = 0
         try:  # fail on a bad template now, not ten seconds into the run

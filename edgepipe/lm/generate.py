@@ -41,6 +41,8 @@ class GenerationStats:
     """Each decode step after the first token."""
     stop_reason: str = ""
     """``stop_token``, ``stop_string``, ``max_new_tokens``, ``max_seq_len`` or ``cancelled``."""
+    paced_ms: float = 0.0
+    """Time the worker held tokens back to keep under its ``max_tokens_per_s`` (not in TPOT)."""
 
     @property
     def tpot_ms(self) -> float:
@@ -61,6 +63,7 @@ class GenerationStats:
             "prefill_ms": round(self.prefill_ms, 3), "ttft_ms": round(self.ttft_ms, 3),
             "tpot_ms": round(self.tpot_ms, 3), "tpot_p95_ms": round(self.tpot_p95_ms, 3),
             "decode_tokens_per_s": round(self.decode_tokens_per_s, 2), "stop_reason": self.stop_reason,
+            "paced_ms": round(self.paced_ms, 3),
         }  # fmt: skip
 
 

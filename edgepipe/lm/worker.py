@@ -9,6 +9,11 @@ request fails with :class:`~edgepipe.infer.InferTimeout`); between steps control
 event loop, so other work is scheduled between tokens. A caller that stops iterating (or is
 cancelled) ends its request at the next token, or between two chunks of a long prompt.
 
+``max_tokens_per_s`` paces decoding: after each token the worker waits on the event loop (not
+on its thread) until the request's token count is back under the rate, so a language model
+on a camera box takes only the share of a core it is given and detection keeps its frames.
+The time held back is ``stats.paced_ms``; TPOT counts model time only.
+
 Stop early with ``contextlib.aclosing`` (``async with aclosing(worker.generate(p)) as pieces``):
 an async generator abandoned by ``break`` is only closed when it is garbage-collected, and until
 then it holds the worker.
@@ -46,9 +51,13 @@ class LMWorker:
         queue_size: int = 4,
         session: SessionConfig | None = None,
         prefill_chunk: int = 64,
+        max_tokens_per_s: float | None = None,
     ) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
+        if max_tokens_per_s is not None and max_tokens_per_s <= 0:
+            raise ValueError("max_tokens_per_s must be positive (or None: as fast as the model goes)")
+        self.max_tokens_per_s = max_tokens_per_s
         self.model = Path(model)
         self.max_seq_len = max_seq_len
         self.queue_size = queue_size
@@ -104,6 +113,9 @@ class LMWorker:
             loop = asyncio.get_running_loop()
             steps: Iterator[str] = lm.pieces(prompt, params, overflow)
             self.requests += 1
+            rate = self.max_tokens_per_s
+            t_first = 0.0
+            paced = 0.0
             try:
                 while True:
                     try:
@@ -117,7 +129,16 @@ class LMWorker:
                         return
                     assert isinstance(piece, str)
                     yield piece
+                    if rate:  # tokens so far may not pass the rate counted from the first
+                        now = loop.time()
+                        t_first = t_first or now
+                        delay = t_first + lm.stats.new_tokens / rate - now
+                        if delay > 0:
+                            await asyncio.sleep(delay)
+                            paced += delay
             finally:
+                if paced:
+                    lm.stats.paced_ms = paced * 1000
                 lm.cancel()  # a step still running on the thread (a long prefill) stops at its next chunk
                 if not self._closed:
                     # Closing runs on the worker's thread too: the generator may be mid-step there.

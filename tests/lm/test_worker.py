@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import aclosing
 from pathlib import Path
 
@@ -80,3 +81,27 @@ async def test_stop_strings_apply_to_token_id_prompts(tiny_models: dict[str, Pat
     cut = await worker.complete(ids, SamplingParams(max_new_tokens=16, ignore_eos=True, stop_strings=(stop,)))
     assert cut == lm_text[: lm_text.index(stop)]
     worker.close()
+
+
+async def test_max_tokens_per_s_paces_decoding_on_the_loop(tiny_models: dict[str, Path]) -> None:
+    params = SamplingParams(max_new_tokens=9, ignore_eos=True)
+    fast = LMWorker(tiny_models["gqa"])
+    t0 = time.perf_counter()
+    await fast.complete([65, 66], params)
+    fast_s = time.perf_counter() - t0
+    paced = LMWorker(tiny_models["gqa"], max_tokens_per_s=40)
+    await paced.start()
+    t0 = time.perf_counter()
+    await paced.complete([65, 66], params)
+    paced_s = time.perf_counter() - t0
+    stats = paced.last_stats
+    assert stats.new_tokens == 9
+    assert paced_s >= 8 / 40  # 9 tokens: 8 waits of a fortieth of a second at least
+    assert paced_s > fast_s
+    assert stats.paced_ms > 100
+    assert stats.tpot_ms < 20  # model time only: the waits are not in it
+    assert stats.to_dict()["paced_ms"] == round(stats.paced_ms, 3)
+    with pytest.raises(ValueError, match="max_tokens_per_s"):
+        LMWorker(tiny_models["gqa"], max_tokens_per_s=0)
+    fast.close()
+    paced.close()
