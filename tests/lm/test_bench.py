@@ -64,5 +64,11 @@ def test_bench_lm_script_runs_and_ends_with_its_json_line() -> None:
     assert done.returncode in (0, 1), done.stderr
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["bench"] == "lm"
-    assert [row["context"] for row in figures["contexts"]] == [16, 48]
-    assert all(row["ratio_gqa"] > 0 and row["ratio_concat"] > 0 for row in figures["contexts"])
+    assert list(figures["shapes"]) == ["mha", "gqa"]
+    assert figures["shapes"]["mha"]["kv_heads"] == 4
+    assert figures["shapes"]["gqa"]["kv_heads"] == 2
+    for shape in figures["shapes"].values():
+        assert [row["context"] for row in shape["contexts"]] == [16, 48]
+        assert all(row["ratio_gqa"] > 0 and row["ratio_concat"] > 0 for row in shape["contexts"])
+        assert shape["roofline_fraction"] > 0
+    assert "targets: 1.2x the naive loop" in done.stdout
