@@ -12,7 +12,8 @@ of the memory this process may use: the machine's RAM, or the container's cgroup
 that is lower. A reservation that would pass it raises :class:`MemoryBudgetError`, naming
 what asked, what the plan already holds and what to do, before anything is allocated. A
 reservation ends with :meth:`Reservation.release`, or when its ``holder`` is garbage-collected.
-The runtime logs the plan once every node has started; ``memory_plan().entries()`` lists it.
+The runtime logs the plan once every node has started, and each reservation made after that
+(buffers sized by the first frame); ``memory_plan().entries()`` lists it.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class MemoryPlan:
         self._entries: dict[int, Reservation] = {}
         self._keys = itertools.count()
         self._lock = threading.Lock()
+        self._announced = False
 
     @property
     def budget_bytes(self) -> int | None:
@@ -125,7 +127,17 @@ class MemoryPlan:
             self._entries[reservation.key] = reservation
         if holder is not None:
             weakref.finalize(holder, self._release, reservation.key)
+        if self._announced:  # buffers sized by the first frame come after the plan was logged
+            total = self.total_bytes
+            log.info("memory plan: + %s %s (%s); %s in all", _mb(nbytes), what, owner, _mb(total))
         return reservation
+
+    def announce(self) -> None:
+        """Log the plan (the runtime does, once every node has started); later reservations
+        are logged one by one."""
+        self._announced = True
+        if self.total_bytes:
+            log.info("%s", self.summary())
 
     def _release(self, key: int) -> None:
         with self._lock:

@@ -142,9 +142,7 @@ class Runtime:
         self._started += 1
         if self._started == len(self.runners):
             self.all_started.set()
-            plan = memory_plan()
-            if plan.total_bytes:
-                log.info("%s", plan.summary())
+            memory_plan().announce()
 
     def node_finished(self, runner: NodeRunner) -> None:
         self._running -= 1

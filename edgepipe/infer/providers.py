@@ -65,6 +65,24 @@ def candidates(requested: Sequence[str] | None, available: Sequence[str]) -> tup
     return wanted, missing
 
 
+_DEVICE_MEMORY = {
+    "TensorrtExecutionProvider": "cuda",
+    "CUDAExecutionProvider": "cuda",
+    "DmlExecutionProvider": "dml",
+    "CANNExecutionProvider": "cann",
+}
+
+
+def memory_device(provider: str, options: dict[str, str] | None = None) -> tuple[str, int]:
+    """Where buffers a model keeps between runs (a KV cache) should live for this provider:
+    ``(device_type, device_id)`` as IO binding names them. Providers that work on host memory
+    (CPU, OpenVINO, CoreML, QNN) get ``("cpu", 0)``."""
+    kind = _DEVICE_MEMORY.get(provider)
+    if kind is None:
+        return ("cpu", 0)
+    return (kind, int((options or {}).get("device_id", 0) or 0))
+
+
 def intra_op_threads(budget_frac: float = 0.7, cores: int | None = None) -> int:
     """Threads for one session's operators: the cores left after headroom, at least one.
 

@@ -291,6 +291,13 @@ class Session:
         outputs: list[np.ndarray] = self._guarded(self._session.run, (names, feeds), timeout_s, feeds)
         return outputs
 
+    @property
+    def device(self) -> tuple[str, int]:
+        """``(device_type, device_id)`` of the first provider's memory, as IO binding names it:
+        where a buffer bound run after run should live (see :func:`providers.memory_device`)."""
+        first = self.providers[0]
+        return providers.memory_device(first, self._session.get_provider_options().get(first))
+
     def io_binding(self) -> Any:
         """An ONNX Runtime ``IOBinding`` for :meth:`run_bound` (inputs and outputs bound to
         buffers the caller owns and reuses)."""

@@ -68,21 +68,26 @@ class DecoderRunner:
             # on an edge device uses unless asked for more.
             self.max_seq_len = max_seq_len or min(int(self.config.get("max_position_embeddings", 2048)), 4096)
             buffer_len = self.max_seq_len
-        _check_memory(lay, buffer_len, str(path))
-        copies = 1 if lay.cache == "shared" else 2
-        # In the plan before it exists: a cache that would pass the budget is refused, by name.
-        reservation = memory_plan().reserve(
-            owner or path.name,
-            f"KV cache ({lay.cache}, {buffer_len} positions)",
-            lay.kv_bytes(buffer_len) * copies,
-            hint="pass a smaller max_seq_len",
-        )
-        try:
-            self.cache = KVCache(lay, buffer_len)
-        except BaseException:
-            reservation.release()
-            raise
-        weakref.finalize(self.cache, reservation.release)
+        device = self.session.device
+        if device[0] == "cpu":
+            _check_memory(lay, buffer_len, str(path))
+            copies = 1 if lay.cache == "shared" else 2
+            # In the plan before it exists: a cache that would pass the budget is refused, by name.
+            # (The plan is host memory; a cache on an accelerator is the device's own.)
+            reservation = memory_plan().reserve(
+                owner or path.name,
+                f"KV cache ({lay.cache}, {buffer_len} positions)",
+                lay.kv_bytes(buffer_len) * copies,
+                hint="pass a smaller max_seq_len",
+            )
+            try:
+                self.cache = KVCache(lay, buffer_len, device=device)
+            except BaseException:
+                reservation.release()
+                raise
+            weakref.finalize(self.cache, reservation.release)
+        else:
+            self.cache = KVCache(lay, buffer_len, device=device)
         self.prefill_chunk = max(1, min(prefill_chunk, self.max_seq_len))
         self.tokens = 0
         """Positions filled in the cache by the current request."""
@@ -91,6 +96,7 @@ class DecoderRunner:
         self._mask = np.ones((1, self.max_seq_len), np.int64)
         self._logits = np.zeros((1, self.prefill_chunk, lay.vocab), np.float32)
         self._binding = self.session.io_binding()
+        self._kv_device, self._kv_device_id = self.cache.device
         self._past = [
             [lay.names.past.format(i=i, kind=k) for k in ("key", "value")] for i in range(lay.layers)
         ]
@@ -101,18 +107,24 @@ class DecoderRunner:
             # Bound once for good: the same buffer is past and present at every step.
             for i in range(lay.layers):
                 for kind in range(2):
-                    buf = self.cache.shared(i, kind)
-                    self._bind(self._past[i][kind], buf.ctypes.data, buf.shape, np.float32, output=False)
-                    self._bind(self._present[i][kind], buf.ctypes.data, buf.shape, np.float32, output=True)
+                    ptr, shape = self.cache.shared(i, kind)
+                    self._bind_kv(self._past[i][kind], ptr, shape, output=False)
+                    self._bind_kv(self._present[i][kind], ptr, shape, output=True)
         log.info(
-            "model %s: %s KV cache for %d tokens allocated: %.1f MB (%d layers x 2 x %d kv heads x %d x %d "
-            "x 4 bytes)", path.name, lay.cache, buffer_len, self.cache.nbytes / 1e6, lay.layers, lay.kv_heads,
-            buffer_len, lay.head_dim,
+            "model %s: %s KV cache for %d tokens allocated on %s: %.1f MB (%d layers x 2 x %d kv heads "
+            "x %d x %d x 4 bytes)", path.name, lay.cache, buffer_len, self.cache.device[0],
+            self.cache.nbytes / 1e6, lay.layers, lay.kv_heads, buffer_len, lay.head_dim,
         )  # fmt: skip
 
     def _bind(self, name: str, ptr: int, shape: Sequence[int], dtype: Any, *, output: bool) -> None:
+        # Token ids, positions, mask and logits live on the host: a few bytes in, one row out.
         bind = self._binding.bind_output if output else self._binding.bind_input
         bind(name, _CPU, 0, dtype, list(shape), ptr)
+
+    def _bind_kv(self, name: str, ptr: int, shape: Sequence[int], *, output: bool) -> None:
+        # Keys and values live where the model runs: they never cross to the host.
+        bind = self._binding.bind_output if output else self._binding.bind_input
+        bind(name, self._kv_device, self._kv_device_id, np.float32, list(shape), ptr)
 
     @property
     def vocab(self) -> int:
@@ -172,8 +184,8 @@ class DecoderRunner:
                     past_ptr, present_ptr = self.cache.past_present(i, kind)
                     past_shape = (1, lay.kv_heads, past, lay.head_dim)
                     present_shape = (1, lay.kv_heads, total, lay.head_dim)
-                    self._bind(self._past[i][kind], past_ptr, past_shape, np.float32, output=False)
-                    self._bind(self._present[i][kind], present_ptr, present_shape, np.float32, output=True)
+                    self._bind_kv(self._past[i][kind], past_ptr, past_shape, output=False)
+                    self._bind_kv(self._present[i][kind], present_ptr, present_shape, output=True)
         self.session.run_bound(self._binding)
         if lay.cache == "concat":
             self.cache.swap()

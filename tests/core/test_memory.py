@@ -82,6 +82,8 @@ class Reserving:
         self.reservation.release()
 
     def process(self, item: int) -> int:
+        if item == 1:  # sized by the first input, as a detector's tensors are
+            self.late = memory_plan().reserve("hold", "tensors (test)", 2_000_000, holder=self)
         return item
 
 
@@ -91,8 +93,11 @@ def test_the_runtime_logs_the_plan_once_everything_started(
     monkeypatch.setattr(memory, "_PLAN", MemoryPlan(limit_bytes=1 << 30))
     p = Pipeline("t")
     p.sink("out", ListSink(), inputs=p.stage("hold", Reserving(), inputs=p.source("src", FakeSource([1, 2]))))
-    with caplog.at_level(logging.INFO, logger="edgepipe.core.runtime"):
+    with caplog.at_level(logging.INFO, logger="edgepipe.core.memory"):
         run_pipeline(p)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory plan")]
-    assert lines == ["memory plan: 12.3 MB of a 751.6 MB budget: 12.3 MB scratch (test) (hold)"]
-    assert memory_plan().total_bytes == 0
+    assert lines == [
+        "memory plan: 12.3 MB of a 751.6 MB budget: 12.3 MB scratch (test) (hold)",
+        "memory plan: + 2.0 MB tensors (test) (hold); 14.3 MB in all",
+    ]
+    assert memory_plan().total_bytes == 2_000_000  # the scratch is released at stop, the tensors live on

@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from edgepipe.infer.providers import CPU, PROVIDER_ORDER, candidates, full_name, intra_op_threads, short_name
+from edgepipe.infer.providers import (
+    CPU,
+    PROVIDER_ORDER,
+    candidates,
+    full_name,
+    intra_op_threads,
+    memory_device,
+    short_name,
+)
 
 
 def test_default_order_follows_preference_not_the_builds_listing() -> None:
@@ -35,3 +43,11 @@ def test_threads_leave_the_headroom(cores: int, frac: float, threads: int) -> No
 def test_budget_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="budget_frac"):
         intra_op_threads(0.0)
+
+
+def test_buffers_kept_between_runs_live_in_the_providers_memory() -> None:
+    assert memory_device("CUDAExecutionProvider", {"device_id": "1"}) == ("cuda", 1)
+    assert memory_device("TensorrtExecutionProvider", {}) == ("cuda", 0)
+    assert memory_device("DmlExecutionProvider") == ("dml", 0)
+    for host in (CPU, "OpenVINOExecutionProvider", "CoreMLExecutionProvider", "QNNExecutionProvider"):
+        assert memory_device(host, {"device_id": "3"}) == ("cpu", 0)

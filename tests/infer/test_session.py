@@ -30,6 +30,7 @@ def test_runs_and_counts(tmp_path: Path) -> None:
     assert session.stats.runs == 2
     assert session.stats.failures == 0
     assert session.stats.first_result_ms is not None
+    assert session.device == ("cpu", 0)  # where bound buffers kept between runs belong
     assert session.providers[-1] == "CPUExecutionProvider"
     assert session.describe()["inputs"] == {"x": [2, 3]}
 

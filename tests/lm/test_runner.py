@@ -87,6 +87,7 @@ def test_the_cache_is_allocated_once_and_reused(tiny_models: dict[str, Path]) ->
     second = list(lm.tokens(TOKENS, SamplingParams(max_new_tokens=8)))
     assert first == second
     assert lm.runner.cache._arena is arena
+    assert lm.runner.cache.device == ("cpu", 0)  # the session's device: host memory on a CPU
 
 
 def test_a_model_without_a_cache_is_not_a_decoder(tmp_path: Path) -> None:
