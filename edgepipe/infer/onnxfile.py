@@ -24,6 +24,7 @@ Dim = int | str | None
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MODEL_GRAPH, _GRAPH_INPUT, _GRAPH_OUTPUT, _GRAPH_INITIALIZER = 7, 11, 12, 5
+_GRAPH_NODE, _NODE_OP_TYPE, _NODE_DOMAIN = 1, 4, 7
 
 
 class OnnxFormatError(ValueError):
@@ -156,6 +157,27 @@ def graph_io(model: bytes) -> tuple[list[TensorInfo], list[TensorInfo]]:
                 if inum == 8 and iwire == _LEN:  # TensorProto.name
                     initializers.add(model[istart:iend].decode("utf-8", "replace"))
     return [i for i in inputs if i.name not in initializers], outputs
+
+
+def node_ops(model: bytes) -> set[tuple[str, str]]:
+    """``(domain, op_type)`` of the main graph's nodes (``""`` is the ONNX domain).
+
+    ``model`` may be an ``mmap``: weights are stepped over by their length, never read, so a
+    large file costs a scan of its node list only.
+    """
+    _, gstart, gend = _graph_span(model)
+    ops: set[tuple[str, str]] = set()
+    for number, wire, _, vstart, vend in _fields(model, gstart, gend):
+        if number != _GRAPH_NODE or wire != _LEN:
+            continue
+        op_type = domain = ""
+        for nnum, nwire, _, nstart, nend in _fields(model, vstart, vend):
+            if nnum == _NODE_OP_TYPE and nwire == _LEN:
+                op_type = bytes(model[nstart:nend]).decode("utf-8", "replace")
+            elif nnum == _NODE_DOMAIN and nwire == _LEN:
+                domain = bytes(model[nstart:nend]).decode("utf-8", "replace")
+        ops.add((domain, op_type))
+    return ops
 
 
 def _shape_payload(dims: Sequence[Dim]) -> bytes:

@@ -2,21 +2,26 @@
 
 Read from the session's declared inputs (``past_key_values.{i}.key`` is [batch, kv_heads,
 past, head_dim]) and checked against ``config.json`` when one sits beside the model. Two cache
-layouts are told apart by the past input's length dimension:
+layouts:
 
-- a fixed number: the model's attention op writes into a buffer of that many positions shared
-  by past and present (``com.microsoft.GroupQueryAttention``): ``shared`` layout;
-- symbolic: the model concatenates past and new keys into a longer present: ``concat``.
+- ``shared``: the model's attention op (``com.microsoft.GroupQueryAttention``) writes the new
+  keys and values into a buffer that is both past and present. Told by a fixed past length
+  (the buffer's, chosen at export), or, with a symbolic one, by the graph having that op or
+  ``genai_config.json`` saying ``past_present_share_buffer`` (onnxruntime-genai's exports: the
+  runner then picks the buffer's length, ``max_seq_len``);
+- ``concat``: the model concatenates past and new keys into a longer present.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from edgepipe.infer import onnxfile
 from edgepipe.infer.session import Session
 from edgepipe.lm.errors import DecoderLayoutError
 
@@ -43,7 +48,7 @@ class DecoderLayout:
     vocab: int
     cache: Literal["shared", "concat"]
     model_max_seq: int | None
-    """For the shared layout: the buffer length the model was built for."""
+    """For the shared layout: the buffer length the model was built for (None: any)."""
     has_position_ids: bool
     names: InputNames
 
@@ -53,7 +58,8 @@ class DecoderLayout:
 
 
 def read_layout(session: Session, names: InputNames | None = None) -> DecoderLayout:
-    """The decoder layout of ``session``'s model; :class:`DecoderLayoutError` if it is none."""
+    """The decoder layout of ``session``'s model as its inputs say (a symbolic past length reads
+    as ``concat``: see :func:`shares_buffer`); :class:`DecoderLayoutError` if it is none."""
     names = names or InputNames()
     inputs = {spec.name: spec for spec in session.inputs}
     outputs = {spec.name: spec for spec in session.outputs}
@@ -140,5 +146,19 @@ def _from_genai(data: dict[str, Any]) -> dict[str, Any]:
         "max_position_embeddings": model.get("context_length"),
         "bos_token_id": model.get("bos_token_id"),
         "eos_token_id": model.get("eos_token_id"),
+        "past_present_share_buffer": data.get("search", {}).get("past_present_share_buffer"),
     }
     return {k: v for k, v in pairs.items() if v is not None}
+
+
+def shares_buffer(model_file: Path, config: dict[str, Any]) -> bool:
+    """Whether the model's attention writes into its past buffer: it has
+    ``com.microsoft.GroupQueryAttention``, or its genai config says ``past_present_share_buffer``."""
+    if config.get("past_present_share_buffer") is True:
+        return True
+    try:
+        with model_file.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            ops = onnxfile.node_ops(data)  # type: ignore[arg-type]  # mmap reads as bytes do
+    except (OSError, ValueError):  # unreadable here: the session has loaded it, so concat is safe
+        return False
+    return ("com.microsoft", "GroupQueryAttention") in ops

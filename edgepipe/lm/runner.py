@@ -10,6 +10,7 @@ bound. Blocking; one request at a time per runner (a worker).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -24,7 +25,7 @@ from edgepipe.core.memory import memory_plan
 from edgepipe.infer.session import Session, SessionConfig
 from edgepipe.lm.cache import KVCache
 from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, LMError
-from edgepipe.lm.layout import DecoderLayout, InputNames, check_config, read_layout
+from edgepipe.lm.layout import DecoderLayout, InputNames, check_config, read_layout, shares_buffer
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,18 @@ class DecoderRunner:
         self.folder = path if path.is_dir() else path.parent
         file = path / "model.onnx" if path.is_dir() else path
         self.session = Session(file, session or SessionConfig(timeout_s=30.0), name=str(path))
-        self.layout: DecoderLayout = read_layout(self.session, names)
-        self.config = check_config(self.layout, self.folder, str(path))
+        layout = read_layout(self.session, names)
+        self.config = check_config(layout, self.folder, str(path))
+        if layout.cache == "concat" and shares_buffer(file, self.config):
+            layout = dataclasses.replace(layout, cache="shared")  # a buffer of the length we choose
+        self.layout: DecoderLayout = layout
         lay = self.layout
-        if lay.cache == "shared":
+        # A model's own context may be 128k positions; the cache is sized for what a worker on an
+        # edge device uses unless asked for more.
+        default_len = min(int(self.config.get("max_position_embeddings", 2048)), 4096)
+        if lay.cache == "shared" and lay.model_max_seq is None:
+            self.max_seq_len = buffer_len = max_seq_len or default_len
+        elif lay.cache == "shared":
             assert lay.model_max_seq is not None
             if max_seq_len is not None and max_seq_len > lay.model_max_seq:
                 raise DecoderLayoutError(
@@ -64,10 +73,7 @@ class DecoderRunner:
             buffer_len = lay.model_max_seq  # the graph fixes the buffer's shape
             self.max_seq_len = max_seq_len or lay.model_max_seq
         else:
-            # A model's own context may be 128k positions; the cache is sized for what a worker
-            # on an edge device uses unless asked for more.
-            self.max_seq_len = max_seq_len or min(int(self.config.get("max_position_embeddings", 2048)), 4096)
-            buffer_len = self.max_seq_len
+            self.max_seq_len = buffer_len = max_seq_len or default_len
         device = self.session.device
         if device[0] == "cpu":
             _check_memory(lay, buffer_len, str(path))

@@ -165,3 +165,36 @@ def test_generation_config_json_gives_the_end_tokens(tiny_models: dict[str, Path
         json.dumps({"eos_token_id": [257, 258], "temperature": 0.6})
     )
     assert LanguageModel(folder).tokenizer.eos_ids == (257, 258)
+
+
+def test_a_genai_style_export_with_a_symbolic_cache_length_runs_on_one_shared_buffer(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    from edgepipe.infer import onnxfile
+
+    folder = tmp_path / "genai"
+    shutil.copytree(tiny_models["gqa"], folder)
+    data = (folder / "model.onnx").read_bytes()
+    assert ("com.microsoft", "GroupQueryAttention") in onnxfile.node_ops(data)
+    assert ("com.microsoft", "GroupQueryAttention") not in onnxfile.node_ops(
+        (tiny_models["concat"] / "model.onnx").read_bytes()
+    )
+    # As onnxruntime-genai declares them: the cache length is a name, the buffer ours to size.
+    dims = {
+        f"{io}.{i}.{kind}": (1, CONFIG.kv_heads, name, CONFIG.head_dim)
+        for io, name in (("past_key_values", "past_sequence_length"), ("present", "total_sequence_length"))
+        for i in range(CONFIG.layers)
+        for kind in ("key", "value")
+    }
+    (folder / "model.onnx").write_bytes(onnxfile.with_io_dims(data, dims))
+    runner = DecoderRunner(folder, max_seq_len=40)
+    assert runner.layout.cache == "shared"
+    assert runner.layout.model_max_seq is None
+    assert runner.cache.length == runner.max_seq_len == 40
+    assert runner.cache.nbytes == CONFIG.layers * 2 * CONFIG.kv_heads * 40 * CONFIG.head_dim * 4  # one buffer
+    symbolic = LanguageModel(folder, max_seq_len=40)
+    fixed = LanguageModel(tiny_models["gqa"])
+    params = SamplingParams(max_new_tokens=12, ignore_eos=True)
+    assert list(symbolic.tokens(TOKENS, params)) == list(fixed.tokens(TOKENS, params))
