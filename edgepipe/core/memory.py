@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import weakref
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ DEFAULT_BUDGET_FRAC = 0.7
 
 class MemoryBudgetError(EdgepipeError, MemoryError):
     """A buffer would take the memory plan past its budget."""
+
+    retryable = False  # the same buffer will not fit on a retry either
 
     def __init__(self, message: str, *, owner: str, needed_bytes: int, budget_bytes: int) -> None:
         super().__init__(message)
@@ -86,21 +89,34 @@ class MemoryPlan:
         self._entries: dict[int, Reservation] = {}
         self._keys = itertools.count()
         self._lock = threading.Lock()
-        self._announced = False
+        # Releases only queue their key (deque.append is atomic): a release can come from a
+        # garbage-collector finalizer, which may run inside a locked section of this very
+        # thread. Every locked section first drains the queue.
+        self._released: deque[int] = deque()
+        self.announced = False
+        """Set once the plan was logged; later reservations are logged one by one."""
 
     @property
     def budget_bytes(self) -> int | None:
         return None if self.limit_bytes is None else int(self.limit_bytes * self.budget_frac)
 
+    def _drain(self) -> None:
+        # Under the lock. popleft is atomic too, so a finalizer appending meanwhile is safe.
+        released = self._released
+        while released:
+            self._entries.pop(released.popleft(), None)
+
     @property
     def total_bytes(self) -> int:
         with self._lock:
-            return sum(r.nbytes for r in self._entries.values())
+            self._drain()
+            return sum(r.nbytes for r in list(self._entries.values()))
 
     def entries(self) -> list[Reservation]:
         """What the plan holds, largest first."""
         with self._lock:
-            return sorted(self._entries.values(), key=lambda r: -r.nbytes)
+            self._drain()
+            return sorted(list(self._entries.values()), key=lambda r: -r.nbytes)
 
     def reserve(
         self, owner: str, what: str, nbytes: int, *, holder: Any = None, hint: str = "make it smaller"
@@ -111,10 +127,17 @@ class MemoryPlan:
         With ``holder``, the reservation ends when that object is garbage-collected.
         """
         budget = self.budget_bytes
+        reservation = Reservation(owner, what, int(nbytes), self, next(self._keys))
+        # Before it is in the plan: a holder that cannot be weakly referenced fails here, cleanly.
+        finalizer = weakref.finalize(holder, self._release, reservation.key) if holder is not None else None
         with self._lock:
-            held = sum(r.nbytes for r in self._entries.values())
+            self._drain()
+            entries = list(self._entries.values())
+            held = sum(r.nbytes for r in entries)
             if budget is not None and held + nbytes > budget:
-                biggest = sorted(self._entries.values(), key=lambda r: -r.nbytes)[:3]
+                if finalizer is not None:
+                    finalizer.detach()
+                biggest = sorted(entries, key=lambda r: -r.nbytes)[:3]
                 holding = ", ".join(f"{_mb(r.nbytes)} {r.what} ({r.owner})" for r in biggest) or "nothing"
                 raise MemoryBudgetError(
                     f"{owner}: {what} needs {_mb(nbytes)}, and the memory plan already holds {_mb(held)} "
@@ -123,11 +146,8 @@ class MemoryPlan:
                     "EDGEPIPE_MEMORY_FRAC",
                     owner=owner, needed_bytes=nbytes, budget_bytes=budget,
                 )  # fmt: skip
-            reservation = Reservation(owner, what, int(nbytes), self, next(self._keys))
             self._entries[reservation.key] = reservation
-        if holder is not None:
-            weakref.finalize(holder, self._release, reservation.key)
-        if self._announced:  # buffers sized by the first frame come after the plan was logged
+        if self.announced:  # buffers sized by the first frame come after the plan was logged
             total = self.total_bytes
             log.info("memory plan: + %s %s (%s); %s in all", _mb(nbytes), what, owner, _mb(total))
         return reservation
@@ -135,13 +155,12 @@ class MemoryPlan:
     def announce(self) -> None:
         """Log the plan (the runtime does, once every node has started); later reservations
         are logged one by one."""
-        self._announced = True
+        self.announced = True
         if self.total_bytes:
             log.info("%s", self.summary())
 
     def _release(self, key: int) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
+        self._released.append(key)  # never locks: see __init__
 
     def summary(self) -> str:
         """One line: each reservation, the total and the budget."""
@@ -152,18 +171,43 @@ class MemoryPlan:
 
 
 def memory_limit_bytes() -> int | None:
-    """RAM this process may use: physical memory, or the cgroup's limit when lower."""
+    """RAM this process may use: physical memory, or a cgroup's limit (its own or an
+    ancestor's, v2 or v1) when lower."""
     limits = []
     with contextlib.suppress(ValueError, OSError, AttributeError):  # not a POSIX system that says
         limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if text.isdigit() and int(text) < 1 << 60:  # "max", or v1's "unlimited" (a huge number)
-            limits.append(int(text))
+    limits += _cgroup_limits()
     return min(limits) if limits else None
+
+
+def _cgroup_limits(
+    proc: Path = Path("/proc/self/cgroup"), sys_root: Path = Path("/sys/fs/cgroup")
+) -> list[int]:
+    try:
+        lines = proc.read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, controllers, path = parts
+        if hierarchy == "0" and not controllers:  # v2: one tree
+            root, name = sys_root, "memory.max"
+        elif "memory" in controllers.split(","):  # v1: the memory controller's tree
+            root, name = sys_root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        group = Path(path.lstrip("/"))
+        for folder in (group, *group.parents):  # a limit set on a parent applies too
+            try:
+                text = (root / folder / name).read_text().strip()
+            except OSError:
+                continue
+            if text.isdigit() and int(text) < 1 << 60:  # "max", or v1's "unlimited" (a huge number)
+                found.append(int(text))
+    return found
 
 
 _PLAN: MemoryPlan | None = None

@@ -160,6 +160,7 @@ class Runtime:
     async def run(self, watchers: Sequence[Watcher] = ()) -> RunReport:
         """Run to the end. Raises :class:`NodeError` if a node's policy stopped the pipeline."""
         self._t0 = time.monotonic()
+        memory_plan().announced = False  # logged whole once this run has started, then by change
         if self.results is not None:
             await self.results.open()
         for warning in self.graph.warnings:

@@ -13,7 +13,8 @@ into a :class:`~edgepipe.lm.scene.SceneWindow`. Every ``every_s`` seconds, input
 camera that went quiet is worth a report), it renders the template over the last ``window_s``
 seconds and streams the model's answer: one ``Message("token", {...})`` per text piece and a
 final ``Message("event", {...})`` with the whole text, the prompt, each source's state and the
-request's timings. The first report comes with the first input. Input keeps being read while
+request's timings. The first report comes with the first input; when the input ends, what
+came after the latest report gets one last, and the stage ends. Input keeps being read while
 the model writes, so the window stays current; declare a ``latest`` inbox all the same, so a
 slow consumer never holds back the detector. The template may use ``{seconds}``,
 ``{summary}``, ``{frames}``, ``{counts}``, ``{sources}`` and ``{state}``.
@@ -95,16 +96,19 @@ class Describe:
         wake = asyncio.Event()
         ended = False
         failure: Exception | None = None
+        observed = 0  # items taken in so far
+        described = 0  # items taken in when the latest report began
         self._next_t = time.monotonic() + self.every_s
 
         async def read() -> None:
             # Never raises: a failing child would cancel this generator's task wherever it is,
-            # even suspended at a yield in the consumer's code. Its error is raised here instead.
-            nonlocal ended, failure
+            # even suspended at a yield in the consumer's code. Its error is raised there instead.
+            nonlocal ended, failure, observed
             try:
                 async for item in items:
                     now = time.monotonic()
                     self.window.observe(item, now)
+                    observed += 1
                     if self.requests == 0 and self._next_t > now:
                         self._next_t = now  # the first report comes with the first input
                         wake.set()
@@ -113,31 +117,44 @@ class Describe:
             finally:
                 ended = True
                 wake.set()
+                close = getattr(items, "aclose", None)
+                if close is not None:  # its held input is released now, not when collected
+                    await close()
 
+        error: Exception | None = None
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(read())
-                while True:
-                    delay = self._next_t - time.monotonic()
-                    if delay > 0 and not ended:
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(delay):
-                                await wake.wait()
-                        wake.clear()
-                    if failure is not None:
-                        raise failure
-                    now = time.monotonic()
-                    if now >= self._next_t:
-                        self._next_t = now + self.every_s
-                        async with contextlib.aclosing(self._describe(now)) as messages:
-                            async for message in messages:
-                                yield message
-                    elif ended:
-                        return
-        except BaseExceptionGroup as group:  # raise what failed, not the group around it
+                reader = group.create_task(read())
+                try:
+                    while True:
+                        delay = self._next_t - time.monotonic()
+                        if delay > 0 and not ended:
+                            with contextlib.suppress(TimeoutError):
+                                async with asyncio.timeout(delay):
+                                    await wake.wait()
+                            wake.clear()
+                        if failure is not None:
+                            raise failure
+                        if ended and observed == described:
+                            return  # the input is over and all of it was described
+                        now = time.monotonic()
+                        # Once the input is over, what came after the latest report gets one
+                        # more (the end of a file); then the stage ends.
+                        if ended or now >= self._next_t:
+                            described = observed
+                            self._next_t = now + self.every_s
+                            async with contextlib.aclosing(self._describe(now)) as messages:
+                                async for message in messages:
+                                    yield message
+                except Exception as exc:  # raised below, outside the group, cause chain intact
+                    error = exc
+                    reader.cancel()
+        except BaseExceptionGroup as group:  # GeneratorExit or KeyboardInterrupt at a yield
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None
             raise
+        if error is not None:
+            raise error
 
     async def _describe(self, now: float) -> AsyncGenerator[Message, None]:
         prompt = self.prompt(now)
@@ -145,9 +162,10 @@ class Describe:
         self.requests += 1
         request = self.requests
         pieces: list[str] = []
-        async for piece in self.worker.generate(prompt, self.params, overflow="stop"):
-            pieces.append(piece)
-            yield Message("token", {"request": request, "text": piece})
+        async with contextlib.aclosing(self.worker.generate(prompt, self.params, overflow="stop")) as stream:
+            async for piece in stream:
+                pieces.append(piece)
+                yield Message("token", {"request": request, "text": piece})
         stats = self.worker.last_stats
         yield Message("event", {"what": "description", "request": request, "text": "".join(pieces),
                                 "prompt": prompt, "sources": states, **stats.to_dict()})  # fmt: skip

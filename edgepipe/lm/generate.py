@@ -158,9 +158,11 @@ class LanguageModel:
             raise
 
     def pieces(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
-               overflow: Overflow = "refuse") -> Iterator[str]:  # fmt: skip
+               overflow: Overflow = "refuse", every_token: bool = False) -> Iterator[str]:  # fmt: skip
         """Text pieces as they are generated (whole characters only); stop strings end it.
-        ``prompt`` is text or token ids."""
+        ``prompt`` is text or token ids. ``every_token``: one item per model step, ``""`` for
+        a token whose text is not out yet (part of a character, or of a possible stop string),
+        so a caller can pace the steps themselves."""
         params = params or SamplingParams()
         stream = TextStream(self.tokenizer)
         ends = set(params.stop_tokens) | (set() if params.ignore_eos else set(self.tokenizer.eos_ids))
@@ -185,9 +187,13 @@ class LanguageModel:
                 if safe > 0:
                     yield pending[:safe]
                     pending = pending[safe:]
+                elif every_token:
+                    yield ""
             elif pending:
                 yield pending
                 pending = ""
+            elif every_token:
+                yield ""
         pending += stream.flush()
         if pending:
             yield pending

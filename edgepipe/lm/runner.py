@@ -92,8 +92,15 @@ class DecoderRunner:
                 reservation.release()
                 raise
             weakref.finalize(self.cache, reservation.release)
-        else:
-            self.cache = KVCache(lay, buffer_len, device=device)
+        else:  # the device's own memory, outside the (host) plan
+            try:
+                self.cache = KVCache(lay, buffer_len, device=device)
+            except (RuntimeError, ValueError, MemoryError) as exc:  # ORT's allocation errors
+                raise LMError(
+                    f"a KV cache for {buffer_len} positions ({lay.kv_bytes(buffer_len) / 1e9:.2f} GB) could "
+                    f"not be allocated on {device[0]}:{device[1]}: {exc}; pass a smaller max_seq_len",
+                    model=str(path),
+                ) from exc
         self.prefill_chunk = max(1, min(prefill_chunk, self.max_seq_len))
         self.tokens = 0
         """Positions filled in the cache by the current request."""

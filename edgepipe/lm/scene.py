@@ -64,11 +64,16 @@ class SourceState:
 class SceneWindow:
     """Results of the last ``window_s`` seconds, and the sources they came from."""
 
-    def __init__(self, window_s: float, *, stale_s: float = 3.0, sources: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, window_s: float, *, stale_s: float = 3.0, forget_s: float = 300.0, sources: Sequence[Any] = ()
+    ) -> None:
+        """``forget_s``: a source seen (not given) and silent this long is left out of the state,
+        so that the prompt does not grow with every source that ever came and went."""
         if window_s <= 0:
             raise ValueError("window_s must be positive")
         self.window_s = window_s
         self.stale_s = stale_s
+        self.forget_s = forget_s
         self.sources = tuple(sources)
         self._seen: deque[tuple[float, str, Counter[str], bool]] = deque(maxlen=10_000)
         self._first: dict[str, float] = {}
@@ -97,6 +102,8 @@ class SceneWindow:
         t = time.monotonic() if now is None else now
         frames: Counter[str] = Counter(e[1] for e in self._seen if e[3] and t - e[0] <= self.window_s)
         objects = {str(getattr(s, "source_id", "")): s for s in self.sources}
+        for sid in [s for s, last in self._last.items() if t - last > self.forget_s and s not in objects]:
+            del self._first[sid], self._last[sid]
         ids = list(objects) + [s for s in self._first if s not in objects]  # first seen first
         states = []
         for sid in ids:

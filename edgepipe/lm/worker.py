@@ -9,10 +9,10 @@ request fails with :class:`~edgepipe.infer.InferTimeout`); between steps control
 event loop, so other work is scheduled between tokens. A caller that stops iterating (or is
 cancelled) ends its request at the next token, or between two chunks of a long prompt.
 
-``max_tokens_per_s`` paces decoding: after each token the worker waits on the event loop (not
-on its thread) until the request's token count is back under the rate, so a language model
-on a camera box takes only the share of a core it is given and detection keeps its frames.
-The time held back is ``stats.paced_ms``; TPOT counts model time only.
+``max_tokens_per_s`` paces decoding: before each decode step the worker waits on the event loop
+(not on its thread) until the request's token count is back under the rate, so a language
+model on a camera box takes only the share of a core it is given and detection keeps its
+frames. The time held back is ``stats.paced_ms``; TPOT counts model time only.
 
 Stop early with ``contextlib.aclosing`` (``async with aclosing(worker.generate(p)) as pieces``):
 an async generator abandoned by ``break`` is only closed when it is garbage-collected, and until
@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ class LMWorker:
         return self.queue_size + 1 - self._admitted._value
 
     async def generate(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
-                       overflow: Overflow = "refuse") -> AsyncIterator[str]:  # fmt: skip
+                       overflow: Overflow = "refuse") -> AsyncGenerator[str, None]:  # fmt: skip
         """Text pieces as the model produces them. ``prompt`` is text, or token ids."""
         self._check_open()
         async with self._admitted, self._running:
@@ -111,13 +111,23 @@ class LMWorker:
             lm = self.lm
             assert lm is not None
             loop = asyncio.get_running_loop()
-            steps: Iterator[str] = lm.pieces(prompt, params, overflow)
-            self.requests += 1
+            params = params or SamplingParams()
             rate = self.max_tokens_per_s
+            # Paced, every model step comes back (text or ""), so the wait goes between steps.
+            steps: Iterator[str] = lm.pieces(prompt, params, overflow, every_token=rate is not None)
+            self.requests += 1
             t_first = 0.0
             paced = 0.0
             try:
                 while True:
+                    if rate and t_first and lm.stats.new_tokens < params.max_new_tokens:
+                        # The next step may not start before the rate allows, counted from the
+                        # first token (the prompt's prefill is one burst, not paced).
+                        delay = t_first + lm.stats.new_tokens / rate - loop.time()
+                        if delay > 0:
+                            t_sleep = loop.time()
+                            await asyncio.sleep(delay)
+                            paced += loop.time() - t_sleep
                     try:
                         piece = await loop.run_in_executor(self._thread, next, steps, _END)
                     except RuntimeError as exc:  # the pool refused the step: closed meanwhile
@@ -128,14 +138,9 @@ class LMWorker:
                     if piece is _END:
                         return
                     assert isinstance(piece, str)
-                    yield piece
-                    if rate:  # tokens so far may not pass the rate counted from the first
-                        now = loop.time()
-                        t_first = t_first or now
-                        delay = t_first + lm.stats.new_tokens / rate - now
-                        if delay > 0:
-                            await asyncio.sleep(delay)
-                            paced += delay
+                    t_first = t_first or loop.time()
+                    if piece:
+                        yield piece
             finally:
                 if paced:
                     lm.stats.paced_ms = paced * 1000

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from fractions import Fraction
 from typing import Any
 
@@ -25,6 +26,11 @@ from edgepipe.core.memory import Reservation, memory_plan
 NV12 = "nv12"
 I420 = "i420"
 _AVCOL_RANGE_JPEG = 2  # FFmpeg's AVCOL_RANGE_JPEG: full-range luma and chroma
+
+
+def _release_all(reservations: list[Reservation]) -> None:
+    while reservations:
+        reservations.pop().release()
 
 
 class FramePool:
@@ -47,7 +53,8 @@ class FramePool:
         self.exhausted = 0
         """Times a frame could not be had at once (live sources drop the frame then)."""
         self._planned: tuple[int, int] = (0, 0)
-        self._reservation: Reservation | None = None
+        self._reservation: list[Reservation] = []  # the current one; a list the finalizer can see
+        weakref.finalize(self, _release_all, self._reservation)  # one per pool, not per size
 
     def plan(self, width: int, height: int) -> None:
         """Count ``capacity`` 4:2:0 frames of this size in the memory plan (when the size changes;
@@ -55,11 +62,10 @@ class FramePool:
         :class:`~edgepipe.core.memory.MemoryBudgetError`."""
         if (width, height) == self._planned:
             return
-        if self._reservation is not None:
-            self._reservation.release()
+        _release_all(self._reservation)
         what = f"frame pool ({self.capacity} x {width}x{height})"
         nbytes = self.capacity * width * height * 3 // 2
-        self._reservation = memory_plan().reserve(self.name, what, nbytes, holder=self)
+        self._reservation.append(memory_plan().reserve(self.name, what, nbytes))
         self._planned = (width, height)
 
     @property

@@ -371,6 +371,7 @@ class VideoSource:
         assert self.pool is not None
         assert self._handoff is not None
         self.decoded += 1
+        self.pool.plan(av_frame.width, av_frame.height)  # before a slot is taken: it may raise
         slot = self._slot()
         if slot is None:
             if self._stop.is_set():
@@ -378,7 +379,6 @@ class VideoSource:
             self.dropped += 1
             self._update_gauges()
             return True
-        self.pool.plan(av_frame.width, av_frame.height)
         frame = from_av(av_frame, source_id=self._source_id, seq=self.decoded, pool=self.pool, slot=slot)
         self.delivered += 1
         if self.decoded % 30 == 1:

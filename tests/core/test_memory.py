@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,33 @@ def test_the_runtime_logs_the_plan_once_everything_started(
         "memory plan: + 2.0 MB tensors (test) (hold); 14.3 MB in all",
     ]
     assert memory_plan().total_bytes == 2_000_000  # the scratch is released at stop, the tensors live on
+
+
+def test_a_cgroup_limit_set_on_the_group_or_a_parent_counts(tmp_path: Path) -> None:
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/system.slice/camera.service\n")
+    service = tmp_path / "sys" / "system.slice" / "camera.service"
+    service.mkdir(parents=True)
+    (service / "memory.max").write_text("max\n")
+    (service.parent / "memory.max").write_text("536870912\n")
+    assert memory._cgroup_limits(proc, tmp_path / "sys") == [536870912]
+    proc.write_text("4:memory:/docker/abc\n1:cpu:/\n")
+    v1 = tmp_path / "sys" / "memory" / "docker" / "abc"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(str(2**63 - 4096))  # v1's "unlimited"
+    (v1.parent.parent / "memory.limit_in_bytes").write_text("1073741824")
+    assert memory._cgroup_limits(proc, tmp_path / "sys") == [1073741824]
+    assert memory._cgroup_limits(tmp_path / "missing", tmp_path) == []
+
+
+def test_a_release_from_a_finalizer_inside_a_locked_section_does_not_deadlock() -> None:
+    plan = MemoryPlan(limit_bytes=1 << 30)
+    holder = Holder()
+    plan.reserve("a", "x", 10, holder=holder)
+    with plan._lock:  # a garbage collection that runs the finalizer while the plan is locked
+        del holder
+        gc.collect()
+    assert plan.total_bytes == 0
+    with pytest.raises(TypeError):  # a holder that cannot be weakly referenced: nothing reserved
+        plan.reserve("a", "x", 10, holder=1)
+    assert plan.entries() == []

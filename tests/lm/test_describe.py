@@ -68,7 +68,7 @@ def test_describe_reports_on_time_when_input_stops(tiny_models: dict[str, Path])
     describe = Describe(tiny_models["gqa"], template="{state}|{frames}", every_s=0.3, window_s=0.25,
                         stale_s=0.2, params=SamplingParams(max_new_tokens=2, ignore_eos=True))  # fmt: skip
     p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
-    run_pipeline(p, duration_s=1.5)
+    run_pipeline(p, duration_s=2.5)
     events = [m.data for m in sink.items if m.kind == "event"]
     assert len(events) >= 3, events
     assert events[0]["prompt"].startswith("cam: live")
@@ -76,7 +76,7 @@ def test_describe_reports_on_time_when_input_stops(tiny_models: dict[str, Path])
     last = events[-1]
     assert re.fullmatch(r"cam: silent, no frames for \d+ s\|0", last["prompt"]), last["prompt"]
     assert last["sources"]["cam"]["state"] == "silent"
-    assert last["sources"]["cam"]["last_frame_s"] > 1.0
+    assert last["sources"]["cam"]["last_frame_s"] > 0.2  # stale_s
 
 
 def test_describe_refuses_bad_settings(tiny_models: dict[str, Path]) -> None:
@@ -84,3 +84,21 @@ def test_describe_refuses_bad_settings(tiny_models: dict[str, Path]) -> None:
         Describe(tiny_models["gqa"], template="{weather}")
     with pytest.raises(ValueError, match="every_s"):
         Describe(tiny_models["gqa"], every_s=0)
+
+
+def test_describe_ends_with_its_input_and_reports_the_end(tiny_models: dict[str, Path]) -> None:
+    sink: ListSink[Message] = ListSink()
+    p = Pipeline("t")
+    frames = [frame_detections(i, 1 if i >= 7 else 0) for i in range(10)]
+    src = p.source("faces", FakeSource(frames, interval_s=0.05))
+    # Each report (4 tokens at 20 tokens/s) takes longer than every_s: reports come back to
+    # back, and still the stage ends once its input has and the end is described.
+    describe = Describe(tiny_models["gqa"], template="{frames}|{summary}", every_s=0.1, window_s=60,
+                        params=SamplingParams(max_new_tokens=4, ignore_eos=True), max_tokens_per_s=20)  # fmt: skip
+    p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, queue_size=16))
+    report = run_pipeline(p)
+    events = [m.data for m in sink.items if m.kind == "event"]
+    assert report.stopped_by == "end"
+    assert 2 <= len(events) <= 10
+    assert events[-1]["prompt"] == "10|face in 3 of 10 frames (up to 1 at once)"
+    assert all(e["new_tokens"] == 4 for e in events)

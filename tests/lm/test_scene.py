@@ -64,3 +64,12 @@ def test_sources_remembered_are_bounded() -> None:
     for i in range(300):
         window.observe(faces(f"s{i}", 0, 0), now=float(i))
     assert len(window.source_states(now=300.0)) == 256
+
+
+def test_sources_silent_past_forget_s_leave_the_state() -> None:
+    window = SceneWindow(10.0, stale_s=2.0, forget_s=60.0)
+    window.observe(faces("old", 0, 0), now=0.0)
+    window.observe(faces("new", 0, 0), now=50.0)
+    assert [s.source for s in window.source_states(now=59.0)] == ["old", "new"]
+    assert [s.source for s in window.source_states(now=61.0)] == ["new"]
+    assert window.fields(now=61.0)["state"] == "new: silent, no frames for 11 s"

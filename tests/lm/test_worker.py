@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,25 +85,45 @@ async def test_stop_strings_apply_to_token_id_prompts(tiny_models: dict[str, Pat
     worker.close()
 
 
-async def test_max_tokens_per_s_paces_decoding_on_the_loop(tiny_models: dict[str, Path]) -> None:
-    params = SamplingParams(max_new_tokens=9, ignore_eos=True)
-    fast = LMWorker(tiny_models["gqa"])
-    t0 = time.perf_counter()
-    await fast.complete([65, 66], params)
-    fast_s = time.perf_counter() - t0
-    paced = LMWorker(tiny_models["gqa"], max_tokens_per_s=40)
-    await paced.start()
-    t0 = time.perf_counter()
-    await paced.complete([65, 66], params)
-    paced_s = time.perf_counter() - t0
-    stats = paced.last_stats
+async def test_max_tokens_per_s_paces_every_model_step_on_the_loop(tiny_models: dict[str, Path]) -> None:
+    rate = 20.0
+    worker = LMWorker(tiny_models["gqa"], max_tokens_per_s=rate)
+    await worker.start()
+    assert worker.lm is not None
+    runner = worker.lm.runner
+    feed = runner.feed
+    steps: list[float] = []
+
+    def timed_feed(tokens: Any, cancel: Any = None) -> Any:
+        steps.append(time.perf_counter())
+        return feed(tokens, cancel)
+
+    runner.feed = timed_feed  # type: ignore[method-assign]
+    # The byte model's noise: many of its tokens are parts of characters, so steps outnumber
+    # the text pieces; pacing must hold each step, not each piece.
+    await worker.complete([65, 66], SamplingParams(max_new_tokens=9, ignore_eos=True))
+    t_done = time.perf_counter()
+    stats = worker.last_stats
     assert stats.new_tokens == 9
-    assert paced_s >= 8 / 40  # 9 tokens: 8 waits of a fortieth of a second at least
-    assert paced_s > fast_s
-    assert stats.paced_ms > 100
-    assert stats.tpot_ms < 20  # model time only: the waits are not in it
+    assert len(steps) == 9  # the prompt, then a step per token after the first
+    gaps = [b - a for a, b in itertools.pairwise(steps)]
+    assert min(gaps) >= 0.8 / rate, gaps
+    assert t_done - steps[-1] < 1 / rate  # no wait after the last token
+    assert 0.9 * 7 / rate <= stats.paced_ms / 1000 <= sum(gaps) + 1 / rate
+    assert stats.tpot_ms < 10  # model time only: the waits are not in it
     assert stats.to_dict()["paced_ms"] == round(stats.paced_ms, 3)
     with pytest.raises(ValueError, match="max_tokens_per_s"):
         LMWorker(tiny_models["gqa"], max_tokens_per_s=0)
-    fast.close()
-    paced.close()
+    worker.close()
+
+
+async def test_every_token_pieces_give_one_item_per_step_and_the_same_text(
+    tiny_models: dict[str, Path],
+) -> None:
+    lm = LanguageModel(tiny_models["gqa"])
+    params = SamplingParams(max_new_tokens=20, ignore_eos=True, stop_strings=("zz",))
+    plain = list(lm.pieces([65, 66], params))
+    stepped = list(lm.pieces([65, 66], params, every_token=True))
+    assert "".join(stepped) == "".join(plain)
+    assert len(stepped) >= lm.stats.new_tokens - 1  # held-back text comes out with the last
+    assert "" in stepped
