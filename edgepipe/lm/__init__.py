@@ -9,7 +9,13 @@
 from __future__ import annotations
 
 from edgepipe.lm.describe import Describe
-from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, LMError, TokenizerMismatch
+from edgepipe.lm.errors import (
+    ContextOverflow,
+    DecoderLayoutError,
+    KVCacheAllocationError,
+    LMError,
+    TokenizerMismatch,
+)
 from edgepipe.lm.generate import GenerationStats, LanguageModel
 from edgepipe.lm.layout import DecoderLayout, InputNames
 from edgepipe.lm.runner import DecoderRunner
@@ -25,6 +31,7 @@ __all__ = [
     "Describe",
     "GenerationStats",
     "InputNames",
+    "KVCacheAllocationError",
     "LMError",
     "LMWorker",
     "LanguageModel",

@@ -51,6 +51,7 @@ class Describe:
         every_s: float = 10.0,
         sources: Sequence[Any] = (),
         stale_s: float = 3.0,
+        forget_s: float = 300.0,
         params: SamplingParams | None = None,
         max_seq_len: int | None = None,
         session: SessionConfig | None = None,
@@ -61,7 +62,7 @@ class Describe:
             raise ValueError("every_s must be positive")
         self.template = template
         self.every_s = every_s
-        self.window = SceneWindow(window_s, stale_s=stale_s, sources=sources)
+        self.window = SceneWindow(window_s, stale_s=stale_s, forget_s=forget_s, sources=sources)
         self.params = params or SamplingParams(max_new_tokens=48)
         self.worker = LMWorker(
             model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s
@@ -115,11 +116,14 @@ class Describe:
             except Exception as exc:
                 failure = exc
             finally:
-                ended = True
-                wake.set()
                 close = getattr(items, "aclose", None)
                 if close is not None:  # its held input is released now, not when collected
-                    await close()
+                    try:
+                        await close()
+                    except Exception as exc:
+                        failure = failure or exc
+                ended = True
+                wake.set()
 
         error: Exception | None = None
         try:

@@ -7,6 +7,7 @@
         └── LMError                  a decoder model or a request cannot be served   (model)
             ├── DecoderLayoutError   the model lacks the inputs/outputs a decoder needs
             ├── ContextOverflow      a request would pass max_seq_len              (needed, limit)
+            ├── KVCacheAllocationError  the device could not hold the KV cache
             └── TokenizerMismatch    the tokenizer's ids do not fit the model's vocabulary
 """
 
@@ -38,5 +39,11 @@ class ContextOverflow(LMError, ValueError):
 
 class TokenizerMismatch(LMError):
     """The tokenizer produces ids the model has no embedding for."""
+
+    retryable = False
+
+
+class KVCacheAllocationError(LMError, MemoryError):
+    """The session's device could not allocate the KV cache (a smaller max_seq_len may fit)."""
 
     retryable = False

@@ -105,6 +105,9 @@ class LanguageModel:
         full and ends with ``stop_reason="max_seq_len"``.
         """
         params = params or SamplingParams()
+        # This request's figures from the start: a refused request must not leave the previous
+        # one's in ``stats``.
+        stats = self.stats = GenerationStats(prompt_tokens=len(prompt))
         limit = self.max_seq_len
         if len(prompt) == 0:
             raise ValueError("the prompt has no tokens")
@@ -120,7 +123,6 @@ class LanguageModel:
         stops = set(params.stop_tokens)
         if not params.ignore_eos:
             stops.update(self.tokenizer.eos_ids)
-        stats = self.stats = GenerationStats(prompt_tokens=len(prompt))
         runner, sampler = self.runner, self.sampler
         sampler.start(params, list(prompt))
         self._cancel.clear()
@@ -137,15 +139,16 @@ class LanguageModel:
                 if index == 0:
                     stats.ttft_ms = (time.perf_counter() - t0) * 1000
                 stats.new_tokens += 1
-                yield token
+                # Known before the token goes out: whoever paces the steps must not wait for
+                # one that will not come.
                 if token in stops:
                     stats.stop_reason = "stop_token"
-                    return
-                if index + 1 == params.max_new_tokens:
+                elif index + 1 == params.max_new_tokens:
                     stats.stop_reason = "max_new_tokens"
-                    return
-                if runner.room() == 0:
+                elif runner.room() == 0:
                     stats.stop_reason = "max_seq_len"
+                yield token
+                if stats.stop_reason:
                     return
                 if self._cancel.is_set():
                     stats.stop_reason = "cancelled"
@@ -154,7 +157,7 @@ class LanguageModel:
                 logits = runner.feed((token,))
                 stats.token_ms.append((time.perf_counter() - t_step) * 1000)
         except GeneratorExit:  # the caller stopped asking: the request is cancelled at this token
-            stats.stop_reason = "cancelled"
+            stats.stop_reason = stats.stop_reason or "cancelled"  # unless it was complete anyway
             raise
 
     def pieces(self, prompt: str | Sequence[int], params: SamplingParams | None = None,

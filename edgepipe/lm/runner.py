@@ -24,7 +24,7 @@ import numpy as np
 from edgepipe.core.memory import memory_plan
 from edgepipe.infer.session import Session, SessionConfig
 from edgepipe.lm.cache import KVCache
-from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, LMError
+from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, KVCacheAllocationError, LMError
 from edgepipe.lm.layout import DecoderLayout, InputNames, check_config, read_layout, shares_buffer
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,8 @@ class DecoderRunner:
         else:  # the device's own memory, outside the (host) plan
             try:
                 self.cache = KVCache(lay, buffer_len, device=device)
-            except (RuntimeError, ValueError, MemoryError) as exc:  # ORT's allocation errors
-                raise LMError(
+            except Exception as exc:  # ORT's allocation errors have no common base but this
+                raise KVCacheAllocationError(
                     f"a KV cache for {buffer_len} positions ({lay.kv_bytes(buffer_len) / 1e9:.2f} GB) could "
                     f"not be allocated on {device[0]}:{device[1]}: {exc}; pass a smaller max_seq_len",
                     model=str(path),

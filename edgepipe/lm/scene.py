@@ -71,6 +71,8 @@ class SceneWindow:
         so that the prompt does not grow with every source that ever came and went."""
         if window_s <= 0:
             raise ValueError("window_s must be positive")
+        if forget_s < window_s:
+            raise ValueError(f"forget_s ({forget_s}) must be at least window_s ({window_s})")
         self.window_s = window_s
         self.stale_s = stale_s
         self.forget_s = forget_s

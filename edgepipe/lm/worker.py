@@ -111,7 +111,6 @@ class LMWorker:
             lm = self.lm
             assert lm is not None
             loop = asyncio.get_running_loop()
-            params = params or SamplingParams()
             rate = self.max_tokens_per_s
             # Paced, every model step comes back (text or ""), so the wait goes between steps.
             steps: Iterator[str] = lm.pieces(prompt, params, overflow, every_token=rate is not None)
@@ -120,7 +119,7 @@ class LMWorker:
             paced = 0.0
             try:
                 while True:
-                    if rate and t_first and lm.stats.new_tokens < params.max_new_tokens:
+                    if rate and t_first and not lm.stats.stop_reason:
                         # The next step may not start before the rate allows, counted from the
                         # first token (the prompt's prefill is one burst, not paced).
                         delay = t_first + lm.stats.new_tokens / rate - loop.time()

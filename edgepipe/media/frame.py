@@ -63,6 +63,7 @@ class FramePool:
         if (width, height) == self._planned:
             return
         _release_all(self._reservation)
+        self._planned = (0, 0)  # if the new size is refused, the next frame asks again
         what = f"frame pool ({self.capacity} x {width}x{height})"
         nbytes = self.capacity * width * height * 3 // 2
         self._reservation.append(memory_plan().reserve(self.name, what, nbytes))

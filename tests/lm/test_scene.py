@@ -31,6 +31,8 @@ def test_summary_counts_frames_with_each_label_inside_the_window() -> None:
     assert SceneWindow(5.0).fields(now=1.0)["summary"] == "no input"
     with pytest.raises(ValueError, match="window_s"):
         SceneWindow(0)
+    with pytest.raises(ValueError, match="forget_s"):
+        SceneWindow(60.0, forget_s=30.0)
 
 
 def test_observed_sources_are_live_then_silent() -> None:

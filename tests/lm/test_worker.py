@@ -127,3 +127,35 @@ async def test_every_token_pieces_give_one_item_per_step_and_the_same_text(
     assert "".join(stepped) == "".join(plain)
     assert len(stepped) >= lm.stats.new_tokens - 1  # held-back text comes out with the last
     assert "" in stepped
+
+
+@pytest.mark.parametrize("end", ["stop_token", "max_seq_len"])
+async def test_no_pacing_wait_after_the_last_token(tiny_models: dict[str, Path], end: str) -> None:
+    rate = 10.0
+    worker = LMWorker(tiny_models["gqa"], max_tokens_per_s=rate)
+    await worker.start()
+    assert worker.lm is not None
+    if end == "stop_token":  # the third token the model writes ends the request
+        free = list(worker.lm.tokens([65, 66], SamplingParams(max_new_tokens=3, ignore_eos=True)))
+        prompt, params = [65, 66], SamplingParams(max_new_tokens=20, ignore_eos=True, stop_tokens=(free[2],))
+    else:  # two tokens of room left in the 64-position cache
+        prompt, params = [65] * 62, SamplingParams(max_new_tokens=20, ignore_eos=True)
+    t0 = time.perf_counter()
+    await worker.complete(prompt, params, overflow="stop")
+    took = time.perf_counter() - t0
+    stats = worker.last_stats
+    assert stats.stop_reason == end
+    steps = stats.new_tokens - 1
+    assert steps / rate * 0.9 <= took < (steps + 0.8) / rate  # the waits between steps, none after
+
+
+async def test_a_refused_request_leaves_its_own_stats(tiny_models: dict[str, Path]) -> None:
+    from edgepipe.lm import ContextOverflow
+
+    worker = LMWorker(tiny_models["gqa"])
+    await worker.complete([65, 66], SamplingParams(max_new_tokens=5, ignore_eos=True))
+    assert worker.last_stats.new_tokens == 5
+    with pytest.raises(ContextOverflow):
+        await worker.complete([65] * 60, SamplingParams(max_new_tokens=10))
+    assert (worker.last_stats.prompt_tokens, worker.last_stats.new_tokens) == (60, 0)
+    worker.close()
