@@ -12,8 +12,8 @@ use:
   stalled (read timed out), no frames for 12 s, 2 reconnects".
 
 A source's state comes from the source object when one is given (``sources=[video_source]``:
-anything with ``source_id``, ``state``, ``state_reason`` and ``reconnects``, as
-:class:`~edgepipe.media.VideoSource` has), and otherwise from what arrives: a source whose
+anything with ``source_id``, ``state``, ``state_reason`` (or both as ``state_info``) and
+``reconnects``, as :class:`~edgepipe.media.VideoSource` has), and otherwise from what arrives: a source whose
 frames stopped coming ``stale_s`` seconds ago is "silent".
 """
 
@@ -116,8 +116,11 @@ class SceneWindow:
             fps = n / span if span > 0 else 0.0
             obj = objects.get(sid)
             if obj is not None:
-                state = str(getattr(obj, "state", "unknown"))
-                reason = "" if state == "live" else str(getattr(obj, "state_reason", "") or "")
+                info = getattr(obj, "state_info", None)  # read together where the source can
+                if info is None:
+                    info = (getattr(obj, "state", "unknown"), getattr(obj, "state_reason", ""))
+                state = str(info[0])
+                reason = "" if state == "live" else str(info[1] or "")
                 reconnects = int(getattr(obj, "reconnects", 0) or 0)
             else:
                 state = "live" if age is not None and age <= self.stale_s else "silent"

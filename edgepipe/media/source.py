@@ -88,9 +88,9 @@ class VideoSource:
         self.dropped = 0
         self.corrupt = 0
         self.reconnects = 0
-        self.state = "idle"
-        self.state_reason = ""
-        """Why the source is in its state ("read timed out", ...): empty when live."""
+        # One tuple, replaced whole by the decode thread: a reader never pairs a state with
+        # another state's reason.
+        self._state: tuple[str, str] = ("idle", "")
         self.decoder_used = ""
         self.pool: FramePool | None = None
         self._handoff: Handoff | None = None
@@ -103,6 +103,21 @@ class VideoSource:
 
     def __repr__(self) -> str:
         return f"VideoSource({self.url!r})"
+
+    @property
+    def state(self) -> str:
+        """connecting, live, stalled, reconnecting, ended (idle before start)."""
+        return self._state[0]
+
+    @property
+    def state_reason(self) -> str:
+        """Why the source is in its state ("read timed out", ...): empty when live."""
+        return self._state[1]
+
+    @property
+    def state_info(self) -> tuple[str, str]:
+        """(state, reason), read together."""
+        return self._state
 
     @property
     def source_id(self) -> str:
@@ -180,8 +195,7 @@ class VideoSource:
     def _set_state(self, state: str, reason: str = "") -> None:
         if state == self.state and not reason:
             return
-        self.state = state
-        self.state_reason = reason
+        self._state = (state, reason)
         self._update_gauges()
         assert self._handoff is not None
         self._handoff.post("state", (state, reason))
