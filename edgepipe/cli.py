@@ -228,9 +228,15 @@ def graph_dict(graph: Graph, workers: dict[str, int]) -> dict[str, Any]:
             for n in graph.nodes
         ],
         "channels": [
-            {"from": list(n.inputs), "to": n.node_id, "size": n.queue_size, "policy": n.policy.value}
+            {
+                "from": lane.source,
+                "to": n.node_id,
+                "lane": lane.name,
+                "size": lane.size,
+                "policy": lane.policy.value,
+            }
             for n in graph.nodes
-            if n.inputs
+            for lane in n.lanes
         ],
         "resources": [
             {
@@ -257,9 +263,10 @@ def _graph(args: argparse.Namespace, extra: list[str]) -> int:
         types = f"{n['in_type'] or '-'} -> {n['out_type'] or '-'}"
         print(f"  {n['id']:<{width}}  {n['kind']:<6}  {n['code']}  [{types}]  resource={n['resource']}"
               f"  on_error={n['on_error']}  ({n['declared_at']})")  # fmt: skip
-    print("channels (each node's inbox):")
+    print("channels (one lane of its consumer's inbox each):")
     for c in data["channels"]:
-        print(f"  {', '.join(c['from'])} -> {c['to']}  size={c['size']} policy={c['policy']}")
+        lane = "" if c["lane"] == c["from"] else f"[{c['lane']}]"
+        print(f"  {c['from']} -> {c['to']}{lane}  size={c['size']} policy={c['policy']}")
     print("resources:")
     for r in data["resources"]:
         print(f"  {r['name']}: {r['threads']} thread(s) for {', '.join(r['nodes'])}")

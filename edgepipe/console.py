@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from edgepipe.core.channel import ChannelStats
 from edgepipe.core.runtime import Runtime, Snapshot, Watcher
 
 REFRESH_S = 1.0
@@ -23,7 +24,6 @@ def _ms(value: float | None) -> str:
 
 def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) -> Table:
     """One row per node (with its inbox's depth and drops); rates over the last interval."""
-    channels = {c.name: c for c in snap.channels}
     before = {n.node_id: n for n in previous.nodes} if previous else {}
     dt = snap.t_s - previous.t_s if previous else snap.t_s
     table = Table(title=f"{title}  ({snap.t_s:.1f} s)", title_justify="left", expand=False)
@@ -34,7 +34,12 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
         prior = before.get(node.node_id)
         done = node.items_out - (prior.items_out if prior else 0)
         rate = done / dt if dt > 0 else 0.0
-        inbox = channels.get(node.node_id)
+        lanes = snap.inbox(node.node_id)
+        info = dict(node.gauges)
+        if node.skipped:
+            info["skipped"] = node.skipped  # circuit open: items dropped without a call
+        if node.replaced:
+            info["replaced"] = node.replaced
         table.add_row(
             node.node_id,
             node.kind,
@@ -47,11 +52,21 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
             _ms(node.latency_p95_ms),
             _ms(node.latency_p99_ms),
             f"{node.busy_frac:.0%}",
-            f"{inbox.depth}/{inbox.size} {inbox.policy}" if inbox else "-",
-            str(inbox.dropped) if inbox else "-",
-            " ".join(f"{k}={v}" for k, v in node.gauges.items()),
+            _queue(lanes),
+            str(sum(c.dropped for c in lanes)) if lanes else "-",
+            " ".join(f"{k}={v}" for k, v in info.items()),
         )
     return table
+
+
+def _queue(lanes: tuple[ChannelStats, ...]) -> str:
+    """Depth/size and policy of a node's inbox: per lane when its lanes differ."""
+    if not lanes:
+        return "-"
+    if len({c.policy for c in lanes}) == 1:
+        depth, size = sum(c.depth for c in lanes), sum(c.size for c in lanes)
+        return f"{depth}/{size} {lanes[0].policy}"
+    return " ".join(f"{c.depth}/{c.size} {c.policy}" for c in lanes)
 
 
 def live_stats(title: str) -> Watcher:

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from edgepipe import Message, Pipeline
+from edgepipe import Input, Message, Pipeline
 from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
 from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
 from edgepipe.media.encode import Recorder
@@ -87,19 +87,23 @@ async def log_faces(detections: Detections) -> None:
 
 class Annotate:
     """Copies each frame (the decoder's own is read-only) and draws the latest motion box and
-    face boxes."""
+    face boxes. Its inputs are three lanes: ``frames`` (the newest only), ``motion`` and
+    ``faces`` (every result, never dropped for a frame)."""
 
     def __init__(self) -> None:
         self.box: list[int] | None = None
         self.faces: Detections | None = None
 
-    def process(self, item: Frame | Message | Detections) -> Frame | None:
-        if isinstance(item, Message):
+    def process(self, item: Frame | Message | Detections, lane: str) -> Frame | None:
+        if lane == "motion":
+            assert isinstance(item, Message)
             self.box = item.data["box_xyxy"]
             return None
-        if isinstance(item, Detections):
+        if lane == "faces":
+            assert isinstance(item, Detections)
             self.faces = item if len(item) else None
             return None
+        assert isinstance(item, Frame)
         frame = writable_copy(item)
         if self.box is not None:
             draw_box(frame, self.box, COLORS["yellow"])
@@ -127,13 +131,13 @@ def pipeline(
     motion = p.stage("motion", MotionDetector(threshold, min_pixels=16), inputs=camera, policy="latest",
                      queue_size=1, timeout_s=1.0)  # fmt: skip
     p.sink("log", log_motion, inputs=motion)
-    inputs = [camera, motion]
+    inputs = {"frames": Input(camera, policy="latest", size=1), "motion": motion}
     if detect != "none":
         faces = p.stage("faces", Detector(detect, every=every), inputs=camera, policy="latest", queue_size=1,
                         timeout_s=5.0)  # fmt: skip
         p.sink("face_log", log_faces, inputs=faces)
-        inputs.append(faces)
+        inputs["faces"] = faces
     if record:
-        annotated = p.stage("annotate", Annotate(), inputs=inputs, policy="latest", queue_size=2)
+        annotated = p.stage("annotate", Annotate(), inputs=inputs, queue_size=4)
         p.sink("record", Recorder(record), inputs=annotated, queue_size=4)
     return p

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Detections/s of the Detector fed by a VideoSource, against a bare ONNX Runtime loop; and
-NV12/I420 -> tensor preprocessing against OpenCV.
+"""Detections/s of the Detector on live video and on a file, against a bare ONNX Runtime loop;
+and NV12/I420 -> tensor preprocessing against OpenCV.
 
-1. Pipeline: ``VideoSource(clip)`` -> ``Detector("centerface")`` -> a sink, through the whole
-   runtime (decode thread, frame pool, preprocessing, deadline-bounded runs, adapter, NMS).
-   Rate = frames detected per second, from the first result to the last (start-up excluded).
-2. Ceiling: ``onnxruntime.InferenceSession.run`` in a loop on ready-made tensors (the clip's
+1. Ceiling: ``onnxruntime.InferenceSession.run`` in a loop on ready-made tensors (the clip's
    first 30 frames, letterboxed before timing starts), with the same intra-op threads and
    spinning off, ONNX Runtime's defaults otherwise: the model's own speed with nothing else to
    do. (edgepipe's own session settings, such as flushing denormals, count in its favour.)
-3. Preprocessing, per 1080p frame into the same letterboxed float tensor: edgepipe's numpy
+2. Live (the headline): a camera-like source feeds the clip's decoded frames at twice the bare
+   rate into ``Detector("centerface")`` through a ``latest`` lane of one frame, as a live
+   pipeline reads a camera; the frames are decoded before timing starts, so the ratio measures
+   the runtime (lanes, the overlap of preprocessing with the model, deadlines, adapter, NMS) and
+   not the decoder. Rate = detections per second, from the first result to the last.
+3. File: ``VideoSource(clip)`` -> the Detector through a lossless ``block`` lane (decode thread,
+   frame pool and all), every frame detected.
+4. Preprocessing, per 1080p frame into the same letterboxed float tensor: edgepipe's numpy
    path (the default) and swscale path, an ONNX preprocessing graph (resize + colour inside
    ONNX Runtime, the third way the issue asked to measure), and OpenCV ``cvtColor`` (I420 ->
    RGB, full size) + ``resize`` + the same normalization into the tensor (the baseline).
@@ -17,8 +21,8 @@ NV12/I420 -> tensor preprocessing against OpenCV.
     python scripts/bench_detect.py                  # 1080p30 6 s clip, 3 rounds
     python scripts/bench_detect.py --threads 2 --input-size 960
 
-Targets (issue #4): pipeline >= 0.9x the bare loop; preprocessing faster than OpenCV.
-The last line printed is one JSON object with the figures.
+Targets: live pipeline >= 0.95x the bare loop (issue #11); file pipeline >= 0.9x (issue #4);
+preprocessing faster than OpenCV. The last line printed is one JSON object with the figures.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import av
@@ -40,12 +45,15 @@ from edgepipe.infer import SessionConfig, resolve
 from edgepipe.infer.onnxfile import free_image_dims
 from edgepipe.infer.providers import intra_op_threads
 from edgepipe.media import VideoSource
-from edgepipe.media.frame import from_av
+from edgepipe.media.frame import Frame, from_av
 from edgepipe.media.tensor import Preprocessor, TensorFormat
 from edgepipe.vision import Detections, Detector
 
-TARGET_PIPELINE = 0.9
+TARGET_LIVE = 0.95
+TARGET_FILE = 0.9
 TARGET_PREPROCESS = 1.0
+FEED_OVER_BARE = 2.0
+"""The live source feeds frames this many times faster than the bare loop runs (>= 1.5)."""
 
 
 def pipeline_rate(clip: Path, config: SessionConfig, input_size: int) -> tuple[float, int, tuple[int, int]]:
@@ -64,6 +72,50 @@ def pipeline_rate(clip: Path, config: SessionConfig, input_size: int) -> tuple[f
     pre = next(iter(detector._preprocessors.values()))
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
     return rate, len(stamps), (pre.fmt.height, pre.fmt.width)
+
+
+def decoded_frames(clip: Path, count: int) -> list[av.VideoFrame]:
+    with av.open(str(clip)) as container:
+        frames = []
+        for frame in container.decode(video=0):
+            frames.append(frame)
+            if len(frames) >= count:
+                break
+    return frames
+
+
+def live_rate(
+    frames: list[av.VideoFrame], config: SessionConfig, input_size: int, feed_fps: float, seconds: float
+) -> tuple[float, int, int]:
+    """(detections/s, frames fed, prepared frames replaced by newer ones) on a live feed."""
+    stamps: list[float] = []
+    fed = 0
+
+    async def camera() -> AsyncIterator[Frame]:
+        nonlocal fed
+        interval = 1.0 / feed_fps
+        t_next = time.perf_counter()
+        end = t_next + seconds
+        while t_next < end:
+            # A view of an already decoded frame, stamped as it leaves: a camera at feed_fps.
+            yield from_av(frames[fed % len(frames)], source_id="camera", seq=fed)
+            fed += 1
+            t_next += interval
+            delay = t_next - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+
+    def sink(result: Detections) -> None:
+        stamps.append(time.perf_counter())
+
+    p = Pipeline("bench-detect-live")
+    video = p.source("camera", camera)
+    detector = Detector("centerface", input_size=input_size, session=config)
+    faces = p.stage("faces", detector, inputs=video, policy="latest", queue_size=1)
+    p.sink("sink", sink, inputs=faces, blocking=False)
+    report = asyncio.run(run_async(p))
+    rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
+    return rate, fed, report.stats.node("faces").replaced
 
 
 def ready_tensors(clip: Path, shape: tuple[int, int], count: int) -> list[np.ndarray]:
@@ -211,6 +263,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clip", type=Path, help="a clip (default: a generated 1080p30 one)")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of the generated clip")
+    parser.add_argument("--live-seconds", type=float, default=5.0, help="how long the live feed runs")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: edgepipe's)")
     parser.add_argument("--input-size", type=int, default=640)
@@ -223,24 +276,33 @@ def main() -> int:
     config = SessionConfig(threads=threads, timeout_s=10.0)
     model = resolve("centerface").path
     model_bytes = free_image_dims(model.read_bytes())
+    decoded = decoded_frames(clip, 60)
 
-    ours, bare = [], []
+    live, bare, file = [], [], []
+    fed = replaced = 0
     tensors: list[np.ndarray] = []
-    for _ in range(args.rounds):  # alternate, so drift on a shared machine hits both
+    for _ in range(args.rounds):  # alternate, so drift on a shared machine hits all of them
         rate, frames, shape = pipeline_rate(clip, config, args.input_size)
-        ours.append(rate)
+        file.append(rate)
         tensors = tensors or ready_tensors(clip, shape, 30)
         bare.append(bare_rate(model_bytes, threads, tensors, min(frames, 120)))
-    rate, bare_r = statistics.median(ours), statistics.median(bare)
-    ratio = rate / bare_r
+        feed_fps = FEED_OVER_BARE * bare[-1]
+        rate, fed, replaced = live_rate(decoded, config, args.input_size, feed_fps, args.live_seconds)
+        live.append(rate)
+    live_r, bare_r, file_r = statistics.median(live), statistics.median(bare), statistics.median(file)
+    ratio, file_ratio = live_r / bare_r, file_r / bare_r
     pre = preprocessing(clip, shape, 60)
     pre_ratio = pre["opencv"] / pre["numpy"] if "opencv" in pre else None  # numpy: the default path
 
     print(f"clip: {clip} ({frames} frames), model input {shape[1]}x{shape[0]}, {threads} intra-op thread(s)")
-    print(f"Detector pipeline       {rate:8.2f} detections/s (frames detected per second)")
     print(f"bare session.run loop   {bare_r:8.2f} runs/s")
-    verdict = "meets" if ratio >= TARGET_PIPELINE else "MISSES"
-    print(f"ratio vs bare loop {ratio:.3f}x {verdict} the target of {TARGET_PIPELINE}x")
+    print(f"live: latest lane       {live_r:8.2f} detections/s (fed {FEED_OVER_BARE:g}x the bare rate, "
+          f"{fed} frames in the last round, {replaced} prepared frames replaced by newer ones)")  # fmt: skip
+    verdict = "meets" if ratio >= TARGET_LIVE else "MISSES"
+    print(f"live ratio vs bare loop {ratio:.3f}x {verdict} the target of {TARGET_LIVE}x")
+    print(f"file: block lane        {file_r:8.2f} detections/s (every frame of the clip)")
+    verdict = "meets" if file_ratio >= TARGET_FILE else "MISSES"
+    print(f"file ratio vs bare loop {file_ratio:.3f}x {verdict} the target of {TARGET_FILE}x")
     print("preprocessing, ms per 1080p frame into the tensor:")
     for name, ms in pre.items():
         print(f"  {name:<12} {ms:7.3f} ms")
@@ -256,14 +318,23 @@ def main() -> int:
         "frames": frames,
         "input": f"{shape[1]}x{shape[0]}",
         "threads": threads,
-        "detections_per_s": round(rate, 2),
+        "detections_per_s": round(live_r, 2),
         "bare_runs_per_s": round(bare_r, 2),
         "ratio_vs_bare": round(ratio, 3),
+        "live_feed_fps": round(FEED_OVER_BARE * bare_r, 2),
+        "live_replaced": replaced,
+        "file_detections_per_s": round(file_r, 2),
+        "file_ratio_vs_bare": round(file_ratio, 3),
         "preprocess_ms": {k: round(v, 3) for k, v in pre.items()},
         "opencv_over_edgepipe": round(pre_ratio, 2) if pre_ratio is not None else None,
-        "target_ratio": TARGET_PIPELINE,
+        "target_ratio": TARGET_LIVE,
+        "target_file_ratio": TARGET_FILE,
     }))  # fmt: skip
-    ok = ratio >= TARGET_PIPELINE and (pre_ratio is None or pre_ratio > TARGET_PREPROCESS)
+    ok = (
+        ratio >= TARGET_LIVE
+        and file_ratio >= TARGET_FILE
+        and (pre_ratio is None or pre_ratio > TARGET_PREPROCESS)
+    )
     return 0 if ok else 1
 
 

@@ -260,13 +260,30 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
     assert "faces     stage   Detector  [Frame -> Detections]" in text.stdout
     data = json.loads(edgepipe("graph", "pipelines/demo.py", "--format", "json").stdout)
     assert [n["id"] for n in data["nodes"]] == ["camera", "motion", "faces", "log", "face_log"]
-    assert data["channels"][0] == {"from": ["camera"], "to": "motion", "size": 1, "policy": "latest"}
+    assert data["channels"][0] == {
+        "from": "camera",
+        "to": "motion",
+        "lane": "camera",
+        "size": 1,
+        "policy": "latest",
+    }
     recording = json.loads(
         edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4", "--format", "json").stdout
     )
     assert [n["id"] for n in recording["nodes"]] == [
         "camera", "motion", "faces", "log", "face_log", "annotate", "record"
     ]  # fmt: skip
+    lanes = {c["lane"]: c for c in recording["channels"] if c["to"] == "annotate"}
+    assert lanes["frames"] == {
+        "from": "camera",
+        "to": "annotate",
+        "lane": "frames",
+        "size": 1,
+        "policy": "latest",
+    }
+    assert lanes["motion"]["policy"] == lanes["faces"]["policy"] == "block"  # results are never dropped
+    recording_text = edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4").stdout
+    assert "camera -> annotate[frames]  size=1 policy=latest" in recording_text
 
 
 def test_results_on_a_full_disk_lose_results_not_the_pipeline(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +25,70 @@ def test_clean(command: list[str]) -> None:
         [str(BIN / command[0]), *command[1:]], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+PACKAGE = REPO / "edgepipe"
+MAX_MODULE_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The edgepipe modules ``path`` imports, at run time or for type checking only."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in modules else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m in modules}
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"split these by concern (STYLE.md): {long}"
+
+
+def test_no_import_cycles_not_even_type_only_ones() -> None:
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {name: _imports(path, set(paths)) - {name} for name, path in paths.items()}
+
+    def cycle_from(start: str) -> list[str] | None:
+        stack: list[tuple[str, list[str]]] = [(start, [start])]
+        seen: set[str] = set()
+        while stack:
+            node, path = stack.pop()
+            for dep in graph[node]:
+                if dep == start:
+                    return [*path, start]
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append((dep, [*path, dep]))
+        return None
+
+    cycles = [c for name in sorted(graph) if (c := cycle_from(name))]
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_core_imports_no_media_or_model_runtime() -> None:
+    # The graph runtime stays testable in milliseconds, with fakes (ARCHITECTURE.md).
+    heavy = {"av", "onnxruntime", "aiortc", "numpy"}
+    for path in (PACKAGE / "core").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not names & heavy, f"{path.name} imports {names & heavy}"

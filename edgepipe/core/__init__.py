@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgepipe.core.channel import Channel, ChannelStats, Policy
+from edgepipe.core.channel import Channel, ChannelStats, Inbox, Policy
 from edgepipe.core.errors import (
     ChannelClosed,
     EdgepipeError,
@@ -15,12 +15,14 @@ from edgepipe.core.errors import (
     PipelineError,
     PipelineFileError,
 )
+from edgepipe.core.graph import Graph
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.memory import MemoryBudgetError, MemoryPlan, Reservation, memory_plan
 from edgepipe.core.metrics import NodeStats
-from edgepipe.core.pipeline import ErrorPolicy, Graph, NodeKind, NodeRef, NodeSpec, OnError, Pipeline
+from edgepipe.core.pipeline import Pipeline
 from edgepipe.core.results import Message, ResultsWriter
 from edgepipe.core.runtime import RunReport, Runtime, Snapshot
+from edgepipe.core.spec import ErrorPolicy, Input, LaneSpec, NodeKind, NodeRef, NodeSpec, OnError
 
 __all__ = [
     "Channel",
@@ -31,6 +33,9 @@ __all__ = [
     "ErrorPolicy",
     "Graph",
     "GraphError",
+    "Inbox",
+    "Input",
+    "LaneSpec",
     "MemoryBudgetError",
     "MemoryPlan",
     "Message",

@@ -2,7 +2,8 @@
 
 Sources become an ``open()`` that returns a fresh async iterator (called again on restart).
 Stages and sinks become a per-item call in one of three modes, chosen once per node rather than
-tested per item:
+tested per item (code with a second parameter named ``lane`` is also given the name of the
+inbox lane each item came from):
 
 - ``async``: ``await fn(item)`` on the event loop (async functions and methods);
 - ``thread``: the call runs on the node's resource executor (sync code, the default for it);
@@ -26,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgepipe.core.errors import GraphError
-from edgepipe.core.pipeline import NodeKind, NodeSpec
-
-_END = object()
+from edgepipe.core.markers import END
+from edgepipe.core.spec import NodeKind, NodeSpec
+from edgepipe.core.types import takes_lane, unwrap
 
 
 def _invalid(spec: NodeSpec, message: str) -> GraphError:
@@ -42,21 +43,15 @@ async def _no_hook() -> None:
     return None
 
 
-def _unwrap(fn: Any) -> Any:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return fn
-
-
 def _is_async_fn(fn: Any) -> bool:
-    fn = _unwrap(fn)
+    fn = unwrap(fn)
     return inspect.iscoroutinefunction(fn) or (
         callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
     )
 
 
 def _is_async_gen_fn(fn: Any) -> bool:
-    return inspect.isasyncgenfunction(_unwrap(fn))
+    return inspect.isasyncgenfunction(unwrap(fn))
 
 
 def _to_thread(executor: Any, fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
@@ -95,7 +90,7 @@ class SourceAdapter:
 class ProcessAdapter:
     mode: str
     """``async``, ``thread``, ``inline`` or ``stream``."""
-    call: Callable[[Any], Any]
+    call: Callable[..., Any]
     """Per item: returns an awaitable (async), a value (inline; thread, where the runner calls it
     on the node's executor) or, for stream, an async iterator when called with the input stream."""
     start: Hook
@@ -107,6 +102,9 @@ class ProcessAdapter:
     """``thread`` mode only: the object's ``process_batch(items)``, used when its ``batch_size``
     is above 1 (see :mod:`edgepipe.core.batched`)."""
     batch_size: int = 1
+    takes_lane: bool = False
+    """Per-item modes: the code is called as ``call(item, lane)`` (it has a second parameter
+    named ``lane``) with the name of the inbox lane the item came from."""
 
 
 async def _aiter_inline(items: Iterable[Any]) -> AsyncIterator[Any]:
@@ -118,8 +116,8 @@ async def _aiter_thread(iterator: Iterator[Any], executor: Any) -> AsyncIterator
     loop = asyncio.get_running_loop()
     while True:
         # next() with a default: a StopIteration must not cross the executor's future.
-        item = await loop.run_in_executor(executor, next, iterator, _END)
-        if item is _END:
+        item = await loop.run_in_executor(executor, next, iterator, END)
+        if item is END:
             return
         yield item
 
@@ -213,15 +211,16 @@ def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> Process
                 "timeout_s applies to per-item calls, not to a stream stage",
             )
         return ProcessAdapter("stream", fn, start, stop)
+    lane = takes_lane(fn)
     if _is_async_fn(fn):
-        return ProcessAdapter("async", fn, start, stop)
+        return ProcessAdapter("async", fn, start, stop, takes_lane=lane)
     if spec.blocking is False:
         if spec.timeout_s is not None:
             raise _invalid(
                 spec,
                 "timeout_s cannot interrupt code that runs on the event loop; drop blocking=False",
             )
-        return ProcessAdapter("inline", fn, start, stop)
+        return ProcessAdapter("inline", fn, start, stop, takes_lane=lane)
     prepare = getattr(target, "prepare", None)
     if fn is target or not callable(prepare) or _is_async_fn(prepare):
         prepare = None
@@ -229,4 +228,4 @@ def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> Process
     batch_size = getattr(target, "batch_size", 1)
     if fn is target or not callable(process_batch) or not isinstance(batch_size, int) or batch_size < 2:
         process_batch, batch_size = None, 1
-    return ProcessAdapter("thread", fn, start, stop, prepare, process_batch, batch_size)
+    return ProcessAdapter("thread", fn, start, stop, prepare, process_batch, batch_size, lane)

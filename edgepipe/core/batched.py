@@ -2,10 +2,11 @@
 
 A stage object with ``process_batch(items) -> outputs`` (sync, one output or None per item, in
 order) and a ``batch_size`` above 1 is called with up to ``batch_size`` items at once: the one
-it waited for plus those already queued behind it. It never waits for a batch to fill, so
-batching adds no latency: under light load every call has one item, and when several cameras
-feed one detector faster than it runs, their frames queue up and go through the model together
-(an accelerator runs a batch of four in far less than four times one).
+it waited for plus those already queued behind it (across its lanes, in arrival order). It
+never waits for a batch to fill, so batching adds no latency: under light load every call has
+one item, and when several cameras feed one detector faster than it runs, their frames queue up
+and go through the model together (an accelerator runs a batch of four in far less than four
+times one).
 
 If the object also has ``prepare(item)``, each item is prepared in the same call before the
 batch is processed; a prepared item that is :class:`~edgepipe.core.lease.Leased` is released
@@ -15,33 +16,16 @@ counts once and skips the whole batch; ``timeout_s`` bounds the whole call.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgepipe.core.errors import EndOfStream
-from edgepipe.core.lease import Leased
-from edgepipe.core.pipeline import NodeKind
-
-if TYPE_CHECKING:
-    from edgepipe.core.node import NodeRunner
-
-
-class Batch(Leased):
-    """The items of one call. Holds their references: an abandoned call (past its deadline)
-    keeps them leased until its thread finishes, as a single item would be."""
-
-    __slots__ = ("items",)
-
-    def __init__(self, items: list[Any]) -> None:
-        super().__init__()
-        self.items = items
-
-    def _free(self) -> None:
-        items, self.items = self.items, []
-        for item in items:
-            if isinstance(item, Leased):
-                item.release()
+from edgepipe.core.lease import Batch, Leased
+from edgepipe.core.markers import EMPTY
+from edgepipe.core.parts import NodeParts
+from edgepipe.core.spec import NodeKind
 
 
 def batch_call(
@@ -69,44 +53,48 @@ def batch_call(
     return call
 
 
-async def run_batched(node: NodeRunner, call: Callable[[Batch], list[Any]], batch_size: int) -> None:
+async def run_batched(node: NodeParts, call: Callable[[Batch], list[Any]], batch_size: int) -> None:
     """The node's loop, one call per batch of waiting items. Returns at end of input."""
     inbox = node.inbox
     assert inbox is not None
     timeout_s = node.spec.timeout_s
-    emit = node._emit if node.spec.kind is NodeKind.STAGE else None
+    stage = node.spec.kind is NodeKind.STAGE
+    circuit = node.circuit
     m = node.metrics
     while True:
         try:
             batch = [await inbox.get()]
         except EndOfStream:
             return
-        while len(batch) < batch_size:
-            item = inbox.get_nowait()
-            if item is None:
-                break
-            batch.append(item)
-        m.items_in += len(batch)
+        with contextlib.suppress(EndOfStream):  # the end is seen again at the next get
+            while len(batch) < batch_size:
+                item = inbox.get_nowait()
+                if item is EMPTY:
+                    break
+                batch.append(item)
         held = Batch(batch)
+        if circuit.failures and not await circuit.admit(held):
+            continue
         t0 = time.perf_counter_ns()
         try:
             outputs = await node.call_thread(call, held, timeout_s)
         except Exception as exc:
             held.release()
-            await node._failed(exc, restart_hooks=True)
+            await circuit.failed(exc)
             continue
         except BaseException:  # cancelled at shutdown: the call keeps its own lease on the batch
             held.release()
             raise
         m.record(time.perf_counter_ns() - t0)
-        node._consecutive_failures = 0
+        if circuit.failures:
+            await circuit.succeeded()
         held.items = []  # the references go on below, item by item
         held.release()
         for item, out in zip(batch, outputs, strict=True):
             if out is not item and isinstance(item, Leased):
                 item.release()
         for item, out in zip(batch, outputs, strict=True):
-            if emit is not None and out is not None:
-                await emit(out)
+            if stage and out is not None:
+                await node.outputs.emit(out)
             elif out is item and isinstance(out, Leased):
                 out.release()

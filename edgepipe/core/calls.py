@@ -8,17 +8,21 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
 
-from edgepipe.core.batched import Batch
 from edgepipe.core.errors import NodeTimeout
-from edgepipe.core.lease import Leased, release_later
+from edgepipe.core.lease import Batch, Leased, release_later
 
 
 async def call_in_thread(
-    executor: Any, node_id: str, fn: Callable[[Any], Any], item: Any, timeout_s: float | None
+    executor: Any,
+    node_id: str,
+    fn: Callable[..., Any],
+    item: Any,
+    timeout_s: float | None,
+    lane: str | None = None,
 ) -> Any:
-    """``fn(item)`` on ``executor``; past ``timeout_s``, :class:`NodeTimeout` and the call is
-    abandoned to its thread."""
-    future = executor.submit(fn, item)
+    """``fn(item)`` (``fn(item, lane)`` when a lane is given) on ``executor``; past
+    ``timeout_s``, :class:`NodeTimeout` and the call is abandoned to its thread."""
+    future = executor.submit(fn, item) if lane is None else executor.submit(fn, item, lane)
     waiting = asyncio.wrap_future(future)
     if timeout_s is None:
         try:

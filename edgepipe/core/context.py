@@ -30,6 +30,12 @@ class NodeContext:
     run_blocking: Callable[..., Awaitable[Any]] | None = None
     """``await run_blocking(fn, *args)`` runs blocking set-up work (loading a model) on the
     node's hook threads, off the event loop, with the context of the node."""
+    consumer_holds: tuple[int, ...] = ()
+    """How many of this node's items each consumer can hold at once: its lane's size plus what
+    it has in hand (one, two when it prepares the next item while processing, a batch). A pool
+    of items feeding them needs their sum, plus the one being made."""
+    lane: str = ""
+    """In a stream stage, the lane the item just received came from."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

@@ -94,7 +94,7 @@ class EndOfStream(Exception):
     """Raised by ``Channel.get()`` when the channel is closed and drained."""
 
 
-def describe(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     """``Type: message`` for a log line or an error naming its cause."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

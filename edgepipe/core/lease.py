@@ -57,6 +57,24 @@ class Leased:
         """Give the backing memory back. Subclasses override; called exactly once."""
 
 
+class Batch(Leased):
+    """The items of one batched call (:mod:`edgepipe.core.batched`). Holds their references:
+    an abandoned call (past its deadline) keeps them leased until its thread finishes, as a
+    single item would be."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        super().__init__()
+        self.items = items
+
+    def _free(self) -> None:
+        items, self.items = self.items, []
+        for item in items:
+            if isinstance(item, Leased):
+                item.release()
+
+
 def release_later(loop: asyncio.AbstractEventLoop, item: Leased) -> Callable[[Any], None]:
     """A done-callback for a worker thread's future: release ``item`` on the loop when the
     thread is finished with it (or at once if the loop is gone)."""

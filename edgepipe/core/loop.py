@@ -24,10 +24,6 @@ def loop_factory(name: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
-def loop_name(loop: asyncio.AbstractEventLoop) -> str:
-    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
-
-
 def run(main: Coroutine[Any, Any, T], *, loop: str = "auto", debug: bool = False) -> T:
     """Run ``main`` to completion on a new loop of the chosen kind."""
     with asyncio.Runner(loop_factory=loop_factory(loop), debug=debug) as runner:

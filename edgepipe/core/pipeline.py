@@ -7,6 +7,11 @@ A pipeline file builds one :class:`Pipeline`::
     boxes = p.stage("detect", detect, inputs=frames, policy="latest", queue_size=2)
     p.sink("log", write_line, inputs=boxes)
 
+Each input of a node is a lane of its inbox with a policy and size of its own; ``policy`` and
+``queue_size`` are the defaults of its lanes, and a lane can say otherwise::
+
+    p.stage("annotate", Annotate(), inputs={"frames": (frames, "latest", 1), "boxes": boxes})
+
 Declaring checks what it can at once (a duplicate id, an unknown policy) and raises
 :class:`GraphError` naming the ``file:line`` of the call. :meth:`Pipeline.validate` checks the
 rest (dangling inputs, cycles, item types) and returns the :class:`Graph` the runtime runs.
@@ -14,132 +19,32 @@ rest (dangling inputs, cycles, item types) and returns the :class:`Graph` the ru
 
 from __future__ import annotations
 
-import difflib
-import enum
+import math
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from edgepipe.core.channel import Policy
 from edgepipe.core.errors import GraphError
-from edgepipe.core.types import compatible, declared_types, type_name
+from edgepipe.core.graph import Graph, validate
+from edgepipe.core.spec import ErrorPolicy, Input, LaneSpec, NodeKind, NodeRef, NodeSpec, OnError
+from edgepipe.core.types import declared_types
+
+__all__ = [
+    "ErrorPolicy",
+    "Graph",
+    "Input",
+    "InputsArg",
+    "LaneSpec",
+    "NodeKind",
+    "NodeRef",
+    "NodeSpec",
+    "OnError",
+    "Pipeline",
+]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class NodeKind(enum.StrEnum):
-    SOURCE = "source"
-    STAGE = "stage"
-    SINK = "sink"
-
-
-class OnError(enum.StrEnum):
-    """What a node does when its code raises."""
-
-    RESTART = "restart"
-    """Call ``stop()``, wait (exponential backoff), ``start()`` again and carry on."""
-    SKIP = "skip"
-    """Count and log the error, drop the item that caused it, take the next one."""
-    STOP = "stop"
-    """Stop the whole pipeline; ``edgepipe run`` exits 1 naming the node."""
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorPolicy:
-    """How a node reacts to an exception from its own code."""
-
-    action: OnError = OnError.SKIP
-    """``restart``, ``skip`` or ``stop``."""
-    max_consecutive: int = 50
-    """Failures in a row (no success between) after which ``restart``/``skip`` escalate to
-    ``stop``: a node that fails on everything is broken, not unlucky."""
-    backoff_initial_s: float = 0.1
-    """First wait before a restart; doubled on each consecutive restart."""
-    backoff_max_s: float = 5.0
-    """Cap of the restart wait."""
-
-    @classmethod
-    def parse(cls, value: ErrorPolicy | OnError | str) -> ErrorPolicy:
-        if isinstance(value, ErrorPolicy):
-            return value
-        try:
-            return cls(action=OnError(value))
-        except ValueError:
-            names = ", ".join(a.value for a in OnError)
-            raise ValueError(f"unknown error policy {value!r}; use one of: {names}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSpec:
-    """One node as declared. Immutable; the runtime builds its running state from it."""
-
-    node_id: str
-    """Unique in the pipeline; appears in every log line, metric and error about the node."""
-    kind: NodeKind
-    target: Any
-    """The user's code: function, async function, async generator function, iterable, or an
-    object with ``process()`` (stages, sinks) or ``__aiter__``/``__iter__`` (sources)."""
-    inputs: tuple[str, ...] = ()
-    """Ids of the nodes whose output this node consumes (merged into one inbox)."""
-    queue_size: int = 8
-    """Capacity of the node's inbox channel."""
-    policy: Policy = Policy.BLOCK
-    """What the inbox does when full: ``block``, ``latest`` or ``drop_new``."""
-    on_error: ErrorPolicy = field(default_factory=ErrorPolicy)
-    resource: str = "cpu"
-    """Executor that runs the node's blocking (synchronous) code."""
-    blocking: bool | None = None
-    """Whether synchronous code must run off the event loop. None: yes for sync functions and
-    iterators, no for in-memory sequences."""
-    timeout_s: float | None = None
-    """Deadline of one call of the node's code; a late call is abandoned and counted as an error."""
-    in_type: Any = None
-    out_type: Any = None
-    where: str | None = None
-    """``file:line`` that declared the node."""
-
-    @property
-    def label(self) -> str:
-        """The user's code, as a person would name it."""
-        target = self.target
-        name = getattr(target, "__qualname__", None) or type(target).__qualname__
-        return str(name)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRef:
-    """What declaring a node returns; pass it as another node's input."""
-
-    pipeline: Pipeline
-    node_id: str
-
-
-@dataclass(frozen=True)
-class Graph:
-    """A validated pipeline: nodes in topological order and who consumes whose output."""
-
-    name: str
-    nodes: tuple[NodeSpec, ...]
-    consumers: dict[str, tuple[str, ...]]
-    """Producer id -> ids of the nodes that consume its output (fan-out)."""
-    warnings: tuple[str, ...]
-
-    def node(self, node_id: str) -> NodeSpec:
-        for spec in self.nodes:
-            if spec.node_id == node_id:
-                return spec
-        raise KeyError(node_id)
-
-    @property
-    def resources(self) -> tuple[str, ...]:
-        return tuple(sorted({n.resource for n in self.nodes}))
-
-    def workers(self) -> dict[str, int]:
-        """Threads per resource: one per node on it, so no node waits for another's thread
-        (each node has at most one call in flight)."""
-        return {r: sum(1 for n in self.nodes if n.resource == r) for r in self.resources}
 
 
 def _caller_where() -> str | None:
@@ -153,7 +58,10 @@ def _caller_where() -> str | None:
     return None
 
 
-InputsArg = NodeRef | str | Sequence[NodeRef | str]
+OneInput = NodeRef | str | Input | tuple[Any, ...]
+InputsArg = NodeRef | str | Input | Sequence[OneInput] | Mapping[str, OneInput]
+"""A node, a list of nodes (one lane each) or ``{lane name: node}``; a node may be given with
+options of its lane as :class:`Input` or ``(node, policy[, size])``."""
 
 
 class Pipeline:
@@ -259,14 +167,21 @@ class Pipeline:
             raise GraphError(str(exc), node_id=node_id, where=where) from None
         if queue_size < 1:
             raise GraphError(f"queue_size must be at least 1, got {queue_size}", node_id=node_id, where=where)
-        if timeout_s is not None and timeout_s <= 0:
-            raise GraphError(f"timeout_s must be positive, got {timeout_s}", node_id=node_id, where=where)
+        if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
+            raise GraphError(
+                f"timeout_s must be a positive number of seconds, got {timeout_s}",
+                node_id=node_id,
+                where=where,
+            )
         declared_in, declared_out = declared_types(target, kind.value)
+        lanes = (
+            () if kind is NodeKind.SOURCE else self._lanes(inputs, parsed_policy, queue_size, node_id, where)
+        )
         spec = NodeSpec(
             node_id=node_id,
             kind=kind,
             target=target,
-            inputs=self._input_ids(inputs, node_id, where),
+            lanes=lanes,
             queue_size=queue_size,
             policy=parsed_policy,
             on_error=parsed_on_error,
@@ -280,110 +195,71 @@ class Pipeline:
         self._nodes[node_id] = spec
         return NodeRef(self, node_id)
 
-    def _input_ids(self, inputs: InputsArg, node_id: str, where: str | None) -> tuple[str, ...]:
-        items: Sequence[NodeRef | str] = [inputs] if isinstance(inputs, NodeRef | str) else inputs
-        ids: list[str] = []
-        for ref in items:
-            if isinstance(ref, NodeRef):
-                if ref.pipeline is not self:
-                    raise GraphError(
-                        f"input '{ref.node_id}' belongs to another Pipeline", node_id=node_id, where=where
-                    )
-                ids.append(ref.node_id)
-            elif isinstance(ref, str):
-                ids.append(ref)
-            else:
+    def _lanes(
+        self, inputs: InputsArg, policy: Policy, size: int, node_id: str, where: str | None
+    ) -> tuple[LaneSpec, ...]:
+        named: list[tuple[str | None, Any]]
+        if isinstance(inputs, Mapping):
+            named = [(name, value) for name, value in inputs.items()]
+            for name, _ in named:
+                if not isinstance(name, str) or not name:
+                    raise GraphError(f"lane names must be non-empty strings, got {name!r}", node_id=node_id,
+                                     where=where)  # fmt: skip
+        elif isinstance(inputs, NodeRef | str | Input):
+            named = [(None, inputs)]
+        elif isinstance(inputs, Sequence):
+            named = [(None, value) for value in inputs]
+        else:
+            raise GraphError(
+                f"inputs must be a node, a list of nodes or a dict of lanes, got {type(inputs).__name__}",
+                node_id=node_id,
+                where=where,
+            )
+        lanes = [self._lane(name, value, policy, size, node_id, where) for name, value in named]
+        sources = [lane.source for lane in lanes]
+        if len(set(sources)) != len(sources):
+            raise GraphError(f"an input is listed twice: {sources}", node_id=node_id, where=where)
+        return tuple(lanes)
+
+    def _lane(
+        self, name: str | None, value: Any, policy: Policy, size: int, node_id: str, where: str | None
+    ) -> LaneSpec:
+        if isinstance(value, tuple) and not isinstance(value, NodeRef):
+            if not 1 <= len(value) <= 3:
                 raise GraphError(
-                    f"inputs must be node refs or node ids, got {type(ref).__name__}",
+                    f"an input tuple is (node, policy) or (node, policy, size), got {value!r}",
                     node_id=node_id,
                     where=where,
                 )
-        if len(set(ids)) != len(ids):
-            raise GraphError(f"an input is listed twice: {ids}", node_id=node_id, where=where)
-        return tuple(ids)
+            value = Input(*value)
+        lane = value if isinstance(value, Input) else Input(value)
+        ref = lane.node
+        if isinstance(ref, NodeRef):
+            if ref.pipeline is not self:
+                raise GraphError(f"input '{ref.node_id}' belongs to another Pipeline", node_id=node_id,
+                                 where=where)  # fmt: skip
+            source = ref.node_id
+        elif isinstance(ref, str):
+            source = ref
+        else:
+            raise GraphError(
+                f"inputs must be node refs or node ids, got {type(ref).__name__}",
+                node_id=node_id,
+                where=where,
+            )
+        name = name or source
+        try:
+            lane_policy = policy if lane.policy is None else Policy.parse(lane.policy)
+        except ValueError as exc:
+            raise GraphError(f"lane '{name}': {exc}", node_id=node_id, where=where) from None
+        lane_size = size if lane.size is None else lane.size
+        if isinstance(lane_size, bool) or not isinstance(lane_size, int) or lane_size < 1:
+            raise GraphError(f"lane '{name}': size must be an integer of at least 1, got {lane_size!r}",
+                             node_id=node_id, where=where)  # fmt: skip
+        return LaneSpec(name=name, source=source, policy=lane_policy, size=lane_size)
 
     # -- validation ---------------------------------------------------------------------------
 
     def validate(self) -> Graph:
         """Check the whole graph; raise :class:`GraphError` on the first problem found."""
-        nodes = self._nodes
-        if not any(n.kind is NodeKind.SOURCE for n in nodes.values()):
-            raise GraphError(f"pipeline '{self.name}' has no source: declare one with p.source(...)")
-        consumers: dict[str, list[str]] = {node_id: [] for node_id in nodes}
-        for spec in nodes.values():
-            if spec.kind is not NodeKind.SOURCE and not spec.inputs:
-                raise GraphError("has no inputs; give it inputs=...", node_id=spec.node_id, where=spec.where)
-            for input_id in spec.inputs:
-                producer = nodes.get(input_id)
-                if producer is None:
-                    hint = difflib.get_close_matches(input_id, list(nodes), n=1)
-                    also = f"; did you mean '{hint[0]}'?" if hint else ""
-                    raise GraphError(
-                        f"input '{input_id}' is not a node in this pipeline{also}",
-                        node_id=spec.node_id,
-                        where=spec.where,
-                    )
-                if producer.kind is NodeKind.SINK:
-                    raise GraphError(
-                        f"input '{input_id}' is a sink, which has no output; make it a stage",
-                        node_id=spec.node_id,
-                        where=spec.where,
-                    )
-                if not compatible(producer.out_type, spec.in_type):
-                    raise GraphError(
-                        f"takes {type_name(spec.in_type)} but input '{input_id}' produces "
-                        f"{type_name(producer.out_type)}",
-                        node_id=spec.node_id,
-                        where=spec.where,
-                    )
-                consumers[input_id].append(spec.node_id)
-        order = self._topological_order(consumers)
-        warnings = tuple(
-            f"node '{n.node_id}' ({n.where}): its output is not consumed by any node; add a sink"
-            for n in nodes.values()
-            if n.kind is not NodeKind.SINK and not consumers[n.node_id]
-        )
-        return Graph(
-            name=self.name,
-            nodes=tuple(nodes[i] for i in order),
-            consumers={k: tuple(v) for k, v in consumers.items()},
-            warnings=warnings,
-        )
-
-    def _topological_order(self, consumers: dict[str, list[str]]) -> list[str]:
-        indegree = {node_id: len(spec.inputs) for node_id, spec in self._nodes.items()}
-        ready = [node_id for node_id, d in indegree.items() if d == 0]
-        order: list[str] = []
-        while ready:
-            node_id = ready.pop(0)
-            order.append(node_id)
-            for consumer in consumers[node_id]:
-                indegree[consumer] -= 1
-                if indegree[consumer] == 0:
-                    ready.append(consumer)
-        if len(order) == len(self._nodes):
-            return order
-        cycle = self._find_cycle({n for n, d in indegree.items() if d > 0})
-        first = self._nodes[cycle[0]]
-        raise GraphError(
-            "is part of a cycle: " + " -> ".join([*cycle, cycle[0]]) + "; channels must flow one way",
-            node_id=first.node_id,
-            where=first.where,
-        )
-
-    def _find_cycle(self, remaining: set[str]) -> list[str]:
-        # Walk inputs backwards from any node left over; within the leftover set every node has
-        # an input that is also left over, so the walk must revisit a node.
-        start = min(remaining)
-        path: list[str] = []
-        seen: dict[str, int] = {}
-        node_id = start
-        while node_id not in seen:
-            seen[node_id] = len(path)
-            path.append(node_id)
-            node_id = next(i for i in self._nodes[node_id].inputs if i in remaining)
-        loop = path[seen[node_id] :]
-        loop.reverse()  # report in the direction items flow...
-        declared = list(self._nodes)
-        first = min(range(len(loop)), key=lambda i: declared.index(loop[i]))
-        return loop[first:] + loop[:first]  # ...from the node declared first
+        return validate(self.name, self._nodes)

@@ -87,7 +87,7 @@ def to_jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def describe(item: Any) -> tuple[str | None, str, Any, float | None]:
+def message_parts(item: Any) -> tuple[str | None, str, Any, float | None]:
     """``(node, kind, data, t)`` of an item; node and t are None unless the item says them."""
     if isinstance(item, Message):
         return item.node, item.kind, item.data, item.t
@@ -104,7 +104,7 @@ def describe(item: Any) -> tuple[str | None, str, Any, float | None]:
 
 def encode(item: Any, node_id: str) -> str:
     """One JSON line (with its newline) for ``item`` emitted by ``node_id``."""
-    node, kind, data, t = describe(item)
+    node, kind, data, t = message_parts(item)
     record = {"t": t if t is not None else time.time(), "node": node or node_id, "kind": kind, "data": data}
     try:
         return json.dumps(record, default=to_jsonable, separators=(",", ":")) + "\n"

@@ -25,11 +25,12 @@ from typing import Any
 from edgepipe.core.channel import ChannelStats
 from edgepipe.core.errors import NodeError
 from edgepipe.core.executor import Resources
+from edgepipe.core.graph import Graph
 from edgepipe.core.memory import memory_plan
 from edgepipe.core.metrics import NodeStats
 from edgepipe.core.node import NodeRunner
-from edgepipe.core.pipeline import Graph, NodeKind
 from edgepipe.core.results import Message, ResultsWriter
+from edgepipe.core.spec import NodeKind
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,23 @@ class Snapshot:
     """Seconds since the run started."""
     nodes: tuple[NodeStats, ...]
     channels: tuple[ChannelStats, ...]
+    """Every input lane of every node."""
 
     def node(self, node_id: str) -> NodeStats:
         return next(n for n in self.nodes if n.node_id == node_id)
 
-    def channel(self, name: str) -> ChannelStats:
-        return next(c for c in self.channels if c.name == name)
+    def inbox(self, node_id: str) -> tuple[ChannelStats, ...]:
+        """The lanes of one node's inbox."""
+        return tuple(c for c in self.channels if c.consumer == node_id)
+
+    def channel(self, consumer: str, lane: str | None = None) -> ChannelStats:
+        """One lane of ``consumer``'s inbox (its only one when ``lane`` is not given)."""
+        lanes = self.inbox(consumer)
+        if lane is None:
+            if len(lanes) != 1:
+                raise KeyError(f"node '{consumer}' has {len(lanes)} lanes; name one")
+            return lanes[0]
+        return next(c for c in lanes if c.name == lane)
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,7 @@ class Runtime:
         debug: bool = False,
     ) -> None:
         self.graph = graph
-        self.results = results
+        self._results = results
         self.drain_timeout_s = drain_timeout_s
         self.stop_timeout_s = stop_timeout_s
         """Each node's stop() hook gets this long, whatever the drain deadline (sinks flush there)."""
@@ -129,11 +141,18 @@ class Runtime:
     def stopping(self) -> bool:
         return self._stopping
 
+    @property
+    def results(self) -> ResultsWriter | None:
+        """Where results are recorded (``--results``), if anywhere."""
+        return self._results
+
     def snapshot(self) -> Snapshot:
         return Snapshot(
             t_s=time.monotonic() - self._t0 if self._t0 else 0.0,
-            nodes=tuple(r.metrics.snapshot() for r in self.runners.values()),
-            channels=tuple(r.inbox.stats() for r in self.runners.values() if r.inbox is not None),
+            nodes=tuple(r.snapshot() for r in self.runners.values()),
+            channels=tuple(
+                c.stats() for r in self.runners.values() if r.inbox is not None for c in r.inbox.channels
+            ),
         )
 
     # -- called by node runners ---------------------------------------------------------------
@@ -152,8 +171,8 @@ class Runtime:
 
     async def emit_event(self, node_id: str, kind: str, data: Any) -> None:
         """Record a runtime event (error, restart) in the results, if they are being written."""
-        if self.results is not None:
-            await self.results.write(Message(kind=kind, data=data, node=node_id), node_id)
+        if self._results is not None:
+            await self._results.write(Message(kind=kind, data=data, node=node_id), node_id)
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -161,8 +180,8 @@ class Runtime:
         """Run to the end. Raises :class:`NodeError` if a node's policy stopped the pipeline."""
         self._t0 = time.monotonic()
         memory_plan().announced = False  # logged whole once this run has started, then by change
-        if self.results is not None:
-            await self.results.open()
+        if self._results is not None:
+            await self._results.open()
         for warning in self.graph.warnings:
             log.warning("%s", warning)
         failure: BaseException | None = None
@@ -171,16 +190,16 @@ class Runtime:
                 for runner in self.runners.values():
                     runner.task = tg.create_task(runner.run(), name=f"node:{runner.node_id}")
                 watcher_tasks = [tg.create_task(w(self), name=f"watcher:{i}") for i, w in enumerate(watchers)]
-                if self.results is not None:
-                    tg.create_task(self.results.flush_every(0.5, self._done), name="results-flush")
+                if self._results is not None:
+                    tg.create_task(self._results.flush_every(0.5, self._done), name="results-flush")
                 tg.create_task(self._supervise(watcher_tasks), name="supervisor")
         except BaseExceptionGroup as group:
             failure = _first_failure(group)
         finally:
             self.resources.shutdown()
             self._hooks_pool.shutdown(wait=False, cancel_futures=True)
-            if self.results is not None:
-                await self.results.close()
+            if self._results is not None:
+                await self._results.close()
         if failure is not None:
             raise failure
         stopped_by = "forced" if self._forced else ("stop" if self._stopping else "end")
@@ -188,9 +207,9 @@ class Runtime:
             stopped_by=stopped_by,
             duration_s=time.monotonic() - self._t0,
             stats=self.snapshot(),
-            results_written=self.results.lines_written if self.results is not None else 0,
-            results_error=self.results.error if self.results is not None else None,
-            results_lost=self.results.lines_lost if self.results is not None else 0,
+            results_written=self._results.lines_written if self._results is not None else 0,
+            results_error=self._results.error if self._results is not None else None,
+            results_lost=self._results.lines_lost if self._results is not None else 0,
         )
 
     async def _supervise(self, watchers: list[asyncio.Task[None]]) -> None:

@@ -24,7 +24,8 @@ _STREAMS = {
 }
 
 
-def _unwrap(target: Any) -> Any:
+def unwrap(target: Any) -> Any:
+    """The function inside any layers of ``functools.partial``."""
     while isinstance(target, functools.partial):
         target = target.func
     return target
@@ -39,7 +40,7 @@ def _hints(fn: Any) -> dict[str, Any]:
 
 def _code_of(target: Any, kind: str) -> Any:
     """The function whose annotations describe the node: the callable, or a class's method."""
-    target = _unwrap(target)
+    target = unwrap(target)
     if inspect.isfunction(target) or inspect.ismethod(target):
         return target
     if kind != "source":
@@ -68,6 +69,17 @@ def _strip_none(tp: Any) -> Any:
     return tp
 
 
+def takes_lane(fn: Any) -> bool:
+    """Whether a per-item handler asks for the lane of each item: a second positional
+    parameter named ``lane`` (``def process(self, item, lane)``)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 and positional[1].name == "lane"
+
+
 def declared_types(target: Any, kind: str) -> tuple[Any, Any]:
     """``(in_type, out_type)`` from annotations; None where undeclared."""
     fn = _code_of(target, kind)
@@ -80,7 +92,7 @@ def declared_types(target: Any, kind: str) -> tuple[Any, Any]:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     in_type = None
-    prepare = getattr(_unwrap(target), "prepare", None) if kind != "source" else None
+    prepare = getattr(unwrap(target), "prepare", None) if kind != "source" else None
     if inspect.ismethod(prepare):
         # A two-step stage takes its items through prepare() (see edgepipe.core.prepared).
         first = next(iter(inspect.signature(prepare).parameters.values()), None)

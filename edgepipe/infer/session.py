@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from edgepipe.core.errors import describe
+from edgepipe.core.errors import error_text
 from edgepipe.infer import onnxfile, providers
 from edgepipe.infer.cache import cache_dir
 from edgepipe.infer.diagnose import load_error, run_error
@@ -336,7 +336,7 @@ class Session:
                     model=self.name,
                 ) from exc
             if feeds is None:
-                raise InferError(f"run failed: {describe(exc)}", model=self.name) from exc
+                raise InferError(f"run failed: {error_text(exc)}", model=self.name) from exc
             raise run_error(exc, feeds, self.inputs, self.name) from exc
         if token is not None and not WATCHDOG.disarm(token):
             options.terminate = False  # fired just as the run returned: the result is whole

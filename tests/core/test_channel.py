@@ -5,7 +5,7 @@ import tracemalloc
 
 import pytest
 
-from edgepipe.core.channel import Channel, Policy
+from edgepipe.core.channel import Channel, Inbox, Policy
 from edgepipe.core.errors import ChannelClosed, EndOfStream
 from edgepipe.core.lease import Leased
 
@@ -162,3 +162,73 @@ def test_bad_policy_and_size_are_refused_with_the_valid_choices() -> None:
         Channel("x", 2, "newest")
     with pytest.raises(ValueError, match="size must be at least 1"):
         Channel("x", 0)
+
+
+# -- an inbox of several lanes ----------------------------------------------------------------
+
+
+async def test_an_inbox_hands_items_out_in_arrival_order_across_lanes() -> None:
+    inbox = Inbox("node")
+    frames = inbox.add("frames", 1, "latest")
+    faces = inbox.add("faces", 8, "block")
+    for channel in (frames, faces):
+        channel.add_producer()
+    await faces.put("face-1")
+    await frames.put("frame-1")
+    await frames.put("frame-2")  # replaces frame-1: the newest frame, queued after face-1
+    await faces.put("face-2")
+    got = []
+    for _ in range(3):
+        got.append((await inbox.get(), inbox.lane))
+    assert got == [("face-1", "faces"), ("frame-2", "frames"), ("face-2", "faces")]
+    assert frames.stats().dropped == 1
+    assert faces.stats().dropped == 0
+    frames.close()
+    faces.close()
+    with pytest.raises(EndOfStream):
+        await inbox.get()
+
+
+async def test_a_full_latest_lane_never_pushes_out_a_block_lanes_item() -> None:
+    inbox = Inbox("node")
+    frames = inbox.add("frames", 1, "latest")
+    results = inbox.add("results", 2, "block")
+    frames.add_producer()
+    results.add_producer()
+    await results.put(1)
+    await results.put(2)
+    for n in range(100):  # a flood of frames
+        await frames.put(n)
+    blocked = asyncio.ensure_future(results.put(3))  # lossless: waits for room instead
+    await asyncio.sleep(0)
+    assert not blocked.done()
+    assert [await inbox.get() for _ in range(2)] == [1, 2]
+    assert await asyncio.wait_for(blocked, 1) is True
+    assert sorted([await inbox.get(), await inbox.get()]) == [3, 99]
+    assert results.stats().dropped == 0
+    assert frames.stats().dropped == 99
+
+
+async def test_an_inbox_ends_when_every_lane_has_ended_and_drained() -> None:
+    inbox = Inbox("node")
+    a, b = inbox.add("a", 2, "block"), inbox.add("b", 2, "block")
+    a.add_producer()
+    b.add_producer()
+    await a.put(1)
+    a.close()
+    assert await inbox.get() == 1
+    waiting = asyncio.ensure_future(inbox.get())
+    await asyncio.sleep(0)
+    assert not waiting.done()  # b is still open
+    await b.put(2)
+    assert await asyncio.wait_for(waiting, 1) == 2
+    b.close()
+    with pytest.raises(EndOfStream):
+        await inbox.get()
+
+
+def test_lane_names_are_unique_in_an_inbox() -> None:
+    inbox = Inbox("node")
+    inbox.add("frames", 1, "latest")
+    with pytest.raises(ValueError, match="already has a lane named 'frames'"):
+        inbox.add("frames", 2, "block")

@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from edgepipe.core.errors import GraphError
-from edgepipe.core.pipeline import ErrorPolicy, OnError, Pipeline
+from edgepipe.core.pipeline import ErrorPolicy, Input, OnError, Pipeline
 
 
 async def numbers() -> AsyncIterator[int]:
@@ -146,3 +146,56 @@ def test_error_policy_parse() -> None:
     assert ErrorPolicy.parse("stop").action is OnError.STOP
     custom = ErrorPolicy(OnError.RESTART, max_consecutive=3)
     assert ErrorPolicy.parse(custom) is custom
+
+
+def test_each_input_is_a_lane_with_its_own_policy_and_size() -> None:
+    p = Pipeline("lanes")
+    camera = p.source("camera", numbers)
+    faces = p.stage("faces", to_text, inputs=camera)
+    motion = p.stage("motion", to_text, inputs=camera)
+    annotate = p.stage(
+        "annotate",
+        print,
+        inputs={
+            "frames": Input(camera, policy="latest", size=1),
+            "faces": faces,
+            "motion": (motion, "drop_new"),
+        },
+        queue_size=4,
+    )
+    p.sink("log", print, inputs=annotate)
+    lanes = p.validate().node("annotate").lanes
+    assert [(lane.name, lane.source, lane.policy.value, lane.size) for lane in lanes] == [
+        ("frames", "camera", "latest", 1),
+        ("faces", "faces", "block", 4),
+        ("motion", "motion", "drop_new", 4),
+    ]
+
+
+def test_a_list_of_inputs_is_lanes_that_share_the_node_policy() -> None:
+    p = Pipeline("shorthand")
+    a = p.source("a", numbers)
+    b = p.source("b", numbers)
+    p.sink("out", print, inputs=[a, (b, "block", 16)], policy="latest", queue_size=2)
+    lanes = p.validate().node("out").lanes
+    assert [(lane.name, lane.policy.value, lane.size) for lane in lanes] == [
+        ("a", "latest", 2),
+        ("b", "block", 16),
+    ]
+
+
+def test_bad_lanes_are_refused_at_the_declaration() -> None:
+    p = Pipeline("bad")
+    src = p.source("src", numbers)
+    with pytest.raises(GraphError, match=r"node 'x': lane 'frames': unknown channel policy 'newest'"):
+        p.sink("x", print, inputs={"frames": (src, "newest")})
+    with pytest.raises(GraphError, match=r"lane 'src': size must be an integer of at least 1, got 0"):
+        p.sink("y", print, inputs=[Input(src, size=0)])
+    with pytest.raises(GraphError, match=r"an input tuple is \(node, policy\) or \(node, policy, size\)"):
+        p.sink("z", print, inputs=[(src, "block", 1, "extra")])
+    with pytest.raises(GraphError, match="an input is listed twice"):
+        p.sink("w", print, inputs={"one": src, "two": src})
+    with pytest.raises(GraphError, match="inputs must be a node, a list of nodes or a dict of lanes"):
+        p.sink("v", print, inputs=3)  # type: ignore[arg-type]
+    with pytest.raises(GraphError, match="timeout_s must be a positive number of seconds, got nan"):
+        p.sink("u", print, inputs=src, timeout_s=float("nan"))

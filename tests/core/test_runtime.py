@@ -122,14 +122,17 @@ async def test_stop_policy_stops_the_pipeline_naming_the_node() -> None:
     assert out.stopped  # every other node was stopped properly
 
 
-async def test_skip_escalates_when_every_item_fails() -> None:
+async def test_a_source_that_keeps_failing_gives_up() -> None:
+    source_fails_every_time = ErrorPolicy(OnError.RESTART, max_consecutive=3, backoff_initial_s=0.001)
+
+    async def always_failing() -> AsyncIterator[int]:
+        raise RuntimeError("no camera")
+        yield 0
+
     p = Pipeline()
-    src = p.source("src", FakeSource(range(100), repeat=True))
-    broken = p.stage(
-        "broken", lambda x: 1 / 0, inputs=src, on_error=ErrorPolicy(OnError.SKIP, max_consecutive=5)
-    )
-    p.sink("out", ListSink(), inputs=broken)
-    with pytest.raises(NodeError, match="5 failures in a row; giving up"):
+    src = p.source("src", always_failing, on_error=source_fails_every_time)
+    p.sink("out", ListSink(), inputs=src)
+    with pytest.raises(NodeError, match="3 failures in a row; giving up"):
         await run_async(p)
 
 

@@ -29,4 +29,8 @@ def test_bench_runs_and_ends_with_its_json_line() -> None:
         "items_per_s",
         "ratio_vs_bare_queue",
         "per_hop_overhead_us",
+        "inline_items_per_s",
+        "ratio_vs_inline_queue",
     }
+    assert figures["target_ratio"] == 0.8
+    assert "asyncio ratio" in result.stdout  # both loops are checked against the target

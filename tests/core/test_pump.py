@@ -1,0 +1,106 @@
+"""The node loops with several input lanes: what each lane's policy promises holds in a run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from edgepipe import Pipeline, run_async
+from edgepipe.core.context import current_node
+from edgepipe.core.pipeline import Input
+from edgepipe.testing import FakeSource, ListSink
+
+
+async def frames_flood(n: int) -> AsyncIterator[int]:
+    for i in range(n):  # ~20 frames a millisecond: far faster than anything downstream
+        yield i
+        if i % 20 == 0:
+            await asyncio.sleep(0.001)
+
+
+async def test_a_frame_flood_never_makes_a_lossless_results_lane_drop() -> None:
+    frames = 20_000
+
+    def detect(frame: int) -> dict[str, int] | None:
+        time.sleep(0.001)  # a detector that finds something on every other frame it sees
+        return {"frame": frame} if frame % 2 == 0 else None
+
+    class Annotate:
+        def __init__(self) -> None:
+            self.results: list[int] = []
+            self.frames = 0
+
+        async def process(self, item: int | dict[str, int], lane: str) -> None:
+            if lane == "results":
+                assert isinstance(item, dict)
+                self.results.append(item["frame"])
+            else:
+                assert isinstance(item, int)
+                self.frames += 1
+            await asyncio.sleep(0.002)  # slower than the frames come
+
+    annotate = Annotate()
+    p = Pipeline()
+    camera = p.source("camera", lambda: frames_flood(frames))
+    found = p.stage("detect", detect, inputs=camera, policy="latest", queue_size=1)
+    p.sink(
+        "annotate", annotate, inputs={"frames": Input(camera, "latest", 1), "results": found}, queue_size=2
+    )
+    report = await run_async(p)
+    detected = report.stats.node("detect").items_out
+    assert detected > 20
+    assert annotate.results == sorted(annotate.results)
+    assert len(annotate.results) == detected  # every result arrived: none dropped by the flood
+    assert report.stats.channel("annotate", "results").dropped == 0
+    assert report.stats.channel("annotate", "frames").dropped > frames // 2
+    assert annotate.frames + report.stats.channel("annotate", "frames").dropped == frames
+
+
+async def test_handlers_that_take_a_lane_get_its_name_in_every_mode() -> None:
+    seen: dict[str, set[tuple[str, str]]] = {"thread": set(), "async": set(), "inline": set()}
+
+    def on_thread(item: str, lane: str) -> None:
+        seen["thread"].add((item, lane))
+
+    async def on_loop(item: str, lane: str) -> None:
+        seen["async"].add((item, lane))
+
+    def inline(item: str, lane: str) -> None:
+        seen["inline"].add((item, lane))
+
+    p = Pipeline()
+    left = p.source("left", FakeSource(["l1", "l2"]))
+    right = p.source("right", FakeSource(["r1"]))
+    p.sink("thread", on_thread, inputs={"L": left, "R": right})
+    p.sink("async", on_loop, inputs={"L": left, "R": right})
+    p.sink("inline", inline, inputs={"L": left, "R": right}, blocking=False)
+    await run_async(p)
+    for mode in seen:
+        assert seen[mode] == {("l1", "L"), ("l2", "L"), ("r1", "R")}, mode
+
+
+async def test_a_stream_stage_reads_the_lane_from_its_context() -> None:
+    async def tag(items: AsyncIterator[str]) -> AsyncIterator[str]:
+        async for item in items:
+            yield f"{current_node().lane}:{item}"
+
+    out: ListSink[str] = ListSink()
+    p = Pipeline()
+    a = p.source("a", FakeSource(["x"]))
+    b = p.source("b", FakeSource(["y"]))
+    p.sink("out", out, inputs=p.stage("tag", tag, inputs={"first": a, "second": b}))
+    await run_async(p)
+    assert sorted(out.items) == ["first:x", "second:y"]
+
+
+async def test_a_handler_without_a_lane_parameter_gets_the_item_alone() -> None:
+    got: list[int] = []
+
+    def take(item: int, scale: int = 10) -> None:
+        got.append(item * scale)
+
+    p = Pipeline()
+    p.sink("take", take, inputs=[p.source("a", FakeSource([1])), p.source("b", FakeSource([2]))])
+    await run_async(p)
+    assert sorted(got) == [10, 20]
