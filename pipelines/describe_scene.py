@@ -1,7 +1,7 @@
 """Scene descriptions: what the detector saw in the last seconds, written by a language model.
 
-    edgepipe run pipelines/describe_scene.py --duration 30 --results -
-    edgepipe run pipelines/describe_scene.py --source rtsp://192.0.2.10/stream --model ./qwen-0.5b-onnx
+    edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --duration 30 --results -
+    edgepipe run pipelines/describe_scene.py --source rtsp://192.0.2.10/stream --model ./qwen2.5-0.5b-onnx
 
 The camera (synthetic by default) feeds CenterFace every few frames; every ``--every-s``
 seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
@@ -10,24 +10,29 @@ the whole text, each source's state and the timings (time to first token, time p
 Reports keep coming while the camera is down: the prompt then says so. ``--max-tokens-per-s``
 caps how fast the model writes (0: as fast as it can), leaving the detector its share of the CPU.
 
-``--model`` takes a folder with ``model.onnx`` (a decoder exported with past key values, in the
-Hugging Face / Optimum layout, or built by scripts/make_tiny_lm.py) and its ``tokenizer.json``.
-Without it, a tiny *untrained* model is built once into the cache (this needs the ``onnx``
-package): it shows the machinery working, and writes noise.
+``--model`` (required) takes a folder with ``model.onnx`` (a decoder exported with past key
+values, in the Hugging Face / Optimum layout) and its ``tokenizer.json``. Without it the run
+stops at once, saying how to get one (``MODEL_HINT``).
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from edgepipe import Message, Pipeline
 from edgepipe.lm.describe import Describe
 from edgepipe.lm.sampling import SamplingParams
-from edgepipe.lm.tiny import demo_model
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
 from edgepipe.vision import Detector
 
 log = logging.getLogger("describe_scene")
+
+MODEL_HINT = (
+    "a folder with model.onnx and tokenizer.json, e.g. an Optimum export of a small instruct model: "
+    "optimum-cli export onnx --model Qwen/Qwen2.5-0.5B-Instruct --task text-generation-with-past "
+    "./qwen2.5-0.5b-onnx (scripts/make_tiny_lm.py DIR makes an untrained test model)"
+)
 
 TEMPLATE = (
     "You watch a security camera ({state}). In the last {seconds:.0f} seconds it saw: {summary}.\n"
@@ -44,7 +49,7 @@ async def show(message: Message) -> None:
 
 def pipeline(
     source: str = SYNTHETIC_DEFAULT,
-    model: str = "",
+    model: Path | None = None,
     detect: str = "centerface",
     every_s: float = 10.0,
     window_s: float = 10.0,
@@ -52,7 +57,10 @@ def pipeline(
     max_tokens_per_s: float = 0.0,
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results)."""
-    folder = model or str(demo_model())
+    if model is None:
+        raise ValueError(f"--model DIR is required: {MODEL_HINT}")
+    if not (model / "model.onnx").is_file():
+        raise ValueError(f"--model {model}: no model.onnx in it; give {MODEL_HINT}")
     p = Pipeline("describe_scene")
     video = VideoSource(source)
     camera = p.source("camera", video)
@@ -61,7 +69,7 @@ def pipeline(
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, top_p=0.9)
     # The source object gives its own state (live, stalled, reconnecting) to the prompt: a
     # camera that stopped sending is reported even though no detections arrive.
-    describe = Describe(folder, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
+    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
                         sources=[video], max_tokens_per_s=max_tokens_per_s or None)  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("log", show, inputs=words, queue_size=64)

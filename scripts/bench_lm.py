@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from tiny_lm import TinyConfig, add_size_flags, config_from_flags, write
 
 from edgepipe.infer.providers import intra_op_threads
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.bench import memory_bandwidth, weight_bytes_per_token
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.sampling import SamplingParams
-from edgepipe.lm.tiny import TinyConfig, add_size_flags, config_from_flags, write
 
 TARGET_RATIO = 1.2
 TARGET_ROOFLINE = 0.5

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write a small decoder-only language model in ONNX (see edgepipe/lm/tiny.py for its structure).
+"""Write a small decoder-only language model in ONNX (see scripts/tiny_lm.py for its structure).
 
     python scripts/make_tiny_lm.py out/tiny --layout gqa                    # ~0.4M parameters
     python scripts/make_tiny_lm.py out/big --layout concat --hidden 768 --layers 12 \\
@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from edgepipe.lm.tiny import TinyConfig, add_size_flags, config_from_flags, write
+from tiny_lm import TinyConfig, add_size_flags, config_from_flags, write
 
 
 def main() -> int:

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tiny_lm
 
 from edgepipe.lm import (
     ContextOverflow,
@@ -11,12 +12,11 @@ from edgepipe.lm import (
     DecoderRunner,
     LanguageModel,
     SamplingParams,
-    tiny,
 )
 from tests.lm.conftest import CONFIG
 from tests.onnx_builders import add_model
 
-WEIGHTS = tiny.weights(CONFIG)
+WEIGHTS = tiny_lm.weights(CONFIG)
 TOKENS = [256, *b"Hello, edge world!"]
 
 
@@ -24,7 +24,7 @@ TOKENS = [256, *b"Hello, edge world!"]
 def test_logits_match_numpy_through_prefill_chunks_and_decode_steps(
     tiny_models: dict[str, Path], layout: str
 ) -> None:
-    reference = tiny.reference_logits(CONFIG, WEIGHTS, TOKENS)
+    reference = tiny_lm.reference_logits(CONFIG, WEIGHTS, TOKENS)
     runner = DecoderRunner(tiny_models[layout], prefill_chunk=4)
     got = [runner.feed(TOKENS[:10]).copy()]  # three chunks: 4 + 4 + 2
     got += [runner.feed([t]).copy() for t in TOKENS[10:]]
@@ -39,7 +39,7 @@ def greedy_by_recompute(prompt: list[int], count: int) -> list[int]:
     """The no-cache reference: the whole sequence through numpy again for every token."""
     seq = list(prompt)
     for _ in range(count):
-        seq.append(int(np.argmax(tiny.reference_logits(CONFIG, WEIGHTS, seq)[-1])))
+        seq.append(int(np.argmax(tiny_lm.reference_logits(CONFIG, WEIGHTS, seq)[-1])))
     return seq[len(prompt) :]
 
 

@@ -1,18 +1,30 @@
 from __future__ import annotations
 
+import json
 import re
 import socket
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
-from edgepipe import Message, load_pipeline
-from edgepipe.lm import tiny
+import pytest
+import tiny_lm
+
+from edgepipe import Message, PipelineFileError, load_pipeline
 from edgepipe.testing import ListSink, run_pipeline
 
-PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "describe_scene.py"
+REPO = Path(__file__).resolve().parents[2]
+PIPELINE = REPO / "pipelines" / "describe_scene.py"
 
 
-def test_descriptions_stream_from_the_synthetic_camera(tmp_path: Path, centerface: Path) -> None:
-    model = tiny.write(tmp_path / "lm", tiny.TinyConfig(max_seq_len=256), "gqa").parent
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained ~0.4M-parameter decoder (shared-buffer layout, 256 positions)."""
+    return tiny_lm.write(tmp_path_factory.mktemp("lm"), tiny_lm.TinyConfig(max_seq_len=256), "gqa").parent
+
+
+def test_descriptions_stream_from_the_synthetic_camera(model: Path, centerface: Path) -> None:
     pipeline = load_pipeline(
         PIPELINE, ["--model", str(model), "--every-s", "0.5", "--window-s", "1", "--max-new-tokens", "8"]
     )
@@ -27,19 +39,68 @@ def test_descriptions_stream_from_the_synthetic_camera(tmp_path: Path, centerfac
     assert report.stats.node("faces").items_out > 5  # detection kept flowing meanwhile
 
 
-def test_the_demo_model_is_built_once_into_the_cache(tmp_path: Path) -> None:
-    folder = tiny.demo_model(tmp_path / "tiny-lm")
-    stamp = (folder / "model.onnx").stat().st_mtime_ns
-    assert tiny.demo_model(tmp_path / "tiny-lm") == folder
-    assert (folder / "model.onnx").stat().st_mtime_ns == stamp
-    assert (folder / "tokenizer.json").is_file()
+@pytest.mark.slow
+def test_without_a_model_the_run_stops_at_once_saying_how_to_get_one() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "edgepipe", "run", "pipelines/describe_scene.py", "--duration", "30"],
+        capture_output=True, text=True, timeout=30, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()  # one line: no camera opened, no model loaded, no traceback
+    assert line.startswith("edgepipe: error: pipelines/describe_scene.py:")
+    assert "--model DIR is required: a folder with model.onnx and tokenizer.json" in line
+    assert (
+        "optimum-cli export onnx --model Qwen/Qwen2.5-0.5B-Instruct --task text-generation-with-past "
+        "./qwen2.5-0.5b-onnx" in line
+    )
+    assert "scripts/make_tiny_lm.py DIR makes an untrained test model" in line
 
 
-def test_a_camera_that_cannot_be_reached_is_reported(tmp_path: Path, centerface: Path) -> None:
+def test_a_model_folder_without_model_onnx_is_refused_naming_the_parameter(tmp_path: Path) -> None:
+    with pytest.raises(
+        PipelineFileError, match=rf"--model {re.escape(str(tmp_path))}: no model\.onnx in it; give a folder"
+    ):
+        load_pipeline(PIPELINE, ["--model", str(tmp_path)])
+
+
+RUNTIME_ONLY = textwrap.dedent(
+    """
+    import importlib, pathlib, pkgutil, sys
+    for name in ("onnx", "tokenizers"):  # dev dependencies: as if they were not installed
+        sys.modules[name] = None
+    import edgepipe
+    from edgepipe.core.loader import load_module
+    for info in pkgutil.walk_packages(edgepipe.__path__, "edgepipe."):
+        if info.name != "edgepipe.__main__":  # that one runs the command
+            importlib.import_module(info.name)
+    for path in sorted(pathlib.Path("pipelines").glob("*.py")):
+        load_module(path)
+    from edgepipe.cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+@pytest.mark.slow
+def test_the_package_and_the_shipped_pipelines_run_without_onnx_or_tokenizers(
+    model: Path, centerface: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.jsonl"
+    args = ["run", "pipelines/describe_scene.py", "--model", str(model), "--every-s", "0.5", "--window-s", "1",
+            "--max-new-tokens", "4", "--duration", "2", "--results", str(results)]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", RUNTIME_ONLY, *args], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    kinds = {json.loads(line)["kind"] for line in results.read_text().splitlines()}
+    assert {"token", "event"} <= kinds
+
+
+def test_a_camera_that_cannot_be_reached_is_reported(model: Path, centerface: Path) -> None:
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    model = tiny.write(tmp_path / "lm", tiny.TinyConfig(max_seq_len=256), "gqa").parent
     url = f"rtsp://127.0.0.1:{port}/cam"
     args = ["--source", url, "--model", str(model), "--every-s", "0.6", "--max-new-tokens", "2"]
     pipeline = load_pipeline(PIPELINE, args)

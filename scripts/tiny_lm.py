@@ -19,8 +19,11 @@ same weights and the same interface (Hugging Face / Optimum names)::
 A ``tokenizer.json`` (byte-level: 256 byte tokens, then <bos>, <eos>, <pad>) and a
 ``config.json`` go beside the model.
 
-Building needs the ``onnx`` package (a dev dependency); running the result needs only
-ONNX Runtime. ``scripts/make_tiny_lm.py`` is the command line for it.
+Test support, not part of the installed package: building needs the ``onnx`` package (a dev
+dependency); running the result needs only ONNX Runtime. ``scripts/make_tiny_lm.py`` is the
+command line for it, ``scripts/bench_lm.py`` and the tests import it (``tests/conftest.py``
+puts ``scripts/`` on ``sys.path``). The weights are untrained: the text is noise, the machinery
+is real.
 """
 
 from __future__ import annotations
@@ -31,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from edgepipe.lm.tokenizer import byte_tokenizer_json
 
 BYTE_TOKENS = 256
 BOS, EOS, PAD = 256, 257, 258
@@ -237,6 +238,13 @@ def build(cfg: TinyConfig, layout: str) -> object:
         )
         return node("Concat", [ra, rb], f"{name}.rot", axis=-1)
 
+    def repeat_kv(t: str, name: str) -> str:
+        """[1, kv_heads, T, d] -> [1, heads, T, d]: each KV head serves a group of query heads."""
+        if cfg.heads == cfg.kv_heads:
+            return t
+        wide = node("Expand", [node("Unsqueeze", [t, "axes_2"], f"{name}5"), "rep_shape"], f"{name}x")
+        return node("Reshape", [wide, "heads_shape"], f"{name}rep")
+
     inputs = [
         helper.make_tensor_value_info("input_ids", i64, [1, "sequence_length"]),
         helper.make_tensor_value_info("attention_mask", i64, [1, "total_sequence_length"]),
@@ -297,32 +305,7 @@ def build(cfg: TinyConfig, layout: str) -> object:
             qh, kh = rotate(qh, f"{p}.qr"), rotate(kh, f"{p}.kr")
             k_all = node("Concat", [f"past_key_values.{i}.key", kh], f"present.{i}.key", axis=2)
             v_all = node("Concat", [f"past_key_values.{i}.value", vh], f"present.{i}.value", axis=2)
-            k_rep, v_rep = k_all, v_all
-            if cfg.heads != cfg.kv_heads:  # each KV head serves a group of query heads
-                k_rep = node(
-                    "Reshape",
-                    [
-                        node(
-                            "Expand",
-                            [node("Unsqueeze", [k_all, "axes_2"], f"{p}.k5"), "rep_shape"],
-                            f"{p}.kx",
-                        ),
-                        "heads_shape",
-                    ],
-                    f"{p}.krep",
-                )
-                v_rep = node(
-                    "Reshape",
-                    [
-                        node(
-                            "Expand",
-                            [node("Unsqueeze", [v_all, "axes_2"], f"{p}.v5"), "rep_shape"],
-                            f"{p}.vx",
-                        ),
-                        "heads_shape",
-                    ],
-                    f"{p}.vrep",
-                )
+            k_rep, v_rep = repeat_kv(k_all, f"{p}.k"), repeat_kv(v_all, f"{p}.v")
             kt = node("Transpose", [k_rep], f"{p}.kt", perm=[0, 1, 3, 2])
             scores = node(
                 "Add",
@@ -350,6 +333,48 @@ def build(cfg: TinyConfig, layout: str) -> object:
     model = helper.make_model(graph, opset_imports=opsets, producer_name="edgepipe make_tiny_lm")
     model.ir_version = 8
     return model
+
+
+def byte_tokenizer_json(specials: dict[str, int]) -> dict[str, object]:
+    """A Hugging Face ``tokenizer.json`` for a byte vocabulary: ids 0..255 are the bytes
+    (``<0xNN>``, as byte-fallback BPE names them), then ``specials``."""
+    vocab = {f"<0x{b:02X}>": b for b in range(256)}
+    vocab.update(specials)
+    return {
+        "version": "1.0",
+        "added_tokens": [
+            {
+                "id": i,
+                "content": t,
+                "special": True,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+            }
+            for t, i in specials.items()
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Split",
+            "pattern": {"String": ""},
+            "behavior": "Isolated",
+            "invert": False,
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteFallback"},
+        "model": {
+            "type": "BPE",
+            "vocab": vocab,
+            "merges": [],
+            "byte_fallback": True,
+            "unk_token": None,
+            "fuse_unk": False,
+            "dropout": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+        },
+    }
 
 
 def write(folder: Path, cfg: TinyConfig, layout: str) -> Path:
@@ -382,34 +407,6 @@ def write(folder: Path, cfg: TinyConfig, layout: str) -> Path:
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     (folder / "tokenizer.json").write_text(json.dumps(byte_tokenizer_json(SPECIAL), indent=1))
     return path
-
-
-def demo_model(folder: Path | None = None) -> Path:
-    """The tiny model the shipped pipelines use when no model is given, built once into the
-    cache (deterministic, untrained: its text is noise; it exercises the machinery).
-
-    Raises ``RuntimeError`` saying what to do when it is missing and ``onnx`` is not installed.
-    """
-    import logging
-
-    from edgepipe.infer.cache import cache_dir
-
-    folder = folder or cache_dir() / "models" / "tiny-lm"
-    if (folder / "model.onnx").is_file():
-        return folder
-    try:
-        import onnx  # noqa: F401 - only to build it
-    except ImportError:
-        raise RuntimeError(
-            f"no language model at {folder}: pass --model PATH (a decoder exported with past key values), "
-            "or install the 'onnx' package (pip install onnx) so edgepipe can build its tiny test model"
-        ) from None
-    logging.getLogger(__name__).warning(
-        "building a tiny untrained language model in %s (its text is noise; pass --model for a real one)",
-        folder,
-    )
-    write(folder, TinyConfig(max_seq_len=256), "gqa")
-    return folder
 
 
 SIZE_FLAGS = ("vocab", "hidden", "layers", "heads", "kv_heads", "ffn", "max_seq_len", "seed")

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgepipe.lm import LanguageModel, SamplingParams
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_tiny_lm.py"
+
+
+@pytest.mark.slow
+def test_the_script_writes_a_model_the_runner_loads(tmp_path: Path) -> None:
+    # What the error of pipelines/describe_scene.py without --model points to.
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "lm"), "--layout", "concat", "--max-seq-len", "32"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "model.onnx: concat layout" in done.stderr
+    assert {p.name for p in (tmp_path / "lm").iterdir()} == {"model.onnx", "config.json", "tokenizer.json"}
+    lm = LanguageModel(tmp_path / "lm")
+    lm.complete("Hi", SamplingParams(max_new_tokens=3, ignore_eos=True))
+    assert lm.stats.new_tokens == 3
