@@ -45,6 +45,7 @@ from edgepipe.infer import SessionConfig, resolve
 from edgepipe.infer.onnxfile import free_image_dims
 from edgepipe.infer.providers import intra_op_threads
 from edgepipe.media import VideoSource
+from edgepipe.media.colour import BT601_LIMITED
 from edgepipe.media.frame import Frame, from_av
 from edgepipe.media.tensor import Preprocessor, TensorFormat
 from edgepipe.vision import Detections, Detector
@@ -178,9 +179,12 @@ def onnx_preprocess_graph(src_h: int, src_w: int, fmt: TensorFormat, box_h: int,
             helper.make_node("Unsqueeze", [f"{plane}f", "axes0"], [f"{plane}4"]),
             helper.make_node("Resize", [f"{plane}4", "", "", "sizes"], [f"{plane}r"], mode="linear"),
         ]
-    for name, value in (("c16", 16.0), ("c128", 128.0), ("k_y", 1.164), ("k_rv", 1.596), ("k_gu", -0.392),
-                        ("k_gv", -0.813), ("k_bu", 2.017), ("lo", 0.0), ("hi", 255.0)):  # fmt: skip
-        nodes.append(helper.make_node("Constant", [], [name], value=helper.make_tensor(name, f, [], [value])))
+    k = BT601_LIMITED  # the same factors as edgepipe's own conversion
+    for name, value in (("c16", k.y_black), ("c128", 128.0), ("k_y", k.y), ("k_rv", k.rv), ("k_gu", k.gu),
+                        ("k_gv", k.gv), ("k_bu", k.bu), ("lo", 0.0), ("hi", 255.0)):  # fmt: skip
+        nodes.append(
+            helper.make_node("Constant", [], [name], value=helper.make_tensor(name, f, [], [float(value)]))
+        )
     nodes += [
         helper.make_node("Sub", ["yr", "c16"], ["y0"]), helper.make_node("Mul", ["y0", "k_y"], ["y1"]),
         helper.make_node("Sub", ["ur", "c128"], ["u0"]), helper.make_node("Sub", ["vr", "c128"], ["v0"]),

@@ -22,6 +22,7 @@ import numpy as np
 
 from edgepipe.core.lease import Leased
 from edgepipe.core.memory import Reservation, memory_plan
+from edgepipe.media.colour import BT601_LIMITED
 
 NV12 = "nv12"
 I420 = "i420"
@@ -187,7 +188,8 @@ class Frame(Leased):
     def to_rgb(self) -> np.ndarray:
         """An RGB copy (BT.601, limited range), for debugging and tests; not for the hot path."""
         u, v = self.chroma()
-        yy = self.y.astype(np.float32) - 16.0
+        k = BT601_LIMITED
+        yy = self.y.astype(np.float32) - k.y_black
         uu = (
             np.repeat(np.repeat(u, 2, axis=0), 2, axis=1)[: self.height, : self.width].astype(np.float32)
             - 128
@@ -196,9 +198,9 @@ class Frame(Leased):
             np.repeat(np.repeat(v, 2, axis=0), 2, axis=1)[: self.height, : self.width].astype(np.float32)
             - 128
         )
-        r = 1.164 * yy + 1.596 * vv
-        g = 1.164 * yy - 0.392 * uu - 0.813 * vv
-        b = 1.164 * yy + 2.017 * uu
+        r = k.y * yy + k.rv * vv
+        g = k.y * yy + k.gu * uu + k.gv * vv
+        b = k.y * yy + k.bu * uu
         rgb: np.ndarray = np.clip(np.stack([r, g, b], axis=-1), 0, 255).astype(np.uint8)
         return rgb
 
@@ -224,7 +226,8 @@ class Frame(Leased):
         return f"Frame({self.source_id}#{self.seq} {self.width}x{self.height} {self.format} pts={self.pts})"
 
 
-def _plane(av_plane: Any, height: int, width: int) -> np.ndarray:
+def plane_view(av_plane: Any, height: int, width: int) -> np.ndarray:
+    """A read-only ``(height, width)`` uint8 view of a PyAV plane (a decoder's or swscale's)."""
     # The plane's rows are line_size bytes apart (padding for SIMD): a strided view, no copy.
     # Read-only: the decoder may still use these pixels as a reference for the next frames.
     flat = np.frombuffer(av_plane, np.uint8)
@@ -246,11 +249,11 @@ def from_av(
                               "seq": seq, "pool": pool, "slot": slot, "holder": av_frame,
                               "full_range": full_range}  # fmt: skip
     if fmt in ("yuv420p", "yuvj420p"):
-        u, v = _plane(planes[1], ch, cw), _plane(planes[2], ch, cw)
-        return Frame(format=I420, y=_plane(planes[0], h, w), u=u, v=v, **common)
+        u, v = plane_view(planes[1], ch, cw), plane_view(planes[2], ch, cw)
+        return Frame(format=I420, y=plane_view(planes[0], h, w), u=u, v=v, **common)
     if fmt == "nv12":
-        uv = _plane(planes[1], ch, cw * 2).reshape(ch, cw, 2)
-        return Frame(format=NV12, y=_plane(planes[0], h, w), uv=uv, **common)
+        uv = plane_view(planes[1], ch, cw * 2).reshape(ch, cw, 2)
+        return Frame(format=NV12, y=plane_view(planes[0], h, w), uv=uv, **common)
     raise ValueError(f"pixel format {fmt} is neither I420 nor NV12; convert it first")
 
 

@@ -1,10 +1,10 @@
 """``VideoSource``: a file, stream, camera or synthetic scene as a pipeline source of Frames.
 
 One decode thread per source reads and decodes; the event loop only receives finished frames.
-Every open and read has a deadline (``timeout_s``). A live input that stalls (no packet within
-the deadline) or ends is reported, closed and reopened with capped exponential backoff, forever:
-cameras come back. Corrupt packets are skipped and counted. The source's state is a gauge
-(``--stats``), a log line and a ``source_state`` result message::
+Every open and read has a deadline (``timeout_s``). A live input that stalls or ends is
+reported, closed and reopened with capped exponential backoff, forever: cameras come back (see
+:mod:`edgepipe.media.reconnect`). Corrupt packets are skipped and counted. The source's state is
+a gauge (``--stats``), a log line and a ``source_state`` result message::
 
     connecting -> live -> stalled -> reconnecting -> connecting -> live ... -> ended
 
@@ -13,37 +13,34 @@ Frames are leased from a bounded pool. Its default size is what the consumers ca
 ``latest`` queue of one frame per consumer that is "2 per consumer + 1": double buffering. When
 every frame is held, a live source drops the frame it just decoded (counted, the camera goes
 on); a file waits.
+
+The pieces: :mod:`~edgepipe.media.chooser` picks and opens the decoder,
+:mod:`~edgepipe.media.reconnect` (or :func:`edgepipe.media.synthetic.play`) runs in the decode
+thread, :mod:`~edgepipe.media.pacing` keeps time there, and both report through an
+:class:`~edgepipe.media.outlet.Outlet` into a :class:`~edgepipe.media.status.SourceStatus`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import av.error
-
 from edgepipe.core.context import current_node
-from edgepipe.core.memory import MemoryBudgetError
-from edgepipe.media import hw
-from edgepipe.media.decode import StreamDecoder, describe_ffmpeg_error
-from edgepipe.media.errors import DecoderError, SourceError
-from edgepipe.media.frame import Frame, FramePool, from_av, from_planes, nv12_views
+from edgepipe.media import synthetic
+from edgepipe.media.chooser import DecoderChooser
+from edgepipe.media.errors import SourceError
+from edgepipe.media.frame import Frame, FramePool
 from edgepipe.media.handoff import Handoff
-from edgepipe.media.probe import choose, try_decoder
-from edgepipe.media.synthetic import Scene
+from edgepipe.media.outlet import Outlet
+from edgepipe.media.reconnect import Reconnector
+from edgepipe.media.status import SourceStatus
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 
 log = logging.getLogger(__name__)
-
-STATES = ("connecting", "live", "stalled", "reconnecting", "ended")
-
-
-class _Stalled(Exception):
-    pass
 
 
 class VideoSource:
@@ -82,24 +79,13 @@ class VideoSource:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.options = dict(options or {})
-        # Counters, written by the decode thread, read anywhere (ints: no lock needed to read).
-        self.decoded = 0
-        self.delivered = 0
-        self.dropped = 0
-        self.corrupt = 0
-        self.reconnects = 0
-        # One tuple, replaced whole by the decode thread: a reader never pairs a state with
-        # another state's reason.
-        self._state: tuple[str, str] = ("idle", "")
-        self.decoder_used = ""
         self.pool: FramePool | None = None
+        self._status = SourceStatus(url)  # written by the decode thread, read anywhere
+        self._chooser: DecoderChooser | None = None
         self._handoff: Handoff | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._source_id = url
-        self._gauges: dict[str, Any] = {}
         self._emit_event: Any = None
-        self._prepared: StreamDecoder | None = None
 
     def __repr__(self) -> str:
         return f"VideoSource({self.url!r})"
@@ -107,22 +93,50 @@ class VideoSource:
     @property
     def state(self) -> str:
         """connecting, live, stalled, reconnecting, ended (idle before start)."""
-        return self._state[0]
+        return self._status.state_info[0]
 
     @property
     def state_reason(self) -> str:
         """Why the source is in its state ("read timed out", ...): empty when live."""
-        return self._state[1]
+        return self._status.state_info[1]
 
     @property
     def state_info(self) -> tuple[str, str]:
         """(state, reason), read together."""
-        return self._state
+        return self._status.state_info
 
     @property
     def source_id(self) -> str:
         """The id its frames carry: the node's id once started in a pipeline, else the URL."""
-        return self._source_id
+        return self._status.source_id
+
+    @property
+    def decoder_used(self) -> str:
+        """What decodes: ``h264+cuda``, ``h264 (software)``, ``synthetic`` (empty before start)."""
+        return self._status.decoder_used
+
+    # Counters, written by the decode thread, read anywhere (ints: no lock needed to read).
+
+    @property
+    def decoded(self) -> int:
+        return self._status.decoded
+
+    @property
+    def delivered(self) -> int:
+        return self._status.delivered
+
+    @property
+    def dropped(self) -> int:
+        """Frames decoded while consumers held every frame of the pool (live sources)."""
+        return self._status.dropped
+
+    @property
+    def corrupt(self) -> int:
+        return self._status.corrupt
+
+    @property
+    def reconnects(self) -> int:
+        return self._status.reconnects
 
     # -- lifecycle (node hooks) ---------------------------------------------------------------
 
@@ -135,19 +149,43 @@ class VideoSource:
         except RuntimeError:  # used outside a pipeline
             ctx = None
         if ctx is not None:
-            self._source_id = ctx.node_id
-            self._gauges = ctx.gauges
+            self._status.source_id = ctx.node_id
+            self._status.gauges = ctx.gauges
             self._emit_event = ctx.emit_event
             consumers_hold = sum(size + 1 for size in ctx.consumer_queue_sizes) or 2
         capacity = self.pool_size or consumers_hold + 1
-        self.pool = FramePool(capacity, name=self._source_id)
+        self.pool = FramePool(capacity, name=self.source_id)
         loop = asyncio.get_running_loop()
+        chooser = self._chooser = DecoderChooser(
+            self.src,
+            self.decoder,
+            timeout_s=self.timeout_s,
+            rtsp_transport=self.rtsp_transport,
+            options=self.options,
+        )
         if self.src.kind == "file":
-            await loop.run_in_executor(None, self._check_file)
+            await loop.run_in_executor(None, chooser.prepare)
         self._handoff = Handoff(loop)
         self._stop.clear()
+        outlet = Outlet(self.url, self._status, self.pool, self._handoff, self._stop)
+        produce: Callable[[], None]
+        if self.src.kind == "synthetic":
+            produce = functools.partial(synthetic.play, self.src, outlet)
+        else:
+            reconnector = Reconnector(
+                outlet,
+                chooser,
+                self.src,
+                live=self.live,
+                loop=self.loop,
+                realtime=self.realtime,
+                timeout_s=self.timeout_s,
+                backoff_initial_s=self.backoff_initial_s,
+                backoff_max_s=self.backoff_max_s,
+            )
+            produce = reconnector.run
         self._thread = threading.Thread(
-            target=self._run, name=f"edgepipe-decode-{self._source_id}", daemon=True
+            target=outlet.run, args=(produce,), name=f"edgepipe-decode-{self.source_id}", daemon=True
         )
         self._thread.start()
 
@@ -163,9 +201,8 @@ class VideoSource:
                 )
         if self._handoff is not None:
             self._handoff.drain()
-        if self._prepared is not None:  # started but never ran
-            self._prepared.close()
-            self._prepared = None
+        if self._chooser is not None:  # started but never ran: the input opened at start-up
+            self._chooser.discard()
 
     async def __aiter__(self) -> AsyncIterator[Frame]:
         handoff = self._handoff
@@ -182,268 +219,10 @@ class VideoSource:
             elif kind == "end":
                 return
 
-    # -- reporting ----------------------------------------------------------------------------
-
     async def _report_state(self, state: str, reason: str) -> None:
-        self._gauges["source"] = state
+        self._status.gauges["source"] = state
         level = logging.INFO if state in ("connecting", "live", "ended") else logging.WARNING
-        log.log(level, "[%s] %s: %s%s", self._source_id, self.url, state, f" ({reason})" if reason else "")
+        log.log(level, "[%s] %s: %s%s", self.source_id, self.url, state, f" ({reason})" if reason else "")
         if self._emit_event is not None:
-            await self._emit_event("source_state", {"source": self._source_id, "url": self.url,
+            await self._emit_event("source_state", {"source": self.source_id, "url": self.url,
                                                     "state": state, "reason": reason})  # fmt: skip
-
-    def _set_state(self, state: str, reason: str = "") -> None:
-        if state == self.state and not reason:
-            return
-        self._state = (state, reason)
-        self._update_gauges()
-        assert self._handoff is not None
-        self._handoff.post("state", (state, reason))
-
-    def _update_gauges(self) -> None:
-        g = self._gauges
-        g["decoded"] = self.decoded
-        if self.dropped:
-            g["pool_drops"] = self.dropped
-        if self.corrupt:
-            g["corrupt"] = self.corrupt
-        if self.reconnects:
-            g["reconnects"] = self.reconnects
-
-    # -- the decode thread --------------------------------------------------------------------
-
-    def _check_file(self) -> None:
-        """Open the file once at start-up, so that a bad one fails with its name before anything
-        runs; the decode thread then starts from this open input instead of opening it again."""
-        decoder = StreamDecoder(self.src, timeout_s=self.timeout_s, options=self.options)
-        decoder.open()
-        self._prepared = decoder
-
-    def _run(self) -> None:
-        assert self._handoff is not None
-        try:
-            if self.src.kind == "synthetic":
-                self._run_synthetic()
-            else:
-                self._run_decoder()
-        except SourceError as exc:
-            self._handoff.post("error", exc)
-            return
-        except MemoryBudgetError as exc:
-            self._handoff.post("error", SourceError(str(exc), url=self.url, retryable=False))
-            return
-        except Exception as exc:  # a bug or an FFmpeg surprise: name the source, keep the cause
-            log.exception("%s: decode thread failed", self.url)
-            self._handoff.post(
-                "error", SourceError(f"decode thread failed: {exc!r}", url=self.url, retryable=True)
-            )
-            return
-        self._handoff.post("end", None)
-
-    def _wait(self, seconds: float) -> bool:
-        """Sleep unless stopped; True if stopped."""
-        return self._stop.wait(seconds)
-
-    def _run_decoder(self) -> None:
-        backoff = self.backoff_initial_s
-        attempt = 0
-        while not self._stop.is_set():
-            self._set_state("connecting" if attempt == 0 else "reconnecting")
-            attempt += 1
-            try:
-                decoder = self._open()
-            except SourceError as exc:
-                if not exc.retryable:
-                    raise
-                self.reconnects += 1
-                self._set_state("reconnecting", f"{exc}; retrying in {backoff:.2f} s")
-                if self._wait(backoff):
-                    return
-                backoff = min(backoff * 2, self.backoff_max_s)
-                continue
-            try:
-                outcome = self._pump(decoder)
-            except _Stalled as stall:
-                self._set_state("stalled", str(stall))
-                self.reconnects += 1
-                if self._wait(backoff):
-                    return
-                backoff = min(backoff * 2, self.backoff_max_s)
-                continue
-            finally:
-                decoder.close()
-            if outcome == "stopped":
-                return
-            backoff = self.backoff_initial_s
-            if not self.live:
-                if self.loop:
-                    attempt = 0
-                    continue
-                self._set_state("ended", f"{self.decoded} frames, {self.corrupt} corrupt packets")
-                return
-            self._set_state("stalled", "stream ended")
-            self.reconnects += 1
-
-    def _open(self) -> StreamDecoder:
-        """Open the input with the chosen decoder; a hardware decoder that fails to open falls
-        back to software with one warning."""
-        software, self._prepared = self._prepared, None
-        if software is None:
-            software = StreamDecoder(self.src, timeout_s=self.timeout_s, rtsp_transport=self.rtsp_transport,
-                                     options=self.options)  # fmt: skip
-            software.open()  # first in software: it tells the codec, and it is the fallback anyway
-        codec = software.codec
-        if self.decoder == "auto":
-            choice, why = choose(codec)
-        else:
-            choice, why = hw.parse_choice(codec, self.decoder) or hw.DecoderChoice(codec), "as configured"
-        if not choice.is_hardware:
-            self._note_decoder(f"{codec} (software)", why if self.decoder == "auto" else "")
-            return software
-        if self.decoder != "auto":
-            # An asked-for decoder is tried on a small clip first: some fail only at the first
-            # packet (a CUDA decoder without a GPU), which would otherwise look like corruption.
-            trial = try_decoder(codec, choice)
-            if not trial.works:
-                reason = f"{choice.label} cannot decode {codec} here: {trial.reason}"
-                self._note_decoder(f"{codec} (software)", reason)
-                return software
-        software.close()
-        hardware = StreamDecoder(self.src, choice=choice, timeout_s=self.timeout_s,
-                                 rtsp_transport=self.rtsp_transport, options=self.options)  # fmt: skip
-        try:
-            hardware.open()
-        except DecoderError as exc:
-            software.open()
-            self._note_decoder(f"{codec} (software)", str(exc))
-            return software
-        self._note_decoder(choice.label, why)
-        return hardware
-
-    def _note_decoder(self, label: str, why: str) -> None:
-        if label == self.decoder_used:
-            return
-        self.decoder_used = label
-        self._gauges["decoder"] = label
-        if "software" in label and why:
-            log.warning("[%s] decoding %s: %s", self._source_id, label, why)
-        else:
-            log.info("[%s] decoding with %s", self._source_id, label)
-
-    def _pump(self, decoder: StreamDecoder) -> str:
-        """Decode until the input ends ('eof'), the source stops ('stopped'); raise _Stalled."""
-        first = True
-        t_origin: float | None = None
-        try:
-            for packet in decoder.packets():
-                if self._stop.is_set():
-                    return "stopped"
-                if first:
-                    self._set_state("live")
-                    first = False
-                if packet.is_corrupt:
-                    self.corrupt += 1
-                try:
-                    frames = decoder.decode(packet)
-                except av.error.FFmpegError:
-                    self.corrupt += 1  # a damaged packet: skip it, the next keyframe heals
-                    continue
-                for av_frame in frames:
-                    if self.realtime and not self.live:
-                        t_origin = self._pace(av_frame, t_origin)
-                    if not self._deliver(av_frame):
-                        return "stopped"
-        except av.error.ExitError as exc:
-            raise _Stalled(f"no data within {self.timeout_s:g} s") from exc
-        except (av.error.FFmpegError, OSError) as exc:
-            if self.live or self.src.is_network:
-                raise _Stalled(describe_ffmpeg_error(exc)) from exc
-            self.corrupt += 1  # a truncated or damaged file: what was decoded stands
-            log.warning("%s: stopped reading at a damaged spot: %s", self.url, describe_ffmpeg_error(exc))
-        try:
-            for av_frame in decoder.decode(None):
-                if not self._deliver(av_frame):
-                    return "stopped"
-        except av.error.FFmpegError:
-            self.corrupt += 1
-        return "eof"
-
-    def _pace(self, av_frame: Any, t_origin: float | None) -> float:
-        t: float | None = av_frame.time
-        now = time.monotonic()
-        if t is None:
-            return now if t_origin is None else t_origin
-        if t_origin is None:
-            return now - t
-        delay = t_origin + t - now
-        if delay > 0:
-            self._wait(delay)
-        return t_origin
-
-    def _deliver(self, av_frame: Any) -> bool:
-        """Hand one decoded frame to the loop; False once stopping."""
-        assert self.pool is not None
-        assert self._handoff is not None
-        self.decoded += 1
-        self.pool.plan(av_frame.width, av_frame.height)  # before a slot is taken: it may raise
-        slot = self._slot()
-        if slot is None:
-            if self._stop.is_set():
-                return False
-            self.dropped += 1
-            self._update_gauges()
-            return True
-        frame = from_av(av_frame, source_id=self._source_id, seq=self.decoded, pool=self.pool, slot=slot)
-        self.delivered += 1
-        if self.decoded % 30 == 1:
-            self._update_gauges()
-        if not self._handoff.post("frame", frame):
-            frame.release()
-            return False
-        return True
-
-    def _slot(self) -> int | None:
-        assert self.pool is not None
-        if self.live:
-            return self.pool.try_acquire()
-        while not self._stop.is_set():
-            slot = self.pool.acquire(timeout_s=0.2)
-            if slot is not None:
-                return slot
-        return None
-
-    def _run_synthetic(self) -> None:
-        assert self.pool is not None
-        assert self._handoff is not None
-        src = self.src
-        scene = Scene(src.width, src.height)
-        nbytes = src.width * src.height * 3 // 2
-        self.pool.plan(src.width, src.height)
-        interval = 1.0 / src.fps
-        self._note_decoder("synthetic", "")
-        self._set_state("live")
-        t_next = time.monotonic()
-        i = 0
-        while not self._stop.is_set():
-            self.decoded += 1
-            slot = self.pool.try_acquire()
-            if slot is None:
-                self.dropped += 1  # consumers hold every frame: skip this one (a camera would)
-            else:
-                y, uv = nv12_views(self.pool.buffer(slot, nbytes), src.width, src.height)
-                scene.draw(i, y, uv)
-                frame = from_planes(y, uv, source_id=self._source_id, seq=self.decoded, pts=i,
-                                    time_base=None, pool=self.pool, slot=slot)  # fmt: skip
-                self.delivered += 1
-                if not self._handoff.post("frame", frame):
-                    frame.release()
-                    return
-            if self.decoded % 30 == 1:
-                self._update_gauges()
-            i += 1
-            t_next += interval
-            delay = t_next - time.monotonic()
-            if delay < -1.0:
-                t_next = time.monotonic()  # fell far behind (a paused machine): do not burst
-            elif delay > 0 and self._wait(delay):
-                return

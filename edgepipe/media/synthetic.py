@@ -3,7 +3,8 @@
 It behaves as a camera does: frames come at the frame rate whether or not anyone keeps up, in
 NV12 straight into the source's pool buffers (no decode, no copy). The scene is a lit gradient
 with texture and sensor noise, a square crossing it and a disc bouncing in it, so that motion,
-drawing and encoding have something real to work on.
+drawing and encoding have something real to work on. :func:`play` is a synthetic source's
+decode thread: the scene at the URL's size and rate.
 """
 
 from __future__ import annotations
@@ -11,6 +12,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from edgepipe.media.frame import from_planes, nv12_views
+from edgepipe.media.outlet import Outlet
+from edgepipe.media.pacing import Ticker
+from edgepipe.media.url import SourceURL
 
 NOISE_VARIANTS = 8
 
@@ -75,3 +81,35 @@ class Scene:
             cgy, cgx = np.ogrid[cys:cye, cxs:cxe]
             c_inside = (cgy * 2 - cy) ** 2 + (cgx * 2 - cx) ** 2 <= r * r
             uv[cys:cye, cxs:cxe][c_inside] = (170, 100)  # bluish
+
+
+def play(src: SourceURL, outlet: Outlet) -> None:
+    """Frames of the scene at ``src``'s size and rate into ``outlet`` until the source stops (a
+    synthetic source's decode thread, run by :meth:`Outlet.run`). Raises the memory plan's
+    :class:`~edgepipe.core.memory.MemoryBudgetError` if the pool does not fit."""
+    status, pool = outlet.status, outlet.pool
+    scene = Scene(src.width, src.height)
+    nbytes = src.width * src.height * 3 // 2
+    pool.plan(src.width, src.height)
+    status.note_decoder("synthetic", "")
+    outlet.set_state("live")
+    ticker = Ticker(src.fps, outlet.wait)
+    i = 0
+    while not outlet.stopped:
+        status.decoded += 1
+        slot = pool.try_acquire()
+        if slot is None:
+            status.dropped += 1  # consumers hold every frame: skip this one (a camera would)
+        else:
+            y, uv = nv12_views(pool.buffer(slot, nbytes), src.width, src.height)
+            scene.draw(i, y, uv)
+            frame = from_planes(y, uv, source_id=status.source_id, seq=status.decoded, pts=i,
+                                time_base=None, pool=pool, slot=slot)  # fmt: skip
+            status.delivered += 1
+            if not outlet.post(frame):
+                return
+        if status.decoded % 30 == 1:
+            status.update_gauges()
+        i += 1
+        if ticker.tick():
+            return

@@ -30,7 +30,8 @@ from typing import Any, Literal
 import numpy as np
 
 from edgepipe.core.memory import memory_plan
-from edgepipe.media.frame import NV12, Frame
+from edgepipe.media.colour import BT601_FULL, BT601_LIMITED
+from edgepipe.media.frame import NV12, Frame, plane_view
 
 Method = Literal["auto", "swscale", "numpy"]
 
@@ -184,7 +185,7 @@ class Preprocessor:
         small = av_frame.reformat(
             width=box.width, height=box.height, format="gbrp", interpolation="FAST_BILINEAR"
         )
-        g, b, r = (_plane_view(p, box.height, box.width) for p in small.planes)
+        g, b, r = (plane_view(p, box.height, box.width) for p in small.planes)
         for channel, pixels in enumerate((r, g, b)):
             self._affine(pixels, planes[channel], channel)
 
@@ -201,26 +202,6 @@ class Preprocessor:
 
 
 Index = slice | np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class _Bt601:
-    """YCbCr -> RGB factors: R = y*(Y - y_black) + rv*V', G = ... + gu*U' + gv*V', B = ... + bu*U'."""
-
-    y: np.float32
-    y_black: float
-    rv: np.float32
-    gu: np.float32
-    gv: np.float32
-    bu: np.float32
-
-
-_LIMITED = _Bt601(
-    np.float32(1.164), 16.0, np.float32(1.596), np.float32(-0.392), np.float32(-0.813), np.float32(2.017)
-)
-_FULL = _Bt601(
-    np.float32(1.0), 0.0, np.float32(1.402), np.float32(-0.344), np.float32(-0.714), np.float32(1.772)
-)
 
 
 def _nearest(src: int, dst: int, count: int, limit: int, halve: bool = False) -> Index:
@@ -297,7 +278,7 @@ class _NearestMaps:
         """BT.601 (limited or full range) -> RGB, normalized:
         ``out[c] = clip(rgb) * gains[c] + offsets[c]``."""
         h, w = self.shape
-        k = _FULL if full_range else _LIMITED
+        k = BT601_FULL if full_range else BT601_LIMITED
         fu, fv = self._fu, self._fv
         np.subtract(u, np.float32(128), out=fu)
         np.subtract(v, np.float32(128), out=fv)
@@ -337,8 +318,3 @@ def _pick(plane: np.ndarray, rows: Index, cols: Index, row_buf: np.ndarray, out:
         return picked_rows[:, cols]
     np.take(picked_rows, cols, axis=1, out=out)
     return out
-
-
-def _plane_view(plane: Any, height: int, width: int) -> np.ndarray:
-    flat = np.frombuffer(plane, np.uint8)
-    return flat.reshape(height, plane.line_size)[:, :width]
