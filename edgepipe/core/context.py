@@ -20,9 +20,6 @@ class NodeContext:
     node_id: str
     consumers: int
     """How many nodes take this node's output (each gets every item)."""
-    consumer_queue_sizes: tuple[int, ...]
-    """The inbox size of each consumer: how many items each can hold queued (a pool that feeds
-    them needs that many, plus one in hand per consumer)."""
     emit_event: Callable[[str, Any], Awaitable[None]]
     """``await emit_event(kind, data)`` writes a result message on behalf of this node."""
     gauges: dict[str, Any] = field(default_factory=dict)

@@ -101,7 +101,6 @@ class NodeRunner:
             self._context = NodeContext(
                 self.node_id,
                 len(channels),
-                tuple(c.size for c in channels),
                 emit_event,
                 self.metrics.gauges,
                 run_blocking,

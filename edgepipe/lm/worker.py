@@ -30,14 +30,13 @@ from typing import Any
 
 from edgepipe.core.context import current_node
 from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.markers import END
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.errors import LMError
 from edgepipe.lm.generate import GenerationStats, LanguageModel, Overflow
 from edgepipe.lm.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
-
-_END = object()
 
 
 class LMWorker:
@@ -128,13 +127,13 @@ class LMWorker:
                             await asyncio.sleep(delay)
                             paced += loop.time() - t_sleep
                     try:
-                        piece = await loop.run_in_executor(self._thread, next, steps, _END)
+                        piece = await loop.run_in_executor(self._thread, next, steps, END)
                     except RuntimeError as exc:  # the pool refused the step: closed meanwhile
                         self._check_open()
                         raise LMError(
                             f"the worker could not run the step: {exc}", model=str(self.model)
                         ) from exc
-                    if piece is _END:
+                    if piece is END:
                         return
                     assert isinstance(piece, str)
                     t_first = t_first or loop.time()

@@ -9,10 +9,10 @@ a gauge (``--stats``), a log line and a ``source_state`` result message::
     connecting -> live -> stalled -> reconnecting -> connecting -> live ... -> ended
 
 Frames are leased from a bounded pool. Its default size is what the consumers can hold at once
-(each consumer's queue plus the frame it is working on) plus the one being decoded; with a
-``latest`` queue of one frame per consumer that is "2 per consumer + 1": double buffering. When
-every frame is held, a live source drops the frame it just decoded (counted, the camera goes
-on); a file waits.
+(each consumer's lane plus what it has in hand: the frame it works on, and the next one when it
+prepares that meanwhile, as a Detector does) plus the one being decoded; with a ``latest`` lane
+of one frame that is 2 per plain consumer and 3 per detector, + 1. When every frame is held, a
+live source drops the frame it just decoded (counted, the camera goes on); a file waits.
 
 The pieces: :mod:`~edgepipe.media.chooser` picks and opens the decoder,
 :mod:`~edgepipe.media.reconnect` (or :func:`edgepipe.media.synthetic.play`) runs in the decode
@@ -152,7 +152,7 @@ class VideoSource:
             self._status.source_id = ctx.node_id
             self._status.gauges = ctx.gauges
             self._emit_event = ctx.emit_event
-            consumers_hold = sum(size + 1 for size in ctx.consumer_queue_sizes) or 2
+            consumers_hold = sum(ctx.consumer_holds) or 2
         capacity = self.pool_size or consumers_hold + 1
         self.pool = FramePool(capacity, name=self.source_id)
         loop = asyncio.get_running_loop()

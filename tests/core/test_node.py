@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from edgepipe import Pipeline, run_async
+from edgepipe.core.context import current_node
 from edgepipe.core.lease import Leased
 from edgepipe.core.pipeline import ErrorPolicy, OnError
 from edgepipe.testing import FakeSource, ListSink
@@ -213,3 +214,35 @@ async def test_source_timeout_turns_a_silent_stall_into_a_restart() -> None:
     report = await asyncio.wait_for(run_async(p, duration_s=0.6), 10)
     assert Stalls.opened >= 3
     assert report.stats.node("src").errors >= 2
+
+
+async def test_a_source_learns_how_many_items_each_consumer_can_hold() -> None:
+    # A pool feeding these consumers needs their sum: the lane, plus the item in hand, plus the
+    # next one when a two-step stage prepares it meanwhile, or a batch.
+    holds: list[tuple[int, ...]] = []
+
+    async def source() -> AsyncIterator[int]:
+        holds.append(current_node().consumer_holds)
+        yield 1
+
+    class TwoStep:
+        def prepare(self, item: int) -> int:
+            return item
+
+        def process(self, item: int) -> int:
+            return item
+
+    class Batched(TwoStep):
+        batch_size = 4
+
+        def process_batch(self, items: list[int]) -> list[int]:
+            return items
+
+    p = Pipeline()
+    src = p.source("src", source)
+    p.sink("plain", ListSink(), inputs=src, policy="latest", queue_size=1)
+    p.sink("two_step", TwoStep(), inputs=src, policy="latest", queue_size=1)
+    p.sink("restarting", TwoStep(), inputs=src, policy="latest", queue_size=1, on_error="restart")
+    p.sink("batched", Batched(), inputs=src, queue_size=8)
+    await run_async(p)
+    assert holds == [(2, 3, 2, 12)]
