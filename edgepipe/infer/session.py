@@ -98,14 +98,3 @@ class Session:
         :meth:`run`, never retried (a terminated run may have written part of its outputs)."""
         deadline = self.config.timeout_s if timeout_s is None else timeout_s
         self._runs.run_bound(binding, deadline)
-
-    def describe(self) -> dict[str, Any]:
-        """What ``--stats`` and ``edgepipe models`` show about the session."""
-        return {
-            "model": self.name,
-            "path": str(self.path),
-            "providers": self.providers,
-            "threads": self.threads,
-            "inputs": {s.name: [*s.shape] for s in self.inputs},
-            "outputs": {s.name: [*s.shape] for s in self.outputs},
-        }
