@@ -69,10 +69,10 @@ def pipeline_rate(clip: Path, config: SessionConfig, input_size: int) -> tuple[f
     faces = p.stage("faces", detector, inputs=video, queue_size=4)
     p.sink("sink", sink, inputs=faces, blocking=False)
     asyncio.run(run_async(p))
-    assert detector.session is not None
-    pre = next(iter(detector._preprocessors.values()))
+    fmt = detector.input_format
+    assert fmt is not None
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-    return rate, len(stamps), (pre.fmt.height, pre.fmt.width)
+    return rate, len(stamps), (fmt.height, fmt.width)
 
 
 def decoded_frames(clip: Path, count: int) -> list[av.VideoFrame]:

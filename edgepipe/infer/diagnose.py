@@ -5,16 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
 
 from edgepipe.infer import providers
 from edgepipe.infer.errors import InferError, ModelInputError, ModelLoadError, UnsupportedOperator
-
-if TYPE_CHECKING:
-    from edgepipe.infer.session import TensorSpec
+from edgepipe.infer.spec import TensorSpec
 
 _NO_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
 _NO_OP = re.compile(r"No Op registered for (\w+) with domain_version of (\d+)")

@@ -13,49 +13,44 @@ deadline-bounded run -> adapter -> NMS -> boxes in source pixels.
 With ``every=N`` the model sees one frame in N per source and an IoU tracker carries the boxes
 (and track ids) over the others; sources are given different phases, so that four cameras with
 ``every=4`` take turns instead of all hitting the model on the same frame.
+
+The steps live apart: loading and warm-up in :mod:`~edgepipe.vision.model`, input tensors in
+:mod:`~edgepipe.vision.preprocess`, model runs (and batches) in :mod:`~edgepipe.vision.batching`,
+outputs to boxes in :mod:`~edgepipe.vision.decoding`, tracks in :mod:`~edgepipe.vision.tracker`.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from edgepipe.core.context import current_node
-from edgepipe.core.lease import Leased
 from edgepipe.infer import Session, SessionConfig
-from edgepipe.infer.registry import resolve
 from edgepipe.media.frame import Frame
-from edgepipe.media.tensor import Letterbox, Method, Preprocessor, TensorFormat
+from edgepipe.media.tensor import Method, TensorFormat
 from edgepipe.vision import adapters
+from edgepipe.vision.batching import BatchRunner
+from edgepipe.vision.decoding import DetectionDecoder
 from edgepipe.vision.detection import Detection, Detections
-from edgepipe.vision.labels import COCO80, label_for
-from edgepipe.vision.nms import nms
-from edgepipe.vision.tracker import IouTracker
+from edgepipe.vision.model import LoadedModel, load_model
+from edgepipe.vision.preprocess import Normalize, Prepared, TensorCache
+from edgepipe.vision.tracker import SourceTrackers
 
-log = logging.getLogger(__name__)
-
-_DEFAULT_SCORE = {"centerface": 0.4, "yolov5": 0.25, "yolov8": 0.25, "yolo-nms": 0.25, "ssd": 0.4}
-_STRIDE = 32
+__all__ = ["Detector", "Normalize", "Prepared"]
 
 
 @dataclass(frozen=True, slots=True)
-class Normalize:
-    """Pixel (0..255) -> model value: ``(pixel * scale - mean) / std`` per channel."""
+class _Steps:
+    """What an open detector runs each frame through, made together once the model is loaded."""
 
-    scale: float = 1.0 / 255.0
-    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    channels: str = "rgb"
-
-
-_DEFAULT_NORMALIZE = {"centerface": Normalize(scale=1.0)}
+    model: LoadedModel
+    tensors: TensorCache
+    runner: BatchRunner
+    decoder: DetectionDecoder
 
 
 class Detector:
@@ -124,24 +119,24 @@ class Detector:
         self.preprocess_method = preprocess
         self.keep_frame = keep_frame
         self.batch_size = batch_size
-        self._batchable = False
-        self._batch_buffers: dict[tuple[int, ...], np.ndarray] = {}
         self.session: Session | None = None
         self.model_name = self.model
-        self._fixed_hw: tuple[int, int] | None = None
-        self._layout = "nchw"
-        self._dtype: Any = np.float32
-        self._preprocessors: dict[tuple[int, int], Preprocessor] = {}
-        self._trackers: dict[str, IouTracker] = {}
-        self._track_lock = threading.Lock()
-        self._counts: dict[str, int] = {}
-        self._gauges: dict[str, Any] = {}
         self.frames = 0
         self.inferred = 0
+        self._steps: _Steps | None = None
+        self._tracks = SourceTrackers()
+        self._counts: dict[str, int] = {}
+        self._gauges: dict[str, Any] = {}
         self._owner = "detector"
 
     def __repr__(self) -> str:
         return f"Detector({self.model!r})"
+
+    @property
+    def input_format(self) -> TensorFormat | None:
+        """The model's input for the newest frame size seen (None before the first frame the
+        model sees)."""
+        return self._steps.tensors.input_format if self._steps is not None else None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -158,41 +153,33 @@ class Detector:
         await ctx.run_blocking(self.open)
 
     def open(self) -> None:
-        """Resolve, load and warm up the model. Blocking (a registry model may be fetched)."""
+        """Resolve, load and warm up the model (:func:`~edgepipe.vision.model.load_model`).
+        Blocking (a registry model may be fetched)."""
         if self.session is not None:
             return
-        resolved = resolve(self.model)
-        entry = resolved.entry
-        self.model_name = resolved.name
-        config = self.session_config
-        if entry is not None and entry.free_image_dims and not config.free_image_dims:
-            config = replace(config, free_image_dims=True)
-        session = Session(resolved.path, config, name=resolved.name)
-        spec = session.input(0)
-        self._layout, fixed = _layout(spec.shape)
-        self._fixed_hw = fixed
-        self._dtype = spec.dtype or np.float32
-        self._batchable = not isinstance(spec.shape[0], int)  # a free batch dimension
-        if self.adapter == "auto" and entry is not None:
-            self.adapter = entry.adapter
-        if self.labels is None and entry is not None and entry.labels:
-            self.labels = entry.labels
-        height, width = fixed or (_round_up(self.input_size * 3 // 4), _round_up(self.input_size))
-        blank = np.zeros(_tensor_shape(self._layout, height, width), self._dtype)
-        outputs = session.run({spec.name: blank}, timeout_s=max(30.0, config.timeout_s or 0))
-        if self.adapter == "auto":
-            self.adapter = adapters.guess(session.output_names, [o.shape for o in outputs])
-            log.info("model %s: outputs read as %s", self.model_name, self.adapter)
-        if self.labels is None:
-            self.labels = COCO80 if _class_count(self.adapter, outputs) == 80 else ()
-        self.session = session
+        model = load_model(self.model, self.session_config, adapter=self.adapter, labels=self.labels,
+                           input_size=self.input_size)  # fmt: skip
+        self.model_name = model.name
+        self.adapter = model.adapter
+        self.labels = model.labels
+        tensors = TensorCache(
+            model, input_size=self.input_size, normalize=self.normalize, method=self.preprocess_method,
+            batch_size=self.batch_size, owner=self._owner, gauges=self._gauges,
+        )  # fmt: skip
+        decoder = DetectionDecoder(
+            model, score_threshold=self.score_threshold, iou_threshold=self.iou_threshold,
+            classes=self.classes, max_detections=self.max_detections, box_format=self.box_format,
+        )  # fmt: skip
+        runner = BatchRunner(model, batch_size=self.batch_size, gauges=self._gauges)
+        self._steps = _Steps(model, tensors, runner, decoder)
+        session = self.session = model.session
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
             "adapter": self.adapter,
         })  # fmt: skip
 
     def stop(self) -> None:
-        self._trackers.clear()
+        self._tracks.clear()
 
     # -- per frame ----------------------------------------------------------------------------
 
@@ -200,8 +187,9 @@ class Detector:
         """Step one (a worker thread, CPU): decide whether the model sees this frame, and if so
         fill an input tensor from it. The runtime overlaps it with the previous frame's
         :meth:`process` where that keeps the output the same (see :mod:`edgepipe.core.prepared`)."""
-        if self.session is None:
+        if self._steps is None:
             self.open()
+        assert self._steps is not None
         source = frame.source_id
         # Counted per source over the frames this node receives (not by frame number: a
         # ``latest`` inbox drops frames, and counting seq would then always land on the same
@@ -216,7 +204,7 @@ class Detector:
         run_model = first or count % self.every == 0
         if not run_model:
             return Prepared(frame, None, None)
-        tensor, box = self._preprocessor(frame.width, frame.height)(frame)
+        tensor, box = self._steps.tensors(frame)
         return Prepared(frame, tensor, box)
 
     def process(self, item: Frame | Prepared) -> Detections:
@@ -236,71 +224,37 @@ class Detector:
         size when the model takes a batch, one run per frame otherwise."""
         prepared = [item if isinstance(item, Prepared) else self.prepare(item) for item in items]
         try:
-            outputs = self._run_batch([p for p in prepared if p.tensor is not None])
-            return [self._detect(p, outputs.get(id(p))) for p in prepared]
+            steps = self._steps
+            assert steps is not None
+            ready = [(p, p.tensor) for p in prepared if p.tensor is not None]
+            outputs = steps.runner.run_batch([tensor for _, tensor in ready])
+            mine = {id(p): out for (p, _), out in zip(ready, outputs, strict=True)}
+            return [self._detect(p, mine.get(id(p))) for p in prepared]
         finally:
-            for item, ready in zip(items, prepared, strict=True):
-                if ready is not item:
-                    ready.release()
-
-    def _run_batch(self, ready: list[Prepared]) -> dict[int, list[np.ndarray]]:
-        session = self.session
-        assert session is not None
-        out: dict[int, list[np.ndarray]] = {}
-        groups: dict[tuple[int, ...], list[Prepared]] = {}
-        for p in ready:
-            assert p.tensor is not None
-            groups.setdefault(p.tensor.shape, []).append(p)
-        for shape, group in groups.items():
-            if len(group) == 1 or not self._batchable:
-                for p in group:
-                    out[id(p)] = self._run(p)
-                continue
-            buffer = self._batch_buffers.get(shape)
-            if buffer is None or len(buffer) < len(group):
-                buffer = self._batch_buffers[shape] = np.empty((max(self.batch_size, len(group)), *shape[1:]),
-                                                               self._dtype)  # fmt: skip
-            for i, p in enumerate(group):
-                np.copyto(buffer[i], p.tensor[0])  # type: ignore[index]
-            outputs = session.run({session.inputs[0].name: buffer[: len(group)]})
-            self._gauges["batch"] = len(group)
-            for i, p in enumerate(group):
-                out[id(p)] = self._one_of(outputs, i)
-        return out
-
-    def _one_of(self, outputs: list[np.ndarray], i: int) -> list[np.ndarray]:
-        """Image ``i``'s share of a batch's outputs, shaped as a batch of one."""
-        mine = []
-        for output in outputs:
-            if self.adapter == "yolo-nms" and output.ndim == 2:  # [N, 7] rows tagged by image
-                rows = output[output[:, 0] == i].copy()
-                rows[:, 0] = 0
-                mine.append(rows)
-            else:
-                mine.append(output[i : i + 1])
-        return mine
-
-    def _run(self, prepared: Prepared) -> list[np.ndarray]:
-        session = self.session
-        assert session is not None
-        assert prepared.tensor is not None
-        outputs: list[np.ndarray] = session.run({session.inputs[0].name: prepared.tensor})
-        return outputs
+            for item, ready_item in zip(items, prepared, strict=True):
+                if ready_item is not item:
+                    ready_item.release()
 
     def _detect(self, prepared: Prepared, outputs: list[np.ndarray] | None = None) -> Detections:
         frame = prepared.frame
         self.frames += 1
+        items: list[Detection]
         if prepared.tensor is not None:
-            items = self._decode(prepared, outputs if outputs is not None else self._run(prepared))
+            steps = self._steps
+            assert steps is not None
+            assert prepared.letterbox is not None
+            if outputs is None:
+                outputs = steps.runner.run(prepared.tensor)
+            items = steps.decoder.decode(outputs, prepared.tensor.shape, prepared.letterbox)
+            stats = steps.model.session.stats
+            self._gauges["infer_ms"] = round(stats.last_run_ms, 1)
+            self._gauges["timeouts"] = stats.timeouts
             self.inferred += 1
-        with self._track_lock:  # a call abandoned at its deadline may finish during the next one
-            tracker = self._trackers.setdefault(frame.source_id, IouTracker()) if self.track else None
-            if prepared.tensor is not None:
-                if tracker is not None:
-                    items = tracker.update(items, frame.seq)
-            else:
-                assert tracker is not None
-                items = tracker.predict(frame.seq)
+            if self.track:
+                items = self._tracks.update(frame.source_id, items, frame.seq)
+        else:
+            assert self.track
+            items = self._tracks.predict(frame.source_id, frame.seq)
         run_model = prepared.tensor is not None
         latency_ms = (time.monotonic_ns() - frame.t_capture_ns) / 1e6
         result = Detections(
@@ -312,126 +266,3 @@ class Detector:
             frame.retain()  # released with the detections (Detections._free)
             result.frame = frame
         return result
-
-    def _decode(self, prepared: Prepared, outputs: list[np.ndarray]) -> list[Detection]:
-        session = self.session
-        assert session is not None
-        tensor, box = prepared.tensor, prepared.letterbox
-        assert tensor is not None
-        assert box is not None
-        height, width = tensor.shape[2:4] if self._layout == "nchw" else tensor.shape[1:3]
-        found = adapters.decode(
-            self.adapter, outputs, session.output_names, self._score_threshold(), width, height,
-            self.box_format,
-        )  # fmt: skip
-        if self.classes is not None and len(found.class_ids):
-            wanted = [i for i, c in enumerate(found.class_ids) if self._label(int(c)) in self.classes]
-            found = found.take(np.asarray(wanted, np.intp))
-        if not found.suppressed and len(found.scores):
-            iou = self.iou_threshold if self.iou_threshold is not None else adapters.DEFAULT_IOU[self.adapter]
-            found = found.take(nms(found.boxes, found.scores, iou, found.class_ids, self.max_detections))
-        elif len(found.scores) > self.max_detections:
-            found = found.take(np.argsort(-found.scores)[: self.max_detections])
-        box.to_source(found.boxes)
-        if found.landmarks is not None:
-            box.to_source(found.landmarks.reshape(len(found.landmarks), -1))
-        self._gauges["infer_ms"] = round(session.stats.last_run_ms, 1)
-        self._gauges["timeouts"] = session.stats.timeouts
-        return [self._detection(found, i) for i in range(len(found.scores))]
-
-    def _detection(self, found: adapters.Candidates, i: int) -> Detection:
-        b = found.boxes[i]
-        class_id = int(found.class_ids[i])
-        marks = None
-        if found.landmarks is not None:
-            marks = tuple((float(x), float(y)) for x, y in found.landmarks[i])
-        box = (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
-        return Detection(box, float(found.scores[i]), class_id, self._label(class_id), marks)
-
-    def _label(self, class_id: int) -> str:
-        return label_for(class_id, self.labels or ())
-
-    def _score_threshold(self) -> float:
-        return self.score_threshold if self.score_threshold is not None else _DEFAULT_SCORE[self.adapter]
-
-    def _preprocessor(self, width: int, height: int) -> Preprocessor:
-        pre = self._preprocessors.get((width, height))
-        if pre is not None:
-            return pre
-        if self._fixed_hw is not None:
-            in_h, in_w = self._fixed_hw
-            center = True
-        else:
-            # Any size works: the frame's own shape at input_size (never enlarged: upscaling
-            # adds work, not detail), padded to the stride only.
-            scale = min(1.0, self.input_size / max(width, height))
-            in_w, in_h = _round_up(width * scale), _round_up(height * scale)
-            center = False
-        norm = self.normalize or _DEFAULT_NORMALIZE.get(self.adapter, Normalize())
-        if np.dtype(self._dtype) == np.uint8:
-            norm = Normalize(scale=1.0, channels=norm.channels)
-        fmt = TensorFormat(
-            in_w, in_h, layout=self._layout, channels=norm.channels,  # type: ignore[arg-type]
-            scale=norm.scale, mean=norm.mean, std=norm.std, dtype=self._dtype,
-            pad_pixel=114.0 if center else 0.0, center=center,
-        )  # fmt: skip
-        # Tensors in turn: one being filled while the model reads another (prepare and process
-        # overlap) or a batch of them, and one for a run abandoned at its deadline.
-        buffers = max(3, self.batch_size + 1)
-        pre = Preprocessor(fmt, self.preprocess_method, buffers=buffers, owner=self._owner)
-        if len(self._preprocessors) > 8:  # a source that keeps changing size must not grow memory
-            self._preprocessors.clear()
-        self._preprocessors[(width, height)] = pre
-        self._gauges["input"] = f"{in_w}x{in_h}"
-        return pre
-
-
-class Prepared(Leased):
-    """A frame made ready for the model: its input tensor and letterbox (None on frames the
-    tracker fills in). Holds a lease on the frame until it is released."""
-
-    __slots__ = ("frame", "letterbox", "tensor")
-
-    def __init__(self, frame: Frame, tensor: np.ndarray | None, letterbox: Letterbox | None) -> None:
-        super().__init__()
-        frame.retain()
-        self.frame = frame
-        self.tensor = tensor
-        self.letterbox = letterbox
-
-    def _free(self) -> None:
-        self.frame.release()
-
-
-def _round_up(value: float) -> int:
-    return max(_STRIDE, math.ceil(value / _STRIDE) * _STRIDE)
-
-
-def _layout(shape: tuple[int | str | None, ...]) -> tuple[str, tuple[int, int] | None]:
-    """("nchw" | "nhwc", fixed (height, width) or None) from the image input's declared shape."""
-    if len(shape) != 4:
-        raise ValueError(
-            f"the detector's first input must be an image [N, C, H, W] or [N, H, W, C], got {list(shape)}"
-        )
-    if shape[1] == 3:
-        layout, hw = "nchw", (shape[2], shape[3])
-    elif shape[3] == 3:
-        layout, hw = "nhwc", (shape[1], shape[2])
-    else:
-        layout, hw = "nchw", (shape[2], shape[3])
-    if isinstance(hw[0], int) and isinstance(hw[1], int) and hw[0] > 0 and hw[1] > 0:
-        return layout, (hw[0], hw[1])
-    return layout, None
-
-
-def _tensor_shape(layout: str, height: int, width: int) -> tuple[int, int, int, int]:
-    return (1, 3, height, width) if layout == "nchw" else (1, height, width, 3)
-
-
-def _class_count(adapter: str, outputs: Sequence[np.ndarray]) -> int:
-    shape = outputs[0].shape
-    if adapter == "yolov8" and len(shape) == 3:
-        return int(shape[1]) - 4
-    if adapter == "yolov5" and len(shape) == 3:
-        return int(shape[2]) - 5
-    return 0

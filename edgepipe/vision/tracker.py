@@ -5,10 +5,12 @@ Each detection is matched to the live track of the same class it overlaps most (
 IoU first, above ``match_iou``); unmatched detections open new tracks; a track unmatched for
 ``max_missed`` detection rounds is closed. Between detections, a track's box moves by its
 last measured velocity (pixels per frame), so a blur follows a face across skipped frames.
+:class:`SourceTrackers` keeps one tracker per video source for a node that sees several.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,3 +97,30 @@ class IouTracker:
                 det.label, landmarks, track.track_id,
             ))  # fmt: skip
         return out
+
+
+class SourceTrackers:
+    """One :class:`IouTracker` per video source, made on the source's first frame. Thread-safe:
+    a call abandoned at its deadline may finish during the next one."""
+
+    def __init__(self) -> None:
+        self._trackers: dict[str, IouTracker] = {}
+        self._lock = threading.Lock()
+
+    def update(self, source_id: str, detections: list[Detection], seq: int) -> list[Detection]:
+        """:meth:`IouTracker.update` on the source's tracker."""
+        with self._lock:
+            return self._tracker(source_id).update(detections, seq)
+
+    def predict(self, source_id: str, seq: int) -> list[Detection]:
+        """:meth:`IouTracker.predict` on the source's tracker."""
+        with self._lock:
+            return self._tracker(source_id).predict(seq)
+
+    def clear(self) -> None:
+        """Forget every source's tracks."""
+        with self._lock:
+            self._trackers.clear()
+
+    def _tracker(self, source_id: str) -> IouTracker:
+        return self._trackers.setdefault(source_id, IouTracker())

@@ -75,7 +75,8 @@ def test_ssd_boxes_scores_classes_count_nhwc(tmp_path: Path) -> None:
                "num_detections": np.array([1], np.float32)}  # fmt: skip
     detector, result = run(tmp_path, outputs, nhwc=True)
     assert detector.adapter == "ssd"
-    assert detector._layout == "nhwc"
+    assert detector.input_format is not None
+    assert detector.input_format.layout == "nhwc"
     assert summary(result) == [(1, 0.9, SOURCE_BOX)]
 
 

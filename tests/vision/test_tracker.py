@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from edgepipe.vision.detection import Detection
-from edgepipe.vision.tracker import IouTracker
+from edgepipe.vision.tracker import IouTracker, SourceTrackers
 
 
 def det(x: float, y: float, class_id: int = 0) -> Detection:
@@ -35,3 +35,13 @@ def test_lost_tracks_are_dropped_and_other_classes_do_not_match() -> None:
     assert tracker.predict(seq=3) == []
     tracker.update([], seq=3)
     assert tracker.tracks == []
+
+
+def test_each_source_has_its_own_tracks_until_cleared() -> None:
+    trackers = SourceTrackers()
+    trackers.update("cam0", [det(0, 0)], seq=0)
+    (other,) = trackers.update("cam1", [det(100, 100)], seq=0)
+    assert other.track_id == 1  # ids are per source
+    assert [d.box for d in trackers.predict("cam0", seq=1)] == [(0.0, 0.0, 20.0, 20.0)]
+    trackers.clear()
+    assert trackers.predict("cam0", seq=2) == []

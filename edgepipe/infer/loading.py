@@ -1,0 +1,183 @@
+"""Loading an ONNX model into an ONNX Runtime session: session options (threads, spinning,
+denormals, optimization level), providers with fallback and their defaults, quiet logs, and
+the optimized-model cache.
+
+:func:`load_session` blocks (optimization can take seconds; a cached optimized graph skips it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+
+import onnxruntime as ort
+
+from edgepipe.infer import onnxfile, providers
+from edgepipe.infer.cache import cache_dir
+from edgepipe.infer.config import SessionConfig
+from edgepipe.infer.diagnose import load_error
+from edgepipe.infer.errors import InferError, ModelLoadError
+
+log = logging.getLogger(__name__)
+
+# ONNX Runtime logs to stderr from C++: warnings (unused initializers, shapes it recovers from)
+# and, for every failed run, an error line repeating what the exception says. On a camera's
+# console that is noise; every error reaches us as an exception and is reported once, with the
+# model's name. --debug (edgepipe.infer at DEBUG) lets its warnings through again.
+ORT_QUIET = 4
+"""ONNX Runtime's log severity that keeps it silent (fatal errors only)."""
+ort.set_default_logger_severity(ORT_QUIET)
+
+_OPT_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+_Wanted = Sequence[tuple[str, dict[str, str]]]
+
+
+def load_session(
+    path: Path, config: SessionConfig, *, name: str, threads: int
+) -> tuple[ort.InferenceSession, Path | None]:
+    """The model at ``path`` loaded with ``threads`` intra-op threads, and the cached optimized
+    graph it was loaded from (None when it was optimized here, or not cached).
+
+    Raises :class:`ValueError` for an unknown optimization level, :class:`ModelLoadError` or
+    :class:`UnsupportedOperator` (see :mod:`edgepipe.infer.diagnose`) when it cannot load.
+    """
+    return _Loader(path, config, name, threads).load()
+
+
+class _Loader:
+    def __init__(self, path: Path, config: SessionConfig, name: str, threads: int) -> None:
+        self.path = path
+        self.config = config
+        self.name = name
+        self.threads = threads
+
+    def options(self, level: str) -> ort.SessionOptions:
+        options = ort.SessionOptions()
+        options.log_severity_level = 2 if log.isEnabledFor(logging.DEBUG) else ORT_QUIET
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = _OPT_LEVELS[level]
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if self.config.spinning else "0"
+        )
+        if self.config.denormal_as_zero:
+            options.add_session_config_entry("session.set_denormal_as_zero", "1")
+        return options
+
+    def provider_list(self) -> list[tuple[str, dict[str, str]]]:
+        available = ort.get_available_providers()
+        wanted, missing = providers.candidates(self.config.providers, available)
+        if missing:
+            log.warning(
+                "model %s: this ONNX Runtime build has no %s (it has %s); using %s",
+                self.name, ", ".join(missing), ", ".join(available), ", ".join(wanted),
+            )  # fmt: skip
+        user = {providers.full_name(k): dict(v) for k, v in self.config.provider_options.items()}
+        return [(p, {**_default_provider_options(p), **user.get(p, {})}) for p in wanted]
+
+    def load(self) -> tuple[ort.InferenceSession, Path | None]:
+        if self.config.optimization not in _OPT_LEVELS:
+            names = ", ".join(_OPT_LEVELS)
+            raise ValueError(f"optimization must be one of {names}, not {self.config.optimization!r}")
+        wanted = self.provider_list()
+        cached = self.cache_paths(wanted) if self.config.cache_optimized else None
+        if cached is not None and cached[0].is_file():
+            try:
+                # Already optimized for these providers on this machine: no second pass.
+                return self.create(str(cached[0]), wanted, self.options("disable")), cached[0]
+            except InferError as exc:
+                log.warning("model %s: cached optimized graph unusable (%s); rebuilding it", self.name, exc)
+                _remove(cached[0])
+        source: str | bytes = str(self.path)
+        if self.config.free_image_dims:
+            source = self.freed_bytes()
+        options = self.options(self.config.optimization)
+        if cached is None:
+            return self.create(source, wanted, options), None
+        model_path, data_name = cached
+        model_path.parent.mkdir(parents=True, exist_ok=True)
+        partial = model_path.with_name(model_path.name + f".{os.getpid()}.partial")
+        options.optimized_model_filepath = str(partial)
+        # Weights go to a separate file, aligned so that ONNX Runtime can memory-map them on the
+        # next load instead of copying them into the process.
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", data_name)
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+        )
+        try:
+            session = self.create(source, wanted, options)
+        except InferError:
+            _remove(partial)
+            raise
+        if partial.is_file():
+            os.replace(partial, model_path)
+        return session, None
+
+    def freed_bytes(self) -> bytes:
+        try:
+            return onnxfile.free_image_dims(self.path.read_bytes())
+        except (onnxfile.OnnxFormatError, KeyError) as exc:
+            raise ModelLoadError(
+                f"not a readable ONNX model ({exc}); the file may be truncated: fetch or export it again",
+                model=str(self.path),
+            ) from exc
+
+    def cache_paths(self, wanted: _Wanted) -> tuple[Path, str] | None:
+        names = [p for p, _ in wanted]
+        if any(p in ("TensorrtExecutionProvider", "OpenVINOExecutionProvider") for p in names):
+            return None  # these keep their own compiled-engine caches (see the provider defaults)
+        stat = self.path.stat()
+        key_text = "|".join([
+            str(self.path.resolve()), str(stat.st_size), str(stat.st_mtime_ns), ort.__version__,
+            ",".join(names), self.config.optimization, str(self.config.free_image_dims),
+            platform.machine(), platform.processor(),
+        ])  # fmt: skip
+        key = hashlib.sha256(key_text.encode()).hexdigest()[:20]
+        stem = f"{self.path.stem}-{key}"
+        return cache_dir() / "optimized" / f"{stem}.onnx", f"{stem}.{os.getpid()}.weights"
+
+    def create(
+        self, source: str | bytes, wanted: _Wanted, options: ort.SessionOptions
+    ) -> ort.InferenceSession:
+        try:
+            session = ort.InferenceSession(
+                source, options, providers=[p for p, _ in wanted], provider_options=[o for _, o in wanted]
+            )
+        except Exception as exc:  # ONNX Runtime raises its own pybind types, all plain Exceptions
+            raise load_error(exc, self.path, [p for p, _ in wanted]) from exc
+        got = session.get_providers()
+        skipped = [p for p, _ in wanted if p not in got]
+        if skipped and wanted[0][0] != providers.CPU and wanted[0][0] not in got:
+            log.warning(
+                "model %s: %s could not start here; running on %s", self.name, ", ".join(skipped), got[0]
+            )
+        return session
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def _default_provider_options(provider: str) -> dict[str, str]:
+    # Engines that compile the graph cache the result themselves; point them at our cache so a
+    # restart on the device does not spend minutes rebuilding the same engine.
+    if provider == "TensorrtExecutionProvider":
+        path = cache_dir() / "tensorrt"
+        return {"trt_engine_cache_enable": "True", "trt_engine_cache_path": str(path),
+                "trt_timing_cache_enable": "True", "trt_timing_cache_path": str(path)}  # fmt: skip
+    if provider == "OpenVINOExecutionProvider":
+        return {"cache_dir": str(cache_dir() / "openvino")}
+    return {}
