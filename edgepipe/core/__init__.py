@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgepipe.core.channel import Channel, ChannelStats, Inbox, Policy
+from edgepipe.core.channel import Channel, ChannelStats, Policy
 from edgepipe.core.errors import (
     ChannelClosed,
     EdgepipeError,
@@ -16,6 +16,7 @@ from edgepipe.core.errors import (
     PipelineFileError,
 )
 from edgepipe.core.graph import Graph
+from edgepipe.core.inbox import Inbox
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.memory import MemoryBudgetError, MemoryPlan, Reservation, memory_plan
 from edgepipe.core.metrics import NodeStats

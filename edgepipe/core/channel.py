@@ -1,4 +1,4 @@
-"""Bounded channels: one per input edge of a node, gathered in the node's :class:`Inbox`.
+"""Bounded channels: one per input edge of a node, each a lane of the node's inbox.
 
 A :class:`Channel` (a *lane* of its consumer's inbox) carries one producer's items to one
 consumer. Its size is fixed and its policy says what a full channel does to a new item:
@@ -11,18 +11,16 @@ consumer. Its size is fixed and its policy says what a full channel does to a ne
 Every drop is counted. A dropped :class:`~edgepipe.core.lease.Leased` item (a pooled frame) is
 released, so a pool is never starved by a queue. There is no unbounded queue anywhere.
 
-A node with several inputs has one channel per input in its inbox, each with its own policy
-and size: frames arriving on a ``latest`` lane never push a detection out of a ``block`` lane.
-The inbox hands items out in the order they arrived, across its lanes, and says which lane each
-came from (:attr:`Inbox.lane`).
+A node with several inputs has one channel per input in its
+:class:`~edgepipe.core.inbox.Inbox`, each with its own policy and size: frames arriving on a
+``latest`` lane never push a detection out of a ``block`` lane.
 
-A channel ends when its producer calls :meth:`Channel.close`; the inbox ends when every lane has
-ended and been drained: :meth:`Inbox.get` then raises :class:`EndOfStream`. A consumer that stops
-early calls :meth:`Inbox.detach`, after which puts are discarded (and counted) instead of
-blocking forever.
+A channel ends when its producer calls :meth:`Channel.close`: the consumer drains what is
+queued, then ``get()`` raises :class:`EndOfStream`. A consumer that stops early calls
+:meth:`Channel.detach`, after which puts are discarded (and counted) instead of blocking forever.
 
 The producer's fast path is :meth:`Channel.offer` (never waits) and the consumer's is
-:meth:`Inbox.get_nowait`; they await only when a ``block`` lane is full or the inbox is empty.
+:meth:`Channel.take`; they await only when a ``block`` lane is full or the inbox is empty.
 
 Not thread-safe: use it from the event loop only.
 """
@@ -39,7 +37,6 @@ from typing import Any, Generic, TypeVar
 
 from edgepipe.core.errors import ChannelClosed, EndOfStream
 from edgepipe.core.lease import Leased
-from edgepipe.core.markers import EMPTY
 
 T = TypeVar("T")
 
@@ -87,20 +84,40 @@ class ChannelStats:
     """Items dropped by the policy or discarded after detach; each counted once."""
 
 
-class Channel(Generic[T]):
-    """A bounded channel with a drop policy: one lane of an :class:`Inbox`.
+class Wakeups:
+    """What the lanes of one inbox share: the consumer's waiting futures, woken by any lane's
+    put, and the count of arrivals that orders items across lanes."""
 
-    ``Channel(name, size, policy)`` alone makes a one-lane inbox of its own, so a channel can be
-    used directly (``put``/``get``); a node's lanes are made by :meth:`Inbox.add`.
+    __slots__ = ("arrivals", "getters", "node_id")
+
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        self.getters: deque[asyncio.Future[None]] = deque()
+        self.arrivals = 0
+
+    def arrival(self) -> int:
+        self.arrivals += 1
+        return self.arrivals
+
+    async def wait(self) -> None:
+        """Until a lane gets an item, ends or is detached."""
+        await wait(self.getters)
+
+
+class Channel(Generic[T]):
+    """A bounded channel with a drop policy: one lane of an inbox.
+
+    ``Channel(name, size, policy)`` alone is a channel of its own (``put``/``get``); a node's
+    lanes are made by :meth:`~edgepipe.core.inbox.Inbox.add`, sharing the inbox's wake-ups.
     """
 
     __slots__ = (
         "_closed",
         "_detached",
         "_getters",
-        "_inbox",
         "_putters",
         "_seqs",
+        "_wakeups",
         "evicted",
         "max_depth",
         "name",
@@ -113,7 +130,7 @@ class Channel(Generic[T]):
     )
 
     def __init__(
-        self, name: str, size: int = 8, policy: Policy | str = Policy.BLOCK, *, inbox: Inbox | None = None
+        self, name: str, size: int = 8, policy: Policy | str = Policy.BLOCK, *, wakeups: Wakeups | None = None
     ) -> None:
         if size < 1:
             raise ValueError(f"channel '{name}': size must be at least 1, got {size}")
@@ -135,17 +152,20 @@ class Channel(Generic[T]):
         self.refused = 0
         """New items dropped (``drop_new``, or put after detach)."""
         self.max_depth = 0
-        if inbox is None:
-            inbox = Inbox(name)
-            inbox.attach(self)
-        self._inbox = inbox
-        self._getters = inbox.getters
+        self._wakeups = wakeups or Wakeups(name)
+        self._getters = self._wakeups.getters
 
     # -- wiring -------------------------------------------------------------------------------
 
     @property
-    def inbox(self) -> Inbox:
-        return self._inbox
+    def consumer(self) -> str:
+        """The id of the node whose inbox this channel is part of."""
+        return self._wakeups.node_id
+
+    def track_arrivals(self) -> None:
+        """Number each queued item as it arrives (an inbox of several lanes orders by it)."""
+        if self._seqs is None:
+            self._seqs = deque(self._wakeups.arrival() for _ in self.queue)
 
     def add_producer(self) -> None:
         """Register one more producer; the channel ends when each has called :meth:`close`."""
@@ -197,7 +217,7 @@ class Channel(Generic[T]):
             buf.append(item)
             self.put_count += 1
             if self._seqs is not None:
-                self._seqs.append(self._inbox.arrival())
+                self._seqs.append(self._wakeups.arrival())
             if len(buf) > self.max_depth:
                 self.max_depth = len(buf)
             if self._getters:
@@ -234,9 +254,9 @@ class Channel(Generic[T]):
                 before = self.refused
                 self.offer(item)
                 return self.refused == before
-            await _wait(self._putters)
+            await wait(self._putters)
 
-    # -- consumer side (through the inbox) ----------------------------------------------------
+    # -- consumer side ------------------------------------------------------------------------
 
     def take(self) -> T:
         """Remove the oldest item (the channel must not be empty); wakes a waiting producer."""
@@ -253,14 +273,17 @@ class Channel(Generic[T]):
         return self._seqs[0]
 
     async def get(self) -> T:
-        """The next item of this channel's inbox (a channel used on its own: this channel's)."""
-        item: T = await self._inbox.get()
-        return item
+        """Take the oldest item; wait while empty; raise :class:`EndOfStream` once closed and
+        empty (a channel used on its own: a node reads its lanes through its inbox)."""
+        while not self.queue:
+            if self._closed:
+                raise EndOfStream(self.name)
+            await wait(self._getters)
+        return self.take()
 
     def get_nowait(self) -> T | None:
-        """The next item if there is one, else None (never waits)."""
-        item = self._inbox.get_nowait()
-        return None if item is EMPTY else item
+        """Take the oldest item if there is one, else None (never waits)."""
+        return self.take() if self.queue else None
 
     async def __aiter__(self) -> AsyncIterator[T]:
         while True:
@@ -275,7 +298,7 @@ class Channel(Generic[T]):
         depth = len(self.queue)
         return ChannelStats(
             name=self.name,
-            consumer=self._inbox.node_id,
+            consumer=self._wakeups.node_id,
             policy=self.policy.value,
             size=self.size,
             depth=depth,
@@ -290,98 +313,13 @@ class Channel(Generic[T]):
             self._seqs.popleft()
 
 
-class Inbox:
-    """A node's inbox: one :class:`Channel` (lane) per input edge, read in arrival order.
-
-    One consumer task reads it (several may wait; each item goes to one of them).
-    """
-
-    __slots__ = ("_arrivals", "channels", "getters", "lane", "node_id")
-
-    def __init__(self, node_id: str) -> None:
-        self.node_id = node_id
-        self.channels: list[Channel[Any]] = []
-        self.getters: deque[asyncio.Future[None]] = deque()
-        self.lane = ""
-        """The name of the lane the last item taken came from."""
-        self._arrivals = 0
-
-    def add(self, name: str, size: int, policy: Policy | str) -> Channel[Any]:
-        """A new lane, fed by one producer."""
-        if any(c.name == name for c in self.channels):
-            raise ValueError(f"inbox '{self.node_id}' already has a lane named '{name}'")
-        channel: Channel[Any] = Channel(name, size, policy, inbox=self)
-        self.attach(channel)
-        return channel
-
-    def attach(self, channel: Channel[Any]) -> None:
-        self.channels.append(channel)
-        if len(self.channels) == 1:
-            self.lane = channel.name
-        else:  # arrival order across lanes matters now: number what is queued
-            for c in self.channels:
-                if c._seqs is None:
-                    c._seqs = deque(self.arrival() for _ in range(len(c)))
-
-    def arrival(self) -> int:
-        self._arrivals += 1
-        return self._arrivals
-
-    @property
-    def size(self) -> int:
-        """Items it can hold in all: the sum of its lanes."""
-        return sum(c.size for c in self.channels)
-
-    def __len__(self) -> int:
-        return sum(len(c) for c in self.channels)
-
-    @property
-    def closed(self) -> bool:
-        return all(c.closed for c in self.channels)
-
-    def detach(self) -> None:
-        """The consumer is gone: every lane drops what it holds and discards later puts."""
-        for channel in self.channels:
-            channel.detach()
-
-    def get_nowait(self) -> Any:
-        """The item that arrived first, across lanes; :data:`EMPTY` if none is queued.
-        Raises :class:`EndOfStream` once every lane is closed and drained."""
-        channels = self.channels
-        if len(channels) == 1:
-            channel = channels[0]
-            if channel.queue:
-                return channel.take()
-            if channel._closed:
-                raise EndOfStream(self.node_id)
-            return EMPTY
-        first: Channel[Any] | None = None
-        for channel in channels:
-            if channel.queue and (first is None or channel.head_arrival() < first.head_arrival()):
-                first = channel
-        if first is not None:
-            self.lane = first.name
-            return first.take()
-        if all(c._closed for c in channels):
-            raise EndOfStream(self.node_id)
-        return EMPTY
-
-    async def get(self) -> Any:
-        """Take the next item in arrival order; wait while empty; raise :class:`EndOfStream`
-        once every lane is closed and drained."""
-        while True:
-            item = self.get_nowait()
-            if item is not EMPTY:
-                return item
-            await _wait(self.getters)
-
-
 def _release(item: Any) -> None:
     if isinstance(item, Leased):
         item.release()
 
 
-async def _wait(waiters: deque[asyncio.Future[None]]) -> None:
+async def wait(waiters: deque[asyncio.Future[None]]) -> None:
+    """Wait on a future of our own in ``waiters`` until woken (or cancelled)."""
     fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     waiters.append(fut)
     try:

@@ -18,11 +18,11 @@ from typing import Any, Protocol
 
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.core.calls import call_in_thread
-from edgepipe.core.channel import Inbox
 from edgepipe.core.circuit import Circuit
 from edgepipe.core.context import NodeContext, set_current
 from edgepipe.core.emit import ConsumersGone, Outputs, ResultsLog
 from edgepipe.core.errors import NodeError, error_text
+from edgepipe.core.inbox import Inbox
 from edgepipe.core.metrics import NodeMetrics, NodeStats
 from edgepipe.core.prepared import overlaps
 from edgepipe.core.pump import run_items, run_source, run_stream

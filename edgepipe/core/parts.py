@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from edgepipe.core.channel import Inbox
 from edgepipe.core.circuit import Circuit
 from edgepipe.core.context import NodeContext
 from edgepipe.core.emit import Outputs
+from edgepipe.core.inbox import Inbox
 from edgepipe.core.metrics import NodeMetrics
 from edgepipe.core.spec import NodeSpec
 

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 from edgepipe.core.adapt import ProcessAdapter
-from edgepipe.core.channel import Inbox, Policy
+from edgepipe.core.channel import Policy
 from edgepipe.core.errors import EndOfStream
+from edgepipe.core.inbox import Inbox
 from edgepipe.core.lease import Leased
 from edgepipe.core.markers import EMPTY, END
 from edgepipe.core.parts import NodeParts

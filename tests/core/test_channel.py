@@ -5,8 +5,9 @@ import tracemalloc
 
 import pytest
 
-from edgepipe.core.channel import Channel, Inbox, Policy
+from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.errors import ChannelClosed, EndOfStream
+from edgepipe.core.inbox import Inbox
 from edgepipe.core.lease import Leased
 
 N_ITEMS = 600
