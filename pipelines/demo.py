@@ -68,7 +68,7 @@ class MotionDetector:
         rows = np.flatnonzero(moved.any(axis=1))
         cols = np.flatnonzero(moved.any(axis=0))
         box = [int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1]
-        latency_ms = (time.monotonic_ns() - frame.t_capture_ns) / 1e6
+        latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
         data = {"source": frame.source_id, "frame": frame.seq, "box_xyxy": box, "pixels": count}
         return Message("motion", {**data, "latency_ms": round(latency_ms, 2)})
 

@@ -42,7 +42,7 @@ class FaceLog:
         t = detections.time_s if detections.time_s is not None else detections.seq / 30
         if t - self._last_s >= 1.0:
             self._last_s = t
-            log.info("%s frame %d: %d face(s), %.0f ms after capture", detections.source_id, detections.seq,
+            log.info("%s frame %d: %d face(s), %.0f ms after decoding", detections.source_id, detections.seq,
                      len(detections), detections.latency_ms or 0.0)  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from edgepipe.core.errors import EndOfStream
-from edgepipe.core.lease import Batch, Leased
+from edgepipe.core.lease import Batch, Leased, hand_on
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.parts import NodeParts
 from edgepipe.core.spec import NodeKind
@@ -90,11 +90,6 @@ async def run_batched(node: NodeParts, call: Callable[[Batch], list[Any]], batch
             await circuit.succeeded()
         held.items = []  # the references go on below, item by item
         held.release()
-        for item, out in zip(batch, outputs, strict=True):
-            if out is not item and isinstance(item, Leased):
-                item.release()
-        for item, out in zip(batch, outputs, strict=True):
-            if stage and out is not None:
-                await node.outputs.emit(out)
-            elif out is item and isinstance(out, Leased):
-                out.release()
+        emits = [out for item, out in zip(batch, outputs, strict=True) if hand_on(item, out, stage)]
+        for out in emits:
+            await node.outputs.emit(out)

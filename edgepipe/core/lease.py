@@ -57,6 +57,19 @@ class Leased:
         """Give the backing memory back. Subclasses override; called exactly once."""
 
 
+def hand_on(item: Any, out: Any, emits: bool) -> bool:
+    """After a call took ``item`` and returned ``out``: release the item's reference unless it
+    travels on as the output (a stage that returned its input). True when ``out`` is to be
+    emitted: ``emits`` (the node feeds others) and there is an output."""
+    if emits and out is not None:
+        if out is not item and isinstance(item, Leased):
+            item.release()
+        return True
+    if isinstance(item, Leased):
+        item.release()
+    return False
+
+
 class Batch(Leased):
     """The items of one batched call (:mod:`edgepipe.core.batched`). Holds their references:
     an abandoned call (past its deadline) keeps them leased until its thread finishes, as a

@@ -34,7 +34,7 @@ from edgepipe.core.adapt import ProcessAdapter
 from edgepipe.core.channel import Policy
 from edgepipe.core.errors import EndOfStream
 from edgepipe.core.inbox import Inbox
-from edgepipe.core.lease import Leased
+from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY, END
 from edgepipe.core.parts import NodeParts
 from edgepipe.core.spec import NodeKind, OnError
@@ -272,9 +272,5 @@ async def _processor(node: NodeParts, process: Callable[[Any], Any], slot: _Slot
         m.record(elapsed)
         if circuit.failures:
             await circuit.succeeded()
-        if out is not prepared and isinstance(prepared, Leased):
-            prepared.release()
-        if stage and out is not None:
+        if hand_on(prepared, out, stage):
             await node.outputs.emit(out)
-        elif out is prepared and isinstance(out, Leased):
-            out.release()

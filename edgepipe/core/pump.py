@@ -25,7 +25,7 @@ from edgepipe.core.adapt import ProcessAdapter, SourceAdapter
 from edgepipe.core.batched import batch_call, run_batched
 from edgepipe.core.calls import call_with_deadline
 from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout, error_text
-from edgepipe.core.lease import Leased
+from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.parts import NodeParts
 from edgepipe.core.prepared import composed, overlaps, run_prepared
@@ -187,13 +187,7 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
             countdown = stride
         if circuit.failures:
             await circuit.succeeded()
-        if out is item:
-            if not stage and isinstance(out, Leased):
-                out.release()  # a sink returned its input
-                continue
-        elif isinstance(item, Leased):
-            item.release()
-        if stage and out is not None:
+        if hand_on(item, out, stage):
             if single is None:
                 await outputs.emit(out)
                 t_mark = _clock()

@@ -37,7 +37,7 @@ def writable_copy(frame: Frame) -> Frame:
     uv[:, :, 0] = u[: h // 2, : w // 2]
     uv[:, :, 1] = v[: h // 2, : w // 2]
     return Frame(format=NV12, y=y, uv=uv, pts=frame.pts, time_base=frame.time_base, source_id=frame.source_id,
-                 seq=frame.seq, t_capture_ns=frame.t_capture_ns, full_range=frame.full_range)  # fmt: skip
+                 seq=frame.seq, t_decoded_ns=frame.t_decoded_ns, full_range=frame.full_range)  # fmt: skip
 
 
 def _clip_box(frame: Frame, box: tuple[float, float, float, float]) -> tuple[int, int, int, int] | None:

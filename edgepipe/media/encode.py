@@ -59,7 +59,7 @@ def pick_encoder(width: int, height: int) -> str:
 class Recorder:
     """Writes every frame it receives to ``path`` as H.264 (a sink; blocking, so it runs on a
     worker thread). Timestamps advance by the frames' own media time (pts) where it moves
-    forward, else by capture time: a file processed faster than real time keeps its timing, a
+    forward, else by decode time: a file processed faster than real time keeps its timing, a
     live camera whose clock resets keeps going, and dropped frames leave their gap."""
 
     def __init__(self, path: str | Path, *, fps: float = 15.0, encoder: str = "auto", crf: int = 23) -> None:
@@ -73,7 +73,7 @@ class Recorder:
         self._last_pts: int | None = None
         self._last_media_ms: float | None = None
         self._media_anchor: tuple[int, float] | None = None
-        self._capture_anchor: tuple[int, int] = (0, 0)
+        self._decoded_anchor: tuple[int, int] = (0, 0)
         self._size: tuple[int, int] | None = None
         self._av_frame: Any = None
 
@@ -99,7 +99,7 @@ class Recorder:
         stream = self._container.add_stream(name, rate=Fraction(self.fps).limit_denominator(1000))
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p" if name == "libx264" else "nv12"
-        # Milliseconds, for the encoder as for the container: timestamps follow capture times,
+        # Milliseconds, for the encoder as for the container: timestamps follow decode times,
         # and nothing rounds two frames onto one tick.
         stream.time_base = Fraction(1, 1000)
         stream.codec_context.time_base = Fraction(1, 1000)
@@ -139,16 +139,16 @@ class Recorder:
     def _next_pts(self, frame: Frame) -> int:
         """Milliseconds, strictly increasing (the muxer refuses a repeated timestamp).
 
-        Measured from an anchor (a pts and the media or capture time it stood for), never step
+        Measured from an anchor (a pts and the media or decode time it stood for), never step
         by step, so that rounding to milliseconds does not add up over hours of video.
         """
         media_s = frame.time_s
         media_ms = None if media_s is None else media_s * 1000.0
-        capture_ns = frame.t_capture_ns
+        decoded_ns = frame.t_decoded_ns
         last = self._last_pts
         if last is None:
             pts = 0
-            self._capture_anchor = (0, capture_ns)
+            self._decoded_anchor = (0, decoded_ns)
             self._media_anchor = None if media_ms is None else (0, media_ms)
         elif (
             media_ms is not None
@@ -157,12 +157,12 @@ class Recorder:
             and media_ms > self._last_media_ms
         ):
             pts = max(last + 1, self._media_anchor[0] + round(media_ms - self._media_anchor[1]))
-            self._capture_anchor = (pts, capture_ns)
+            self._decoded_anchor = (pts, decoded_ns)
         else:
-            # No media time, or it went back (a camera's clock reset): capture time carries on,
+            # No media time, or it went back (a camera's clock reset): decode time carries on,
             # and media time counts again from here.
-            anchor_pts, anchor_ns = self._capture_anchor
-            pts = max(last + 1, anchor_pts + round((capture_ns - anchor_ns) / 1e6))
+            anchor_pts, anchor_ns = self._decoded_anchor
+            pts = max(last + 1, anchor_pts + round((decoded_ns - anchor_ns) / 1e6))
             self._media_anchor = None if media_ms is None else (pts, media_ms)
         self._last_pts, self._last_media_ms = pts, media_ms
         return pts

@@ -117,7 +117,7 @@ class Frame(Leased):
         "pts",
         "seq",
         "source_id",
-        "t_capture_ns",
+        "t_decoded_ns",
         "time_base",
         "u",
         "uv",
@@ -138,7 +138,7 @@ class Frame(Leased):
         time_base: Fraction | None = None,
         source_id: str = "",
         seq: int = 0,
-        t_capture_ns: int | None = None,
+        t_decoded_ns: int | None = None,
         pool: FramePool | None = None,
         slot: int = -1,
         holder: Any = None,
@@ -155,7 +155,9 @@ class Frame(Leased):
         self.time_base = time_base
         self.source_id = source_id
         self.seq = seq
-        self.t_capture_ns = time.monotonic_ns() if t_capture_ns is None else t_capture_ns
+        self.t_decoded_ns = time.monotonic_ns() if t_decoded_ns is None else t_decoded_ns
+        """When the frame left the decoder (``time.monotonic_ns``): frame age and latency are
+        measured from here."""
         self._pool = pool
         self._slot = slot
         self._holder = holder  # keeps the decoder's buffers alive while the views exist

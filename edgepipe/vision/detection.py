@@ -86,8 +86,10 @@ class Detections(Leased):
     """False when the model skipped this frame (``every=N``) and the boxes are the tracker's
     prediction from the last detection."""
     latency_ms: float | None = None
-    """From capture to these results."""
-    t_capture_ns: int = 0
+    """From the frame leaving the decoder to these results."""
+    t_decoded_ns: int = 0
+    """When the frame left the decoder (``time.monotonic_ns``): the earliest time edgepipe
+    knows; the camera's own capture time is not carried by every stream."""
     frame: Frame | None = field(default=None, repr=False)
     """The analysed frame, when the detector keeps it (never serialized)."""
 

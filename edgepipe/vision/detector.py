@@ -256,11 +256,11 @@ class Detector:
             assert self.track
             items = self._tracks.predict(frame.source_id, frame.seq)
         run_model = prepared.tensor is not None
-        latency_ms = (time.monotonic_ns() - frame.t_capture_ns) / 1e6
+        latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
         result = Detections(
             frame.source_id, frame.seq, frame.pts, frame.time_s, frame.width, frame.height, self.model_name,
             items, inferred=run_model, latency_ms=latency_ms,
-            t_capture_ns=frame.t_capture_ns,
+            t_decoded_ns=frame.t_decoded_ns,
         )  # fmt: skip
         if self.keep_frame:
             frame.retain()  # released with the detections (Detections._free)

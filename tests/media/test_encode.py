@@ -26,7 +26,7 @@ async def test_records_live_nv12_to_an_mp4_that_plays(tmp_path: Path) -> None:
         assert (stream.codec_context.name, frames[0].width, frames[0].height) == ("h264", 320, 240)
         assert len(frames) == recorder.frames
         duration = float(frames[-1].pts * stream.time_base)
-    assert 0.7 < duration < 1.2  # timestamps follow capture times
+    assert 0.7 < duration < 1.2  # timestamps follow decode times
 
 
 async def test_records_i420_from_a_file(clip: Path, tmp_path: Path) -> None:
@@ -59,8 +59,8 @@ def test_an_h264_encoder_is_always_found() -> None:
 
 
 def test_timestamps_follow_media_time_and_never_repeat(tmp_path: Path) -> None:
-    # A file decoded faster than real time: capture times all within one millisecond, media
-    # time 0.1 s apart. Then frames with no media time at all, captured at the same instant.
+    # A file decoded faster than real time: decode times all within one millisecond, media
+    # time 0.1 s apart. Then frames with no media time at all, decoded at the same instant.
     from fractions import Fraction
 
     import numpy as np
@@ -71,11 +71,11 @@ def test_timestamps_follow_media_time_and_never_repeat(tmp_path: Path) -> None:
     recorder.start()
     for seq in range(10):
         frame = from_rgb(np.full((64, 64, 3), seq * 20, np.uint8), seq=seq)
-        frame.pts, frame.time_base, frame.t_capture_ns = seq, Fraction(1, 10), 5_000_000
+        frame.pts, frame.time_base, frame.t_decoded_ns = seq, Fraction(1, 10), 5_000_000
         recorder.process(frame)
     for seq in range(10, 13):
         frame = from_rgb(np.zeros((64, 64, 3), np.uint8), seq=seq)
-        frame.t_capture_ns = 5_000_000
+        frame.t_decoded_ns = 5_000_000
         recorder.process(frame)
     recorder.stop()
     with av.open(str(tmp_path / "t.mp4")) as container:
@@ -94,7 +94,7 @@ def test_an_hour_of_ntsc_timestamps_does_not_drift() -> None:
     class At:  # what _next_pts reads of a frame
         def __init__(self, pts: int) -> None:
             self.time_s = float(pts * Fraction(1, 90000))
-            self.t_capture_ns = pts  # decoded far faster than real time
+            self.t_decoded_ns = pts  # decoded far faster than real time
 
     frames = 30 * 3600
     last = 0

@@ -32,7 +32,7 @@ class FrameLog:
 
     async def process(self, frame: Frame) -> None:
         self.seen.append({"seq": frame.seq, "w": frame.width, "h": frame.height, "format": frame.format,
-                          "age_ms": (time.monotonic_ns() - frame.t_capture_ns) / 1e6,
+                          "age_ms": (time.monotonic_ns() - frame.t_decoded_ns) / 1e6,
                           "mean": float(frame.y.mean())})  # fmt: skip
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
