@@ -28,7 +28,7 @@ async def call_in_thread(
         try:
             return await waiting
         except asyncio.CancelledError:
-            _abandon(future, item)
+            abandon(future, item)
             raise
     deadline = asyncio.timeout(timeout_s)
     try:
@@ -37,14 +37,14 @@ async def call_in_thread(
     except TimeoutError as exc:
         if not deadline.expired():
             raise
-        _abandon(future, item)
+        abandon(future, item)
         raise NodeTimeout(f"call took longer than timeout_s={timeout_s}", node_id=node_id) from exc
     except asyncio.CancelledError:
-        _abandon(future, item)
+        abandon(future, item)
         raise
 
 
-def _abandon(future: Future[Any], item: Any) -> None:
+def abandon(future: Future[Any], item: Any) -> None:
     """The thread cannot be interrupted: it finishes on its own. A pooled input stays leased
     to it until then (its buffer must not be reused under it), and a pooled result it returns
     late is released, since nobody will take it."""

@@ -1,0 +1,272 @@
+"""The processing side of an overlapped two-step node (:mod:`edgepipe.core.prepared`).
+
+``process()`` runs on a thread of the node's own, and the next prepared item is queued on that
+thread behind the run in progress: when a run ends, the next starts at once, without waiting
+for the event loop to hear of the end and hand the next one over (a round trip that costs
+0.3-1 ms on a small or virtual machine, where an idle core takes that long to wake). The event
+loop collects results in order, applies deadlines (from the moment each run starts) and the
+error policy, and emits.
+
+At most two items are on the thread: the one running and the one queued behind it. The
+preparer (the other side) waits until the queued one starts before it prepares another: two
+deep, as the module contract of :mod:`edgepipe.core.prepared` says. A queued item that has not
+started can be withdrawn (to be replaced by a newer one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from edgepipe.core.calls import abandon
+from edgepipe.core.errors import NodeTimeout
+from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.inbox import Inbox
+from edgepipe.core.lease import Leased, hand_on
+from edgepipe.core.markers import EMPTY
+from edgepipe.core.parts import NodeParts
+from edgepipe.core.spec import NodeKind
+
+_clock = time.perf_counter_ns
+
+
+class Job:
+    """One prepared item given to the processing thread."""
+
+    __slots__ = ("deadline_ns", "future", "prepared", "ran_ns", "started_ns")
+
+    def __init__(self, prepared: Any) -> None:
+        self.prepared = prepared
+        self.future: Future[Any] = Future()
+        self.started_ns = 0
+        """When it started running (0 while queued): when the one before it ended, or when it
+        was given to an idle thread."""
+        self.deadline_ns = 0
+        self.ran_ns = (0, 0)
+        """(start, end) of ``process()``, as the thread saw them."""
+
+    def run(self, process: Callable[[Any], Any]) -> Any:
+        """On the processing thread."""
+        t0 = _clock()
+        try:
+            return process(self.prepared)
+        finally:
+            self.ran_ns = (t0, _clock())
+
+
+class Overlap:
+    """What the two sides share: the jobs on the processing thread, when the preparer must
+    wake, and the running means that time a just-in-time preparation."""
+
+    __slots__ = (
+        "_for_preparer",
+        "_for_processor",
+        "_pool",
+        "_process",
+        "_timeout_ns",
+        "_timeout_s",
+        "ended",
+        "jobs",
+        "name",
+        "prepare_ns",
+        "process_ns",
+        "process_spread_ns",
+    )
+
+    def __init__(self, name: str, process: Callable[[Any], Any], timeout_s: float | None) -> None:
+        self.name = name
+        self._process = process
+        self._timeout_s = timeout_s
+        self._timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
+        self._pool = DaemonThreadPool(1, f"{name}-process", spare_workers=0)
+        self.jobs: deque[Job] = deque()
+        """On the processing thread, in order: the running one, then at most one queued."""
+        self.ended = False
+        """The preparer has no more items."""
+        self._for_preparer: asyncio.Future[None] | None = None
+        self._for_processor: asyncio.Future[None] | None = None
+        self.process_ns = 0.0
+        self.prepare_ns = 0.0
+        """Running means of the two steps."""
+        self.process_spread_ns = 0.0
+        """Running mean of how far a processing time is from the mean."""
+
+    # -- the preparer's side ------------------------------------------------------------------
+
+    def submit(self, prepared: Any) -> None:
+        """Queue ``prepared`` on the processing thread."""
+        job = Job(prepared)
+        job.future = self._pool.submit(job.run, self._process)
+        if not self.jobs:
+            self._started(job, _clock())
+        self.jobs.append(job)
+        _wake(self._for_processor)
+
+    def queued(self) -> bool:
+        """Whether a job waits behind the running one (the preparer must not go deeper)."""
+        return len(self.jobs) > 1
+
+    def withdraw(self) -> Any:
+        """Take back the queued job's item if it has not started; :data:`EMPTY` otherwise."""
+        if len(self.jobs) < 2 or not self.jobs[-1].future.cancel():
+            return EMPTY
+        return self.jobs.pop().prepared
+
+    def end(self) -> None:
+        self.ended = True
+        _wake(self._for_processor)
+
+    def remaining_ns(self) -> float:
+        """How long until the processing thread is expected to be free (0 when idle)."""
+        if not self.jobs:
+            return 0.0
+        running = self.jobs[0]
+        return self.process_ns * len(self.jobs) - (_clock() - running.started_ns)
+
+    async def preparer_wait(self, inbox: Inbox | None = None, timeout_ns: float | None = None) -> None:
+        """Wait for a job to end (or, with ``inbox``, for an item to arrive there; with
+        ``timeout_ns``, at most that long)."""
+        fut = self._for_preparer = asyncio.get_running_loop().create_future()
+        if inbox is not None:
+            inbox.getters.append(fut)
+        try:
+            if timeout_ns is None:
+                await fut
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout_ns / 1e9):
+                        await fut
+        finally:
+            self._for_preparer = None
+            if inbox is not None:
+                with contextlib.suppress(ValueError):
+                    inbox.getters.remove(fut)
+
+    # -- the processor's side -----------------------------------------------------------------
+
+    def _started(self, job: Job, at_ns: int) -> None:
+        job.started_ns = at_ns
+        if self._timeout_ns is not None:
+            job.deadline_ns = at_ns + self._timeout_ns
+
+    async def next_done(self) -> Job | None:
+        """The running job once it ends (None when there are no more). Raises
+        :class:`NodeTimeout` when it runs past its deadline: it is then abandoned to its thread
+        (a fresh thread takes over, with the queued job)."""
+        while not self.jobs:
+            if self.ended:
+                return None
+            fut = self._for_processor = asyncio.get_running_loop().create_future()
+            try:
+                await fut
+            finally:
+                self._for_processor = None
+        job = self.jobs[0]
+        waiting = asyncio.wrap_future(job.future)
+        try:
+            if not job.deadline_ns:
+                await asyncio.shield(waiting)
+            else:
+                async with asyncio.timeout((job.deadline_ns - _clock()) / 1e9):
+                    await asyncio.shield(waiting)
+        except TimeoutError as exc:
+            if not job.future.done():  # else process() itself raised it: its failure, below
+                self._abandon_running()
+                raise NodeTimeout(
+                    f"call took longer than timeout_s={self._timeout_s}", node_id=self.name
+                ) from exc
+        except Exception:  # process() failed: the caller reads that from the future
+            pass
+        self.jobs.popleft()
+        if self.jobs:
+            self._started(self.jobs[0], job.ran_ns[1])  # the thread went straight on to it
+        _wake(self._for_preparer)
+        return job
+
+    def measured(self, elapsed_ns: int) -> None:
+        if self.process_ns:
+            self.process_spread_ns = _mean(self.process_spread_ns, abs(elapsed_ns - self.process_ns))
+        self.process_ns = _mean(self.process_ns, elapsed_ns)
+
+    def _abandon_running(self) -> None:
+        job = self.jobs.popleft()
+        abandon(job.future, job.prepared)  # the thread's own lease, until it finishes
+        if isinstance(job.prepared, Leased):
+            job.prepared.release()  # ours
+        self._pool.shutdown(wait=False)
+        self._pool = DaemonThreadPool(1, f"{self.name}-process", spare_workers=0)
+        queued = list(self.jobs)
+        self.jobs.clear()
+        for waiting in queued:  # FIFO on one thread: none of them can have started
+            if waiting.future.cancel():
+                self.submit(waiting.prepared)
+        _wake(self._for_preparer)
+
+    def close(self) -> None:
+        """At the end of the node (or its cancellation): jobs not started are dropped, a
+        running one is left to finish on its own, keeping its item's lease until then."""
+        while self.jobs:
+            job = self.jobs.pop()
+            if job.future.cancel():
+                if isinstance(job.prepared, Leased):
+                    job.prepared.release()
+            elif not job.future.done():
+                abandon(job.future, job.prepared)
+                if isinstance(job.prepared, Leased):
+                    job.prepared.release()
+            else:
+                _drop(job)
+        self._pool.shutdown(wait=False)
+
+
+async def run_processor(node: NodeParts, overlap: Overlap) -> None:
+    """Collect results in order until the preparer has ended and every job is done."""
+    stage = node.spec.kind is NodeKind.STAGE
+    circuit = node.circuit
+    m = node.metrics
+    while True:
+        try:
+            job = await overlap.next_done()
+        except NodeTimeout as timeout:
+            await circuit.failed(timeout, restart_hooks=False)
+            continue
+        if job is None:
+            return
+        error = job.future.exception()
+        if error is not None:
+            if isinstance(job.prepared, Leased):
+                job.prepared.release()
+            await circuit.failed(error, restart_hooks=False)
+            continue
+        out = job.future.result()
+        elapsed = job.ran_ns[1] - job.ran_ns[0]
+        overlap.measured(elapsed)
+        m.record(elapsed)
+        if circuit.failures:
+            await circuit.succeeded()
+        if hand_on(job.prepared, out, stage):
+            await node.outputs.emit(out)
+
+
+def _drop(job: Job) -> None:
+    """A finished job nobody will collect: release its item and a pooled result."""
+    if job.future.exception() is None:
+        out = job.future.result()
+        if out is not job.prepared and isinstance(out, Leased):
+            out.release()
+    if isinstance(job.prepared, Leased):
+        job.prepared.release()
+
+
+def _wake(fut: asyncio.Future[None] | None) -> None:
+    if fut is not None and not fut.done():
+        fut.set_result(None)
+
+
+def _mean(mean: float, sample: float) -> float:
+    return sample if mean == 0.0 else mean * 0.8 + sample * 0.2
