@@ -43,9 +43,11 @@ class NodeStats:
     """Median time of one call of the node's code over the recent window; None before any."""
     latency_p95_ms: float | None
     latency_p99_ms: float | None
+    busy_s: float
+    """Time spent in the node's code since it started, every call counted (not sampled)."""
     busy_frac: float
-    """Time spent in the node's code over time since it started, 0..1 (per call, so a node with
-    concurrent calls can exceed 1 only if it runs them in parallel)."""
+    """``busy_s`` over time since it started, 0..1 (per call, so a node with concurrent calls
+    can exceed 1 only if it runs them in parallel)."""
     blocked_s: float
     """Time spent waiting for downstream channels to take an output (backpressure)."""
     state: str
@@ -148,6 +150,7 @@ class NodeMetrics:
             latency_p50_ms=p50,
             latency_p95_ms=p95,
             latency_p99_ms=p99,
+            busy_s=self.busy_ns / 1e9,
             busy_frac=self.busy_ns / elapsed if elapsed > 0 else 0.0,
             blocked_s=self.blocked_ns / 1e9,
             state=self.state,

@@ -104,3 +104,25 @@ async def test_a_handler_without_a_lane_parameter_gets_the_item_alone() -> None:
     p.sink("take", take, inputs=[p.source("a", FakeSource([1])), p.source("b", FakeSource([2]))])
     await run_async(p)
     assert sorted(got) == [10, 20]
+
+
+async def test_busy_time_counts_every_call_while_latency_is_sampled() -> None:
+    calls = 3000
+
+    def work(item: int) -> int:
+        time.sleep(0.0001)  # at least 0.1 ms each: 0.3 s in all
+        return item
+
+    out: ListSink[int] = ListSink()
+    p = Pipeline()
+    p.sink(
+        "out",
+        out,
+        inputs=p.stage("work", work, inputs=p.source("src", FakeSource(range(calls))), blocking=False),
+    )
+    report = await run_async(p)
+    stats = report.stats.node("work")
+    assert len(out.items) == calls
+    assert stats.busy_s >= calls * 0.0001
+    assert stats.latency_p50_ms is not None
+    assert stats.latency_p50_ms >= 0.1
