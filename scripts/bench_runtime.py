@@ -24,12 +24,15 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from edgepipe import Pipeline, run_async
 from edgepipe.core.loop import loop_factory
 
 HOPS = 3  # source->stage1, stage1->stage2, stage2->sink
+END = object()
+"""Ends a queue chain."""
+Queue = asyncio.Queue[object]
 QUEUE_SIZE = 64
 TARGET_RATIO = 0.8
 
@@ -57,84 +60,67 @@ class Work:
         assert self.total == n * (n - 1) // 2 + 2 * n, f"{name} lost items"
 
 
+async def _run_chain(
+    n: int, source: Callable[[Queue], Awaitable[None]], stage: Callable[[Queue, Queue], Awaitable[None]],
+    sink: Callable[[Queue], Awaitable[None]],
+) -> float:  # fmt: skip
+    """Items/s through ``source -> stage -> stage -> sink`` joined by bounded asyncio.Queues."""
+    q1, q2, q3 = (Queue(QUEUE_SIZE) for _ in range(3))
+    t0 = time.perf_counter()
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(source(q1))
+        tg.create_task(stage(q1, q2))
+        tg.create_task(stage(q2, q3))
+        tg.create_task(sink(q3))
+    return n / (time.perf_counter() - t0)
+
+
 async def bare_chain(n: int) -> float:
     """The baseline: the same functions joined by bounded asyncio.Queues, a sentinel to end."""
     work = Work(n)
-    end = object()
-    q1: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
-    q2: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
-    q3: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
 
-    async def source() -> None:
+    async def source(out: Queue) -> None:
         async for item in work.source():
-            await q1.put(item)
-        await q1.put(end)
+            await out.put(item)
+        await out.put(END)
 
-    async def stage(inbox: asyncio.Queue[object], outbox: asyncio.Queue[object]) -> None:
-        while True:
-            item = await inbox.get()
-            if item is end:
-                await outbox.put(end)
-                return
+    async def stage(inbox: Queue, outbox: Queue) -> None:
+        while (item := await inbox.get()) is not END:
             await outbox.put(await work.add_one(item))  # type: ignore[arg-type]
+        await outbox.put(END)
 
-    async def sink() -> None:
-        while True:
-            item = await q3.get()
-            if item is end:
-                return
+    async def sink(inbox: Queue) -> None:
+        while (item := await inbox.get()) is not END:
             await work.sink(item)  # type: ignore[arg-type]
 
-    t0 = time.perf_counter()
-    async with asyncio.TaskGroup() as tg:
-        tg.create_task(source())
-        tg.create_task(stage(q1, q2))
-        tg.create_task(stage(q2, q3))
-        tg.create_task(sink())
-    elapsed = time.perf_counter() - t0
+    rate = await _run_chain(n, source, stage, sink)
     work.check("bare chain")
-    return n / elapsed
+    return rate
 
 
 async def inline_chain(n: int) -> float:
     """A second reference, not the baseline: the arithmetic inline in the queue loops (no
     function call per stage), the most a queue chain can do."""
-    end = object()
-    q1: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
-    q2: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
-    q3: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
     total = 0
 
-    async def source() -> None:
+    async def source(out: Queue) -> None:
         for i in range(n):
-            await q1.put(i)
-        await q1.put(end)
+            await out.put(i)
+        await out.put(END)
 
-    async def stage(inbox: asyncio.Queue[object], outbox: asyncio.Queue[object]) -> None:
-        while True:
-            item = await inbox.get()
-            if item is end:
-                await outbox.put(end)
-                return
+    async def stage(inbox: Queue, outbox: Queue) -> None:
+        while (item := await inbox.get()) is not END:
             await outbox.put(item + 1)  # type: ignore[operator]
+        await outbox.put(END)
 
-    async def sink() -> None:
+    async def sink(inbox: Queue) -> None:
         nonlocal total
-        while True:
-            item = await q3.get()
-            if item is end:
-                return
+        while (item := await inbox.get()) is not END:
             total += item  # type: ignore[operator]
 
-    t0 = time.perf_counter()
-    async with asyncio.TaskGroup() as tg:
-        tg.create_task(source())
-        tg.create_task(stage(q1, q2))
-        tg.create_task(stage(q2, q3))
-        tg.create_task(sink())
-    elapsed = time.perf_counter() - t0
+    rate = await _run_chain(n, source, stage, sink)
     assert total == n * (n - 1) // 2 + 2 * n, "inline chain lost items"
-    return n / elapsed
+    return rate
 
 
 async def edgepipe_chain(n: int) -> float:
