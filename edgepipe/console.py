@@ -38,8 +38,6 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
         info = dict(node.gauges)
         if node.skipped:
             info["skipped"] = node.skipped  # circuit open: items dropped without a call
-        if node.replaced:
-            info["replaced"] = node.replaced
         table.add_row(
             node.node_id,
             node.kind,

@@ -79,6 +79,7 @@ async def run_batched(node: NodeParts, call: Callable[[Batch], list[Any]], batch
         try:
             outputs = await node.call_thread(call, held, timeout_s)
         except Exception as exc:
+            m.busy_ns += time.perf_counter_ns() - t0
             held.release()
             await circuit.failed(exc)
             continue

@@ -96,13 +96,14 @@ class Circuit:
 
     async def admit(self, item: Any) -> bool:
         """Whether the node's code may be called on ``item``. While the circuit is open, no:
-        the item is released (if pooled) and counted as skipped."""
+        the item is released (if pooled) and counted as skipped. Half-open, one item is let
+        through, and the rest are skipped until its outcome is known."""
+        if self.state is HALF_OPEN or (self.state is OPEN and _clock() < self._until):
+            self.metrics.skipped += 1
+            if isinstance(item, Leased):
+                item.release()
+            return False
         if self.state is OPEN:
-            if _clock() < self._until:
-                self.metrics.skipped += 1
-                if isinstance(item, Leased):
-                    item.release()
-                return False
             await self._transition(HALF_OPEN, {"after_s": round(_clock() - self._opened_at, 2)})
             if self.policy.action is OnError.RESTART:
                 try:
@@ -151,7 +152,11 @@ class Circuit:
             if policy.action is OnError.RESTART or reopen:
                 await self.backoff(restart_hooks)
             return
-        if self.state is HALF_OPEN:
+        if self.state is OPEN:
+            # A call already under way when the circuit opened (a two-step node's queued run):
+            # it says nothing new, and must not push the cool-down back.
+            self._log(what, exc)
+        elif self.state is HALF_OPEN:
             self._cooldown_s = min(policy.cooldown_max_s, self._cooldown_s * 2)
             await self._open(what, exc)
         elif self.failures >= policy.open_after:

@@ -88,6 +88,12 @@ class Outputs:
                 for _ in range(count - handed + 1):
                     item.release()
             raise
+        except ConsumersGone:
+            # That lane discarded (and released) its share; the ones after it never got theirs.
+            if leased:
+                for _ in range(count - handed):
+                    item.release()
+            raise
         self.metrics.items_out += 1
 
     async def put_single(self, item: Any) -> None:

@@ -9,7 +9,8 @@
     │   ├── GraphError            duplicate id, dangling input, cycle, type mismatch (node_id)
     │   └── OutputError           an output file (``--results``) cannot be written       (path)
     ├── NodeError                 a node failed while running (exit code 1)        (node_id)
-    │   └── NodeTimeout           one call ran past the node's ``timeout_s``
+    │   ├── NodeTimeout           one call ran past the node's ``timeout_s``
+    │   └── NodeStuck             calls keep hanging and their threads never return
     └── ChannelClosed             put() on a channel that was closed            (channel)
 
 ``EndOfStream`` is not an error: a consumer gets it when its channel is closed and empty.
@@ -80,6 +81,14 @@ class NodeError(EdgepipeError):
 
 class NodeTimeout(NodeError, TimeoutError):
     """One call of a node ran past its ``timeout_s`` and was abandoned."""
+
+
+class NodeStuck(NodeError):
+    """A node's calls ran past their deadline so often, with their threads never returning,
+    that going on would only pile up stuck threads: the pipeline stops, so that a supervisor
+    can restart the process (the one cure for a wedged driver)."""
+
+    retryable = False
 
 
 class ChannelClosed(EdgepipeError):

@@ -4,12 +4,13 @@ Busy time is exact: every call adds its time to ``busy_ns`` (the scheduler reads
 samples go into a fixed ring of the most recent :data:`WINDOW` samples (allocated once), and
 percentiles are computed only when somebody asks for a snapshot (the ``--stats`` table, the exit
 summary, tests). Nodes whose calls take microseconds (async and inline code on the event loop)
-time one item in :data:`SAMPLE_STRIDE` once the ring has filled: a uniform sample, so the
-percentiles stay honest, at a fraction of the clock reads.
+time about one item in :data:`SAMPLE_STRIDE`, picked at random, once the ring has filled: a
+uniform sample, so the percentiles stay honest, at a fraction of the clock reads.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +36,6 @@ class NodeStats:
     """Calls that raised (or timed out), whatever the error policy did next."""
     skipped: int
     """Items taken while the node's circuit was open: dropped without calling its code."""
-    replaced: int
-    """Prepared inputs dropped for a newer one before the model took them (live overlap)."""
     restarts: int
     """Times the node was restarted by its ``restart`` policy."""
     latency_p50_ms: float | None
@@ -44,7 +43,8 @@ class NodeStats:
     latency_p95_ms: float | None
     latency_p99_ms: float | None
     busy_s: float
-    """Time spent in the node's code since it started, every call counted (not sampled)."""
+    """Time spent in the node's code since it started: every call, failed ones too (not
+    sampled); a two-step node's both steps, which run at once."""
     busy_frac: float
     """``busy_s`` over time since it started, 0..1 (per call, so a node with concurrent calls
     can exceed 1 only if it runs them in parallel)."""
@@ -71,7 +71,6 @@ class NodeMetrics:
         "items_out",
         "kind",
         "node_id",
-        "replaced",
         "restarts",
         "skipped",
         "state",
@@ -87,7 +86,6 @@ class NodeMetrics:
         self.errors = 0
         self.restarts = 0
         self.skipped = 0
-        self.replaced = 0
         self.busy_ns = 0
         self.blocked_ns = 0
         self.state = "idle"
@@ -118,8 +116,9 @@ class NodeMetrics:
 
     def stride(self) -> int:
         """How many items to the next timed one, for a loop that samples: every item until the
-        window has filled once (short runs get full percentiles), then :data:`SAMPLE_STRIDE`."""
-        return 1 if self._n < WINDOW else SAMPLE_STRIDE
+        window has filled once (short runs get full percentiles), then a random gap averaging
+        :data:`SAMPLE_STRIDE` (a fixed one would alias with periodic work: every 4th item slow)."""
+        return 1 if self._n < WINDOW else random.randint(1, 2 * SAMPLE_STRIDE - 1)
 
     def percentiles_ms(self) -> tuple[float | None, float | None, float | None]:
         """p50, p95, p99 over the recent window, in milliseconds."""
@@ -145,7 +144,6 @@ class NodeMetrics:
             items_out=self.items_out,
             errors=self.errors,
             skipped=self.skipped,
-            replaced=self.replaced,
             restarts=self.restarts,
             latency_p50_ms=p50,
             latency_p95_ms=p95,

@@ -144,6 +144,7 @@ class NodeRunner:
         state = "failed"
         try:
             await self._start()
+            self.circuit.failures = 0  # failed starts before it are not its items' failures
             self.host.node_started(self)
             if self._source is not None:
                 await self.host.all_started.wait()

@@ -9,8 +9,7 @@ error policy, and emits.
 
 At most two items are on the thread: the one running and the one queued behind it. The
 preparer (the other side) waits until the queued one starts before it prepares another: two
-deep, as the module contract of :mod:`edgepipe.core.prepared` says. A queued item that has not
-started can be withdrawn (to be replaced by a newer one).
+deep, as the module contract of :mod:`edgepipe.core.prepared` says.
 """
 
 from __future__ import annotations
@@ -24,25 +23,29 @@ from concurrent.futures import Future
 from typing import Any
 
 from edgepipe.core.calls import abandon
-from edgepipe.core.errors import NodeTimeout
+from edgepipe.core.errors import NodeError, NodeStuck, NodeTimeout
 from edgepipe.core.executor import DaemonThreadPool
-from edgepipe.core.inbox import Inbox
 from edgepipe.core.lease import Leased, hand_on
-from edgepipe.core.markers import EMPTY
 from edgepipe.core.parts import NodeParts
 from edgepipe.core.spec import NodeKind
 
 _clock = time.perf_counter_ns
 
+MAX_HUNG_THREADS = 8
+"""Runs abandoned at their deadline whose threads have not returned, after which the node
+stops the pipeline (:class:`NodeStuck`) instead of starting yet another thread: as many as a
+one-step node's executor may add (its spare threads)."""
+
 
 class Job:
     """One prepared item given to the processing thread."""
 
-    __slots__ = ("deadline_ns", "future", "prepared", "ran_ns", "started_ns")
+    __slots__ = ("deadline_ns", "future", "prepared", "ran_ns", "started_ns", "submitted_ns")
 
     def __init__(self, prepared: Any) -> None:
         self.prepared = prepared
         self.future: Future[Any] = Future()
+        self.submitted_ns = _clock()
         self.started_ns = 0
         """When it started running (0 while queued): when the one before it ended, or when it
         was given to an idle thread."""
@@ -66,10 +69,12 @@ class Overlap:
     __slots__ = (
         "_for_preparer",
         "_for_processor",
+        "_hung",
         "_pool",
         "_process",
         "_timeout_ns",
         "_timeout_s",
+        "abandoned_ns",
         "ended",
         "jobs",
         "name",
@@ -84,10 +89,14 @@ class Overlap:
         self._timeout_s = timeout_s
         self._timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
         self._pool = DaemonThreadPool(1, f"{name}-process", spare_workers=0)
+        self._hung: list[Future[Any]] = []
+        """Runs abandoned at their deadline, each keeping a thread until it returns."""
         self.jobs: deque[Job] = deque()
         """On the processing thread, in order: the running one, then at most one queued."""
         self.ended = False
         """The preparer has no more items."""
+        self.abandoned_ns = 0
+        """How long the last run abandoned at its deadline had run (busy time, counted)."""
         self._for_preparer: asyncio.Future[None] | None = None
         self._for_processor: asyncio.Future[None] | None = None
         self.process_ns = 0.0
@@ -111,12 +120,6 @@ class Overlap:
         """Whether a job waits behind the running one (the preparer must not go deeper)."""
         return len(self.jobs) > 1
 
-    def withdraw(self) -> Any:
-        """Take back the queued job's item if it has not started; :data:`EMPTY` otherwise."""
-        if len(self.jobs) < 2 or not self.jobs[-1].future.cancel():
-            return EMPTY
-        return self.jobs.pop().prepared
-
     def end(self) -> None:
         self.ended = True
         _wake(self._for_processor)
@@ -128,12 +131,9 @@ class Overlap:
         running = self.jobs[0]
         return self.process_ns * len(self.jobs) - (_clock() - running.started_ns)
 
-    async def preparer_wait(self, inbox: Inbox | None = None, timeout_ns: float | None = None) -> None:
-        """Wait for a job to end (or, with ``inbox``, for an item to arrive there; with
-        ``timeout_ns``, at most that long)."""
+    async def preparer_wait(self, timeout_ns: float | None = None) -> None:
+        """Wait for a job to end or start (with ``timeout_ns``, at most that long)."""
         fut = self._for_preparer = asyncio.get_running_loop().create_future()
-        if inbox is not None:
-            inbox.getters.append(fut)
         try:
             if timeout_ns is None:
                 await fut
@@ -143,9 +143,6 @@ class Overlap:
                         await fut
         finally:
             self._for_preparer = None
-            if inbox is not None:
-                with contextlib.suppress(ValueError):
-                    inbox.getters.remove(fut)
 
     # -- the processor's side -----------------------------------------------------------------
 
@@ -177,6 +174,12 @@ class Overlap:
         except TimeoutError as exc:
             if not job.future.done():  # else process() itself raised it: its failure, below
                 self._abandon_running()
+                if len(self._hung) >= MAX_HUNG_THREADS:
+                    raise NodeStuck(
+                        f"process() ran past timeout_s={self._timeout_s} and {len(self._hung)} of its "
+                        "threads never returned: the device or driver is stuck; restart the process",
+                        node_id=self.name,
+                    ) from exc
                 raise NodeTimeout(
                     f"call took longer than timeout_s={self._timeout_s}", node_id=self.name
                 ) from exc
@@ -184,7 +187,10 @@ class Overlap:
             pass
         self.jobs.popleft()
         if self.jobs:
-            self._started(self.jobs[0], job.ran_ns[1])  # the thread went straight on to it
+            # The thread went on to the next job when this one ended, or when it was given the
+            # next (if that came later: this one had ended before the loop collected it).
+            following = self.jobs[0]
+            self._started(following, max(job.ran_ns[1], following.submitted_ns))
         _wake(self._for_preparer)
         return job
 
@@ -195,17 +201,28 @@ class Overlap:
 
     def _abandon_running(self) -> None:
         job = self.jobs.popleft()
-        abandon(job.future, job.prepared)  # the thread's own lease, until it finishes
-        if isinstance(job.prepared, Leased):
-            job.prepared.release()  # ours
+        self.abandoned_ns = _clock() - job.started_ns
+        self._let_go(job)
+        self._hung = [f for f in self._hung if not f.done()]
+        self._hung.append(job.future)
         self._pool.shutdown(wait=False)
         self._pool = DaemonThreadPool(1, f"{self.name}-process", spare_workers=0)
         queued = list(self.jobs)
         self.jobs.clear()
-        for waiting in queued:  # FIFO on one thread: none of them can have started
+        for waiting in queued:  # FIFO on one thread: it starts only if the hung one just ended
             if waiting.future.cancel():
                 self.submit(waiting.prepared)
+            else:
+                self._let_go(waiting)
         _wake(self._for_preparer)
+
+    @staticmethod
+    def _let_go(job: Job) -> None:
+        """Leave a running job to its thread: its item stays leased to the thread until it
+        returns (and a late pooled result is released then); our own reference goes now."""
+        abandon(job.future, job.prepared)
+        if isinstance(job.prepared, Leased):
+            job.prepared.release()
 
     def close(self) -> None:
         """At the end of the node (or its cancellation): jobs not started are dropped, a
@@ -216,9 +233,7 @@ class Overlap:
                 if isinstance(job.prepared, Leased):
                     job.prepared.release()
             elif not job.future.done():
-                abandon(job.future, job.prepared)
-                if isinstance(job.prepared, Leased):
-                    job.prepared.release()
+                self._let_go(job)
             else:
                 _drop(job)
         self._pool.shutdown(wait=False)
@@ -232,13 +247,15 @@ async def run_processor(node: NodeParts, overlap: Overlap) -> None:
     while True:
         try:
             job = await overlap.next_done()
-        except NodeTimeout as timeout:
+        except NodeError as timeout:  # NodeTimeout; NodeStuck, which stops the run
+            m.busy_ns += overlap.abandoned_ns
             await circuit.failed(timeout, restart_hooks=False)
             continue
         if job is None:
             return
         error = job.future.exception()
         if error is not None:
+            m.busy_ns += job.ran_ns[1] - job.ran_ns[0]
             if isinstance(job.prepared, Leased):
                 job.prepared.release()
             await circuit.failed(error, restart_hooks=False)

@@ -17,9 +17,12 @@ call there, as on several lanes).
 - A ``block`` lane (lossless): the next item is prepared as soon as the last one has started.
 - A ``latest`` lane (live video): the newest item is prepared just in time — when the model is
   expected to finish within about one preparation and the jitter of its runs (running means) —
-  so that it gets a fresh frame and frames nobody will process are not prepared. If a newer item
-  arrives while the prepared one waits and there is still time to prepare it, it replaces the
-  waiting one (counted as ``replaced``). A model that is idle never waits for a newer one.
+  so that it gets a frame at most about that old, and frames nobody will process are not
+  prepared: until then, newer frames replace older ones in the lane (counted as its drops). A
+  model that is idle never waits for a newer one. A prepared item is never thrown away for a
+  newer one: ``prepare()`` may keep state (a detector's every-Nth-frame count), and a preparer
+  that hands out buffers in turn counts on each prepared item being processed before it makes
+  two more.
 
 Leases: the input of ``prepare()`` is released when it returns (keep it by retaining it inside
 the prepared item, as Detector does); a prepared item that is itself
@@ -115,23 +118,8 @@ async def _preparer(node: NodeParts, prepare: Callable[[Any], Any], overlap: Ove
         if prepared is EMPTY:
             continue
         overlap.submit(prepared)
-        watch = live  # a newer input may replace this one while there is time to prepare it
         while overlap.queued():  # two deep, no deeper: wait until it has started
-            await overlap.preparer_wait(inbox if watch else None)
-            if not overlap.queued() or not lane.queue:
-                continue
-            if overlap.remaining_ns() - overlap.process_ns < overlap.prepare_ns:
-                watch = False  # no time: the model would wait for the newer one
-                continue
-            stale = overlap.withdraw()
-            if stale is EMPTY:  # it started meanwhile
-                continue
-            if isinstance(stale, Leased):
-                stale.release()
-            node.metrics.replaced += 1
-            prepared = await _prepare(node, prepare, inbox.get_nowait(), overlap)
-            if prepared is not EMPTY:
-                overlap.submit(prepared)
+            await overlap.preparer_wait()
 
 
 async def _until_needed(overlap: Overlap) -> None:
@@ -154,6 +142,7 @@ async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, ov
     try:
         prepared = await node.call_thread(prepare, item, node.spec.timeout_s)
     except Exception as exc:
+        node.metrics.busy_ns += _clock() - t0
         if isinstance(item, Leased):
             item.release()
         await circuit.failed(exc, restart_hooks=False)
@@ -162,7 +151,9 @@ async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, ov
         if isinstance(item, Leased):
             item.release()
         raise
-    overlap.prepare_ns = _mean(overlap.prepare_ns, _clock() - t0)
+    elapsed = _clock() - t0
+    node.metrics.busy_ns += elapsed  # the node's busy time is both steps' (it may pass 1)
+    overlap.prepare_ns = _mean(overlap.prepare_ns, elapsed)
     if prepared is not item and isinstance(item, Leased):
         item.release()
     return prepared

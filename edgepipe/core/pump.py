@@ -2,8 +2,9 @@
 stage's. The hot path of the runtime.
 
 Per item, a stage with one input and one consumer does: take from its lane (no await unless
-the inbox is empty), call the code, one clock read (busy time is exact; one item in
-:data:`~edgepipe.core.metrics.SAMPLE_STRIDE` is also timed alone for the latency percentiles),
+the inbox is empty), call the code, one clock read (busy time is exact; about one item in
+:data:`~edgepipe.core.metrics.SAMPLE_STRIDE`, at random, is also timed alone for the latency
+percentiles),
 offer the result to the consumer's lane (no await unless that is a full ``block`` lane). Nothing
 is decided per item that can be decided once per node.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -122,6 +123,9 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
     call = process.call
     if process.prepare is not None:
         if overlaps(node, process):
+            if process.takes_lane:
+                only_lane, with_lane = inbox.channels[0].name, call
+                call = lambda prepared: with_lane(prepared, only_lane)  # noqa: E731
             await run_prepared(node, process.prepare, call)
             return
         call = composed(process.prepare, call)
@@ -143,8 +147,7 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
     queue = lane.queue if lane is not None else None
     take = lane.take if lane is not None else None
     get_nowait = inbox.get_nowait
-    stride = 1 if thread else m.stride()
-    countdown = stride
+    countdown = 1 if thread else m.stride()
     t0 = t_mark = _clock()
     while True:
         if queue:
@@ -157,11 +160,15 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
                     t_mark = _clock()
             except EndOfStream:
                 return
-        if circuit.failures and not await circuit.admit(item):
-            continue
+        if circuit.failures:
+            admitted = await circuit.admit(item)
+            t_mark = _clock()  # a skip, or the hooks restarted for a trial, is not this call
+            if not admitted:
+                continue
         countdown -= 1
         if countdown == 0:
             t0 = _clock()
+        failure = None
         try:
             if inline:
                 out = call(item)
@@ -172,19 +179,23 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
             else:
                 out = await call_with_deadline(call, item, timeout_s, node_id)
         except Exception as exc:
+            failure = exc
+        except BaseException:  # cancelled (a forced stop): our reference goes back
             if isinstance(item, Leased):
                 item.release()
-            await circuit.failed(exc)
-            t_mark = _clock()
-            continue
+            raise
         t = _clock()
-        m.busy_ns += t - t_mark
+        m.busy_ns += t - t_mark  # every call, failed ones too
         t_mark = t
         if countdown == 0:
             m.sample(t - t0)
-            if stride == 1 and not thread:
-                stride = m.stride()
-            countdown = stride
+            countdown = 1 if thread else m.stride()
+        if failure is not None:
+            if isinstance(item, Leased):
+                item.release()
+            await circuit.failed(failure)
+            t_mark = _clock()
+            continue
         if circuit.failures:
             await circuit.succeeded()
         if hand_on(item, out, stage):
@@ -205,12 +216,11 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
 async def run_stream(node: NodeParts, process: ProcessAdapter) -> None:
     """An async generator function over the input stream; started again on the rest of the
     input after it fails (restart also cycles the hooks)."""
-    held = _Held()
     circuit = node.circuit
     while True:
+        held = _Held()  # each attempt its own: a dead stream's items are not the next one's
         try:
-            stream = process.call(_inbox_items(node, held))
-            async with aclosing(stream):
+            async with aclosing(_inbox_items(node, held)) as items, aclosing(process.call(items)) as stream:
                 async for out in stream:
                     if circuit.failures:
                         await circuit.succeeded()
@@ -237,7 +247,7 @@ class _Held:
             item.release()
 
 
-async def _inbox_items(node: NodeParts, held: _Held) -> AsyncIterator[Any]:
+async def _inbox_items(node: NodeParts, held: _Held) -> AsyncGenerator[Any, None]:
     inbox = node.inbox
     assert inbox is not None
     circuit = node.circuit

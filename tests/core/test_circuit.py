@@ -138,3 +138,54 @@ def test_bad_circuit_settings_are_refused_by_name() -> None:
         ErrorPolicy(open_after=0)
     with pytest.raises(ValueError, match="cooldown_s must be a finite number"):
         ErrorPolicy(cooldown_s=float("nan"))
+
+
+async def test_a_two_step_node_opens_once_and_tries_one_item_at_a_time(tmp_path: Path) -> None:
+    # Runs already queued when the circuit opened fail too: that is not a new opening, and
+    # the cool-down is not pushed back; half-open lets one trial through, not two.
+    class TwoStepFlaky(Flaky):
+        def prepare(self, item: int) -> int:
+            return item
+
+        def process(self, item: int) -> int:
+            time.sleep(0.005)
+            return super().process(item)
+
+    flaky = TwoStepFlaky(fail_s=1.0)
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(600), interval_s=0.002))
+    policy = ErrorPolicy(OnError.SKIP, open_after=3, cooldown_s=0.2, cooldown_max_s=0.4)
+    p.sink("out", ListSink(), inputs=p.stage("flaky", flaky, inputs=src, on_error=policy))
+    results = tmp_path / "results.jsonl"
+    report = await run_async(p, results_path=str(results))
+    transitions = states(results, "flaky")
+    assert transitions.count("open") == transitions.count("half-open")
+    assert transitions[-1] == "closed"
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    closed = [r["data"] for r in lines if r["kind"] == "node_state" and r["data"]["circuit"] == "closed"]
+    assert closed[-1]["skipped"] == report.stats.node("flaky").skipped
+
+
+async def test_failed_starts_before_the_first_item_do_not_count_against_the_circuit() -> None:
+    class Node:
+        def __init__(self) -> None:
+            self.starts = 0
+
+        def start(self) -> None:
+            self.starts += 1
+            if self.starts <= 2:
+                raise RuntimeError("model not there yet")
+
+        def process(self, item: int) -> int:
+            if item == 0:
+                raise ValueError("one bad frame")
+            return item
+
+    out: ListSink[int] = ListSink()
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(40), interval_s=0.005))
+    policy = ErrorPolicy(OnError.RESTART, open_after=3, cooldown_s=0.2, backoff_initial_s=0.01)
+    p.sink("out", out, inputs=p.stage("n", Node(), inputs=src, on_error=policy))
+    report = await run_async(p)
+    assert report.stats.node("n").skipped == 0
+    assert out.items == list(range(1, 40))

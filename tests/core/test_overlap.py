@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import statistics
 import threading
 import time
+from collections.abc import AsyncIterator
+
+import pytest
 
 from edgepipe import Pipeline
+from edgepipe.core.errors import NodeStuck
+from edgepipe.core.overlap import MAX_HUNG_THREADS
+from edgepipe.core.spec import ErrorPolicy
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
@@ -81,3 +88,46 @@ def test_a_run_past_its_deadline_is_abandoned_and_a_fresh_thread_goes_on() -> No
     assert report.stats.node("steps").errors == 1
     assert items == [0, 1, 3, 4, 5, 6, 7]  # the queued item went on, on a new thread, in order
     assert len(steps.threads) == 2
+
+
+def test_a_run_given_to_an_idle_thread_is_timed_from_then() -> None:
+    # The sink stalls once, so results wait to be collected; a run handed to the thread after
+    # the last one ended (and before the loop collected it) starts then, not at that end.
+    steps = Steps(process_s=0.2)
+    got: list[int] = []
+    t0 = time.perf_counter()
+
+    async def source() -> AsyncIterator[int]:
+        for i, at in enumerate([0, 0, 0, 0.45, 1.1, 1.6]):
+            await asyncio.sleep(max(0.0, at - (time.perf_counter() - t0)))
+            yield i
+
+    async def slow_sink(item: int) -> None:
+        if item == 0:
+            await asyncio.sleep(1.0)  # one stall downstream (a flush, a reconnect)
+        got.append(item)
+
+    p = Pipeline()
+    p.sink("sink", slow_sink, inputs=p.stage("steps", steps, inputs=p.source("src", source), timeout_s=0.3),
+           queue_size=1)  # fmt: skip
+    report = run_pipeline(p)
+    assert report.stats.node("steps").errors == 0
+    assert got == list(range(6))
+
+
+def test_a_node_whose_runs_keep_hanging_stops_the_run_instead_of_piling_up_threads() -> None:
+    class Hangs(Steps):
+        def process(self, item: int) -> int:
+            time.sleep(1.0)
+            return item
+
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(100), interval_s=0.001))
+    never_open = ErrorPolicy(open_after=1000)
+    p.sink(
+        "out", ListSink(), inputs=p.stage("hangs", Hangs(0), inputs=src, timeout_s=0.02, on_error=never_open)
+    )
+    before = threading.active_count()
+    with pytest.raises(NodeStuck, match=r"node 'hangs'.*8 of its threads never returned"):
+        run_pipeline(p)
+    assert threading.active_count() - before <= MAX_HUNG_THREADS + 2
