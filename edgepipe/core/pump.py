@@ -25,6 +25,7 @@ from typing import Any
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter
 from edgepipe.core.batched import batch_call, run_batched
 from edgepipe.core.calls import call_with_deadline
+from edgepipe.core.circuit import HALF_OPEN
 from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout, error_text
 from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
@@ -265,5 +266,9 @@ async def _inbox_items(node: NodeParts, held: _Held) -> AsyncGenerator[Any, None
                 held.item, held.passed = item, False
             context.lane = inbox.lane
             yield item
+            if circuit.state is HALF_OPEN:
+                # The stream took its trial item and asked for the next without failing: that
+                # is its success (a stream need not yield an output for every input).
+                await circuit.succeeded()
     finally:
         held.release()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,27 @@ async def test_failed_starts_before_the_first_item_do_not_count_against_the_circ
     report = await run_async(p)
     assert report.stats.node("n").skipped == 0
     assert out.items == list(range(1, 40))
+
+
+async def test_a_stream_stage_that_yields_rarely_still_closes_its_circuit() -> None:
+    # A stream yields one output per 10 inputs: taking its trial item and asking for the next
+    # without failing is its success, or it would stay half-open, skipping everything.
+    t0 = time.monotonic()
+
+    async def every_tenth(items: AsyncIterator[int]) -> AsyncIterator[int]:
+        async for item in items:
+            if time.monotonic() - t0 < 0.3:
+                raise RuntimeError("warming up")
+            if item % 10 == 0:
+                yield item
+
+    out: ListSink[int] = ListSink()
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(400), interval_s=0.002))
+    policy = ErrorPolicy(OnError.SKIP, open_after=2, cooldown_s=0.1, cooldown_max_s=0.2)
+    p.sink("out", out, inputs=p.stage("tens", every_tenth, inputs=src, on_error=policy))
+    report = await run_async(p)
+    stats = report.stats.node("tens")
+    assert stats.skipped > 0
+    assert out.items[-1] == 390  # closed again: the last items went through
+    assert len(out.items) > 15
