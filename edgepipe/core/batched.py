@@ -79,7 +79,7 @@ async def run_batched(node: NodeParts, call: Callable[[Batch], list[Any]], batch
         try:
             outputs = await node.call_thread(call, held, timeout_s)
         except Exception as exc:
-            m.busy_ns += time.perf_counter_ns() - t0
+            m.record(time.perf_counter_ns() - t0)
             held.release()
             await circuit.failed(exc)
             continue
@@ -87,10 +87,16 @@ async def run_batched(node: NodeParts, call: Callable[[Batch], list[Any]], batch
             held.release()
             raise
         m.record(time.perf_counter_ns() - t0)
-        if circuit.failures:
-            await circuit.succeeded()
         held.items = []  # the references go on below, item by item
         held.release()
         emits = [out for item, out in zip(batch, outputs, strict=True) if hand_on(item, out, stage)]
-        for out in emits:
-            await node.outputs.emit(out)
+        for i, out in enumerate(emits):
+            try:
+                await node.outputs.emit(out)
+            except BaseException:  # stopped (or every consumer gone): the rest go back
+                for rest in emits[i + 1 :]:
+                    if isinstance(rest, Leased):
+                        rest.release()
+                raise
+        if circuit.failures:
+            await circuit.succeeded()

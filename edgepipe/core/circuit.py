@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from edgepipe.core.errors import NodeError, error_text
-from edgepipe.core.lease import Leased
+from edgepipe.core.lease import Batch, Leased
 from edgepipe.core.metrics import NodeMetrics
 from edgepipe.core.spec import ErrorPolicy, NodeKind, OnError
 
@@ -60,6 +60,7 @@ class Circuit:
         "metrics",
         "node_id",
         "policy",
+        "start_failures",
         "state",
     )
 
@@ -82,7 +83,9 @@ class Circuit:
         self._restart_hooks = restart_hooks
         self._debug = debug
         self.failures = 0
-        """Failures in a row; 0 once a call succeeds."""
+        """Items' failures in a row; 0 once a call succeeds."""
+        self.start_failures = 0
+        """``start()`` failures in a row (under ``restart``); 0 once it succeeds."""
         self.state = CLOSED
         self._cooldown_s = policy.cooldown_s
         self._until = 0.0
@@ -99,21 +102,36 @@ class Circuit:
         the item is released (if pooled) and counted as skipped. Half-open, one item is let
         through, and the rest are skipped until its outcome is known."""
         if self.state is HALF_OPEN or (self.state is OPEN and _clock() < self._until):
-            self.metrics.skipped += 1
-            if isinstance(item, Leased):
-                item.release()
+            self.skip(item)
             return False
         if self.state is OPEN:
-            await self._transition(HALF_OPEN, {"after_s": round(_clock() - self._opened_at, 2)})
-            if self.policy.action is OnError.RESTART:
-                try:
-                    await self._restart_hooks(0.0)
-                except Exception as exc:  # the trial failed before the item was tried
-                    if isinstance(item, Leased):
-                        item.release()
-                    await self.failed(exc)
-                    return False
+            try:
+                await self.begin_trial()
+            except Exception as exc:  # the trial failed before the item was tried
+                _release(item)
+                await self.failed(exc)
+                return False
+            except BaseException:  # cancelled while the hooks restarted
+                _release(item)
+                raise
         return True
+
+    def skip(self, item: Any) -> None:
+        """Drop ``item`` uncalled (the circuit is open): counted, and given back if pooled."""
+        self.metrics.skipped += len(item.items) if isinstance(item, Batch) else 1
+        _release(item)
+
+    def open_for_s(self) -> float:
+        """How long the open circuit still skips (0 when it is not open or the cool-down is over)."""
+        return max(0.0, self._until - _clock()) if self.state is OPEN else 0.0
+
+    async def begin_trial(self) -> None:
+        """Open and cooled down: half-open, after restarting the hooks under ``restart``.
+        A stream stage's trial is the stream started again: it is let have every item until it
+        yields (success) or raises (open again)."""
+        await self._transition(HALF_OPEN, {"after_s": round(_clock() - self._opened_at, 2)})
+        if self.policy.action is OnError.RESTART:
+            await self._restart_hooks(0.0)
 
     async def succeeded(self) -> None:
         """A call succeeded: the failure count is reset, a half-open circuit closes."""
@@ -170,28 +188,30 @@ class Circuit:
 
     async def start_failed(self, exc: BaseException) -> None:
         """``start()`` raised under ``restart``: wait (backoff) before it is tried again; give
-        up after ``max_consecutive`` in a row, or at once if the error says retrying is futile."""
+        up after ``max_consecutive`` in a row, or at once if the error says retrying is futile.
+        Counted apart from the items' failures (:attr:`start_failures`)."""
         self.metrics.errors += 1
-        self.failures += 1
+        self.start_failures += 1
         what = error_text(exc)
         await self._emit_event("error", {"error": type(exc).__name__, "message": str(exc)})
         if getattr(exc, "retryable", True) is False:  # a missing file: trying again cannot help
             raise NodeError(what, node_id=self.node_id) from exc
-        if self.failures >= self.policy.max_consecutive:
-            raise NodeError(f"start() failed: {what} ({self.failures} in a row; giving up)",
+        if self.start_failures >= self.policy.max_consecutive:
+            raise NodeError(f"start() failed: {what} ({self.start_failures} in a row; giving up)",
                             node_id=self.node_id) from exc  # fmt: skip
         self._log(f"start() failed: {what}", exc)
-        await self.backoff(restart_hooks=False)
+        await self.backoff(restart_hooks=False, attempt=self.start_failures)
 
-    async def backoff(self, restart_hooks: bool) -> None:
+    async def backoff(self, restart_hooks: bool, attempt: int | None = None) -> None:
         """Wait (doubling with each failure in a row, capped), cycling the hooks if asked."""
         policy = self.policy
-        delay = min(policy.backoff_max_s, policy.backoff_initial_s * 2 ** (self.failures - 1))
+        attempt = self.failures if attempt is None else attempt
+        delay = min(policy.backoff_max_s, policy.backoff_initial_s * 2 ** (max(1, attempt) - 1))
         m = self.metrics
         m.restarts += 1
         m.state = "restarting"
         log.warning("[%s] restarting in %.2f s", self.node_id, delay)
-        await self._emit_event("restart", {"delay_s": delay, "attempt": self.failures})
+        await self._emit_event("restart", {"delay_s": delay, "attempt": attempt})
         if restart_hooks:
             await self._restart_hooks(delay)
         else:
@@ -223,3 +243,8 @@ class Circuit:
                   exc_info=exc if self._debug else None)  # fmt: skip
         self._last_log = now
         self._suppressed = 0
+
+
+def _release(item: Any) -> None:
+    if isinstance(item, Leased):
+        item.release()

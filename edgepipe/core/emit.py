@@ -65,12 +65,17 @@ class Outputs:
 
         Raises :class:`ConsumersGone` once every consumer has detached.
         """
+        leased = isinstance(item, Leased)
         if self.results is not None:
             # Before the puts: once a consumer has it, a pooled item may be freed at any time.
-            await self.results.write(item, self.node_id)
+            try:
+                await self.results.write(item, self.node_id)
+            except BaseException:  # stopped while the disk was slow: nobody got it
+                if leased:
+                    item.release()
+                raise
         channels = self.channels
         count = len(channels)
-        leased = isinstance(item, Leased)
         if count == 0:
             if leased:
                 item.release()

@@ -18,7 +18,8 @@ from typing import Any
 WINDOW = 2048
 """How many recent latency samples the percentiles are computed over."""
 SAMPLE_STRIDE = 8
-"""One item in this many is timed for the percentiles on nodes that run on the event loop."""
+"""On average one item in this many is timed for the percentiles on nodes that run on the
+event loop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,8 @@ class NodeStats:
     restarts: int
     """Times the node was restarted by its ``restart`` policy."""
     latency_p50_ms: float | None
-    """Median time of one call of the node's code over the recent window; None before any."""
+    """Median time of one call of the node's code over the recent window (failed calls too; one
+    abandoned at its deadline counts until then); None before any."""
     latency_p95_ms: float | None
     latency_p99_ms: float | None
     busy_s: float

@@ -144,7 +144,6 @@ class NodeRunner:
         state = "failed"
         try:
             await self._start()
-            self.circuit.failures = 0  # failed starts before it are not its items' failures
             self.host.node_started(self)
             if self._source is not None:
                 await self.host.all_started.wait()
@@ -181,6 +180,7 @@ class NodeRunner:
         while True:
             try:
                 await hooks.start()
+                self.circuit.start_failures = 0
                 return
             except Exception as exc:
                 if self.spec.on_error.action is not OnError.RESTART:

@@ -31,10 +31,12 @@ from edgepipe.core.spec import NodeKind
 
 _clock = time.perf_counter_ns
 
-MAX_HUNG_THREADS = 8
+MAX_HUNG_THREADS = 16
 """Runs abandoned at their deadline whose threads have not returned, after which the node
-stops the pipeline (:class:`NodeStuck`) instead of starting yet another thread: as many as a
-one-step node's executor may add (its spare threads)."""
+stops the pipeline (:class:`NodeStuck`) instead of starting yet another thread."""
+STUCK_AFTER_S = 60.0
+"""Or: at least two such threads, the oldest hung this long. A stall that passes (a device
+busy for a while) lets its threads return, and the circuit breaker rides it out meanwhile."""
 
 
 class Job:
@@ -89,7 +91,7 @@ class Overlap:
         self._timeout_s = timeout_s
         self._timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
         self._pool = DaemonThreadPool(1, f"{name}-process", spare_workers=0)
-        self._hung: list[Future[Any]] = []
+        self._hung: list[tuple[int, Future[Any]]] = []
         """Runs abandoned at their deadline, each keeping a thread until it returns."""
         self.jobs: deque[Job] = deque()
         """On the processing thread, in order: the running one, then at most one queued."""
@@ -154,7 +156,8 @@ class Overlap:
     async def next_done(self) -> Job | None:
         """The running job once it ends (None when there are no more). Raises
         :class:`NodeTimeout` when it runs past its deadline: it is then abandoned to its thread
-        (a fresh thread takes over, with the queued job)."""
+        (a fresh thread takes over, with the queued job); :class:`NodeStuck` when abandoned runs
+        hold too many threads for too long (see :data:`STUCK_AFTER_S`)."""
         while not self.jobs:
             if self.ended:
                 return None
@@ -172,17 +175,25 @@ class Overlap:
                 async with asyncio.timeout((job.deadline_ns - _clock()) / 1e9):
                     await asyncio.shield(waiting)
         except TimeoutError as exc:
-            if not job.future.done():  # else process() itself raised it: its failure, below
-                self._abandon_running()
-                if len(self._hung) >= MAX_HUNG_THREADS:
+            # Still running (else process() itself raised it: its failure, read below), unless
+            # it ended just now and the thread went on to the queued job, which then cannot be
+            # taken back: then this one is done after all.
+            queued = self.jobs[1] if len(self.jobs) > 1 else None
+            if not job.future.done() and (queued is None or queued.future.cancel()):
+                waiting.add_done_callback(_retrieved)  # nobody awaits it now
+                self._abandon_running(queued)
+                stuck = self._stuck_s()
+                if stuck is not None:
                     raise NodeStuck(
                         f"process() ran past timeout_s={self._timeout_s} and {len(self._hung)} of its "
-                        "threads never returned: the device or driver is stuck; restart the process",
+                        f"threads have not returned, the oldest for {stuck:.0f} s: the device or driver "
+                        "is stuck; restart the process",
                         node_id=self.name,
                     ) from exc
                 raise NodeTimeout(
                     f"call took longer than timeout_s={self._timeout_s}", node_id=self.name
                 ) from exc
+            await asyncio.wait([waiting])
         except Exception:  # process() failed: the caller reads that from the future
             pass
         self.jobs.popleft()
@@ -199,22 +210,32 @@ class Overlap:
             self.process_spread_ns = _mean(self.process_spread_ns, abs(elapsed_ns - self.process_ns))
         self.process_ns = _mean(self.process_ns, elapsed_ns)
 
-    def _abandon_running(self) -> None:
+    def _abandon_running(self, queued: Job | None) -> None:
+        """The running job hangs: leave it to its thread and give the queued one (already
+        cancelled there) to a fresh thread."""
         job = self.jobs.popleft()
+        self.jobs.clear()
         self.abandoned_ns = _clock() - job.started_ns
         self._let_go(job)
-        self._hung = [f for f in self._hung if not f.done()]
-        self._hung.append(job.future)
+        now = _clock()
+        self._hung = [(t, f) for t, f in self._hung if not f.done()]
+        self._hung.append((now, job.future))
         self._pool.shutdown(wait=False)
         self._pool = DaemonThreadPool(1, f"{self.name}-process", spare_workers=0)
-        queued = list(self.jobs)
-        self.jobs.clear()
-        for waiting in queued:  # FIFO on one thread: it starts only if the hung one just ended
-            if waiting.future.cancel():
-                self.submit(waiting.prepared)
-            else:
-                self._let_go(waiting)
+        if queued is not None:
+            self.submit(queued.prepared)
         _wake(self._for_preparer)
+
+    def _stuck_s(self) -> float | None:
+        """How long the oldest abandoned run has hung, when that means the node is stuck: as
+        many threads hung as a one-step node's executor may add, or two for a minute (a stall
+        that passes lets its threads return, and they are no longer counted)."""
+        if not self._hung:
+            return None
+        oldest_s = (_clock() - self._hung[0][0]) / 1e9
+        if len(self._hung) >= MAX_HUNG_THREADS or (len(self._hung) >= 2 and oldest_s >= STUCK_AFTER_S):
+            return oldest_s
+        return None
 
     @staticmethod
     def _let_go(job: Job) -> None:
@@ -248,14 +269,14 @@ async def run_processor(node: NodeParts, overlap: Overlap) -> None:
         try:
             job = await overlap.next_done()
         except NodeError as timeout:  # NodeTimeout; NodeStuck, which stops the run
-            m.busy_ns += overlap.abandoned_ns
+            m.record(overlap.abandoned_ns)
             await circuit.failed(timeout, restart_hooks=False)
             continue
         if job is None:
             return
         error = job.future.exception()
         if error is not None:
-            m.busy_ns += job.ran_ns[1] - job.ran_ns[0]
+            m.record(job.ran_ns[1] - job.ran_ns[0])
             if isinstance(job.prepared, Leased):
                 job.prepared.release()
             await circuit.failed(error, restart_hooks=False)
@@ -264,10 +285,10 @@ async def run_processor(node: NodeParts, overlap: Overlap) -> None:
         elapsed = job.ran_ns[1] - job.ran_ns[0]
         overlap.measured(elapsed)
         m.record(elapsed)
-        if circuit.failures:
-            await circuit.succeeded()
         if hand_on(job.prepared, out, stage):
             await node.outputs.emit(out)
+        if circuit.failures:
+            await circuit.succeeded()
 
 
 def _drop(job: Job) -> None:
@@ -278,6 +299,12 @@ def _drop(job: Job) -> None:
             out.release()
     if isinstance(job.prepared, Leased):
         job.prepared.release()
+
+
+def _retrieved(fut: asyncio.Future[Any]) -> None:
+    """Read an abandoned run's outcome, so that asyncio does not log it as never retrieved."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _wake(fut: asyncio.Future[None] | None) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter
 from edgepipe.core.batched import batch_call, run_batched
 from edgepipe.core.calls import call_with_deadline
-from edgepipe.core.circuit import HALF_OPEN
+from edgepipe.core.circuit import OPEN
 from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout, error_text
 from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
@@ -197,8 +197,6 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
             await circuit.failed(failure)
             t_mark = _clock()
             continue
-        if circuit.failures:
-            await circuit.succeeded()
         if hand_on(item, out, stage):
             if single is None:
                 await outputs.emit(out)
@@ -209,6 +207,9 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
                 await outputs.put_single(out)
                 m.items_out += 1
                 t_mark = _clock()
+        if circuit.failures:  # after the output is handed on: nothing is held across this
+            await circuit.succeeded()
+            t_mark = _clock()
 
 
 # -- stream stages ----------------------------------------------------------------------------
@@ -216,21 +217,49 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
 
 async def run_stream(node: NodeParts, process: ProcessAdapter) -> None:
     """An async generator function over the input stream; started again on the rest of the
-    input after it fails (restart also cycles the hooks)."""
+    input after it fails (restart also cycles the hooks).
+
+    Its circuit: an output is a success. Once open, the inbox is drained and skipped for the
+    cool-down; then the stream is started again as the trial (half-open), given every item,
+    until it yields (closed) or raises (open again, for twice as long).
+    """
     circuit = node.circuit
     while True:
         held = _Held()  # each attempt its own: a dead stream's items are not the next one's
         try:
             async with aclosing(_inbox_items(node, held)) as items, aclosing(process.call(items)) as stream:
                 async for out in stream:
-                    if circuit.failures:
-                        await circuit.succeeded()
                     if out is held.item:
                         held.passed = True  # its reference travels downstream
                     await node.outputs.emit(out)
+                    if circuit.failures:
+                        await circuit.succeeded()
             return
         except Exception as exc:
             await circuit.failed(exc, restart_hooks=node.spec.on_error.action is OnError.RESTART)
+            if not await _skip_while_open(node):
+                return
+            await asyncio.sleep(0)  # a stream that fails before taking anything must not spin
+
+
+async def _skip_while_open(node: NodeParts) -> bool:
+    """A stream stage's open circuit: take and skip items for the cool-down, then begin the
+    trial. False if the input ended meanwhile."""
+    inbox = node.inbox
+    assert inbox is not None
+    circuit = node.circuit
+    while (wait_s := circuit.open_for_s()) > 0:
+        try:
+            async with asyncio.timeout(wait_s):
+                item = await inbox.get()
+        except TimeoutError:
+            continue
+        except EndOfStream:
+            return False
+        circuit.skip(item)
+    if circuit.state is OPEN:
+        await circuit.begin_trial()
+    return True
 
 
 class _Held:
@@ -251,7 +280,6 @@ class _Held:
 async def _inbox_items(node: NodeParts, held: _Held) -> AsyncGenerator[Any, None]:
     inbox = node.inbox
     assert inbox is not None
-    circuit = node.circuit
     context = node.context
     try:
         while True:
@@ -260,15 +288,9 @@ async def _inbox_items(node: NodeParts, held: _Held) -> AsyncGenerator[Any, None
                 item = await inbox.get()
             except EndOfStream:
                 return
-            if circuit.failures and not await circuit.admit(item):
-                continue
             if isinstance(item, Leased):
                 held.item, held.passed = item, False
             context.lane = inbox.lane
             yield item
-            if circuit.state is HALF_OPEN:
-                # The stream took its trial item and asked for the next without failing: that
-                # is its success (a stream need not yield an output for every input).
-                await circuit.succeeded()
     finally:
         held.release()

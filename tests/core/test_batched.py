@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from edgepipe import Pipeline
+from edgepipe import Pipeline, run_async
 from edgepipe.core.lease import Leased
+from edgepipe.core.spec import ErrorPolicy, OnError
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
@@ -132,3 +133,23 @@ def test_a_prepare_failure_inside_a_batch_frees_what_was_prepared() -> None:
     assert 2 not in out
     assert report.stats.node("batch").errors == 1
     assert sorted(freed) == list(range(8))
+
+
+async def test_an_open_circuit_counts_every_item_of_a_skipped_batch() -> None:
+    class Broken:
+        batch_size = 4
+
+        def process(self, item: int) -> int:
+            return item
+
+        def process_batch(self, items: list[int]) -> list[int]:
+            raise RuntimeError("broken")
+
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(400)))
+    policy = ErrorPolicy(OnError.SKIP, open_after=1, cooldown_s=60)
+    p.sink("out", ListSink(), inputs=p.stage("b", Broken(), inputs=src, on_error=policy, queue_size=16))
+    stats = (await run_async(p)).stats.node("b")
+    assert stats.errors == 1
+    assert stats.items_in == 400
+    assert stats.items_in - stats.skipped <= 4  # only the failed batch was called

@@ -214,3 +214,48 @@ async def test_a_stream_stage_that_yields_rarely_still_closes_its_circuit() -> N
     assert stats.skipped > 0
     assert out.items[-1] == 390  # closed again: the last items went through
     assert len(out.items) > 15
+
+
+async def test_a_stream_that_fails_before_taking_anything_does_not_spin() -> None:
+    attempts = 0
+
+    async def stream(items: AsyncIterator[int]) -> AsyncIterator[int]:
+        nonlocal attempts
+        attempts += 1
+        raise ConnectionError("server down")  # before it asks for its first item
+        yield 0  # an async generator
+
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(1000), interval_s=0.01))
+    policy = ErrorPolicy(OnError.SKIP, open_after=2, cooldown_s=0.2, cooldown_max_s=0.4)
+    p.sink("out", ListSink(), inputs=p.stage("s", stream, inputs=src, on_error=policy))
+    t0 = time.monotonic()
+    report = await run_async(p, duration_s=1.0)
+    assert time.monotonic() - t0 < 3  # the loop was never starved: the duration fired
+    assert attempts < 10  # the cool-downs hold the restarts back, doubling
+    assert report.stats.node("s").skipped > 50  # and the input was drained meanwhile
+
+
+async def test_failed_restarts_do_not_count_as_failed_items() -> None:
+    class Node:
+        def __init__(self) -> None:
+            self.starts = 0
+
+        def start(self) -> None:
+            self.starts += 1
+            if self.starts in (2, 3):  # the first restart takes the device two tries
+                raise RuntimeError("device busy")
+
+        def process(self, item: int) -> int:
+            if item in (0, 1):  # two bad frames, not three
+                raise ValueError(f"bad frame {item}")
+            return item
+
+    out: ListSink[int] = ListSink()
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(30), interval_s=0.005))
+    policy = ErrorPolicy(OnError.RESTART, open_after=3, cooldown_s=0.3, backoff_initial_s=0.01)
+    p.sink("out", out, inputs=p.stage("n", Node(), inputs=src, on_error=policy))
+    report = await run_async(p)
+    assert report.stats.node("n").skipped == 0
+    assert out.items == list(range(2, 30))
