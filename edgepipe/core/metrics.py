@@ -65,6 +65,7 @@ class NodeMetrics:
     __slots__ = (
         "_n",
         "_ring",
+        "_strides",
         "blocked_ns",
         "busy_ns",
         "errors",
@@ -96,6 +97,8 @@ class NodeMetrics:
         self.t_end_ns = 0
         self._ring = [0] * WINDOW
         self._n = 0
+        # Random gaps drawn once per node (a draw per sample would cost more than the sample).
+        self._strides = [random.randint(1, 2 * SAMPLE_STRIDE - 1) for _ in range(256)]
 
     def started(self) -> None:
         self.state = "running"
@@ -120,7 +123,7 @@ class NodeMetrics:
         """How many items to the next timed one, for a loop that samples: every item until the
         window has filled once (short runs get full percentiles), then a random gap averaging
         :data:`SAMPLE_STRIDE` (a fixed one would alias with periodic work: every 4th item slow)."""
-        return 1 if self._n < WINDOW else random.randint(1, 2 * SAMPLE_STRIDE - 1)
+        return 1 if self._n < WINDOW else self._strides[self._n & 255]
 
     def percentiles_ms(self) -> tuple[float | None, float | None, float | None]:
         """p50, p95, p99 over the recent window, in milliseconds."""
