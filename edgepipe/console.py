@@ -58,13 +58,14 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
 
 
 def _queue(lanes: tuple[ChannelStats, ...]) -> str:
-    """Depth/size and policy of a node's inbox: per lane when its lanes differ."""
+    """Depth/size of a node's inbox, summed over its lanes of each policy."""
     if not lanes:
         return "-"
-    if len({c.policy for c in lanes}) == 1:
-        depth, size = sum(c.depth for c in lanes), sum(c.size for c in lanes)
-        return f"{depth}/{size} {lanes[0].policy}"
-    return " ".join(f"{c.depth}/{c.size} {c.policy}" for c in lanes)
+    by_policy: dict[str, tuple[int, int]] = {}
+    for c in lanes:
+        depth, size = by_policy.get(c.policy, (0, 0))
+        by_policy[c.policy] = (depth + c.depth, size + c.size)
+    return " ".join(f"{depth}/{size} {policy}" for policy, (depth, size) in by_policy.items())
 
 
 def live_stats(title: str) -> Watcher:
