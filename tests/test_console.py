@@ -20,4 +20,4 @@ def test_a_node_with_lanes_of_two_policies_shows_each_policy_once() -> None:
     console.print(stats_table(report.stats, "t"))
     row = next(line for line in console.export_text().splitlines() if "│ out" in line)
     assert "0/1 latest 0/8 block" in row
-    assert report.stats.node("out").items_in == 4
+    assert report.stats.node("out").items_in + sum(c.dropped for c in report.stats.inbox("out")) == 4
