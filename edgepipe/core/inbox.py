@@ -50,18 +50,6 @@ class Inbox:
                 c.track_arrivals()
         return channel
 
-    @property
-    def size(self) -> int:
-        """Items it can hold in all: the sum of its lanes."""
-        return sum(c.size for c in self.channels)
-
-    def __len__(self) -> int:
-        return sum(len(c) for c in self.channels)
-
-    @property
-    def closed(self) -> bool:
-        return all(c.closed for c in self.channels)
-
     def detach(self) -> None:
         """The consumer is gone: every lane drops what it holds and discards later puts."""
         for channel in self.channels:
