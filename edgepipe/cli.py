@@ -62,6 +62,17 @@ def _parser() -> argparse.ArgumentParser:
         help="keep a heartbeat file fresh (see `edgepipe health`; default $EDGEPIPE_HEALTH_FILE)",
     )
     run_p.add_argument(
+        "--headroom",
+        type=_headroom,
+        metavar="FRACTION",
+        help="share of the usable cores kept free (default: the pipeline's, 0.3); 0: ungoverned",
+    )
+    run_p.add_argument(
+        "--no-governor",
+        action="store_true",
+        help="do not slow any work to keep the headroom (measures still run; for comparison)",
+    )
+    run_p.add_argument(
         "--loop",
         choices=("auto", "uvloop", "asyncio"),
         default="auto",
@@ -159,6 +170,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+def _headroom(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1) (0.3 keeps 30% of the cores free), got {text}")
+    return value
+
+
 def _fail(exc: BaseException, code: int, debug: bool) -> int:
     if debug:
         logging.getLogger("edgepipe").error("error", exc_info=exc)
@@ -179,6 +200,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
 
         watchers.append(heartbeat(args.health_file))
     log.info("running '%s' from %s (%d nodes)", graph.name, args.file, len(graph.nodes))
+    from edgepipe.sched import Scheduler
+
+    scheduler = Scheduler(graph, headroom=args.headroom, governed=not args.no_governor)
     report = run(
         graph,
         loop=args.loop,
@@ -188,6 +212,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         handle_signals=True,
         watchers=watchers,
         debug=args.debug,
+        scheduler=scheduler,
     )
     if args.stats:
         from edgepipe.console import print_summary

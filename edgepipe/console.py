@@ -7,6 +7,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -38,6 +39,11 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
         info = dict(node.gauges)
         if node.skipped:
             info["skipped"] = node.skipped  # circuit open: items dropped without a call
+        shed, aged = sum(c.shed for c in lanes), sum(c.aged for c in lanes)
+        if shed:
+            info["shed"] = shed  # turned away by the governor
+        if aged:
+            info["aged"] = aged  # older than the lane's max_age_s
         table.add_row(
             node.node_id,
             node.kind,
@@ -54,7 +60,32 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
             str(sum(c.dropped for c in lanes)) if lanes else "-",
             " ".join(f"{k}={v}" for k, v in info.items()),
         )
+    if snap.sched is not None:
+        table.caption = sched_line(snap.sched)
+        table.caption_justify = "left"
     return table
+
+
+def sched_line(sched: dict[str, Any]) -> str:
+    """The scheduler's figures in one line: CPU against the target, heat, the governor."""
+    cpu = sched.get("cpu")
+    parts = [
+        f"CPU {'-' if cpu is None else f'{cpu:.0%}'} of {sched['cores']:g} core(s), "
+        f"target {sched['target_now']:.0%}" + ("" if sched["governed"] else " (ungoverned)")
+    ]
+    if sched.get("temp_c") is not None:
+        parts.append(f"{sched['temp_c']:.0f} °C")
+    if sched.get("accelerator") is not None:
+        parts.append(f"accelerator {sched['accelerator']:.0%}")
+    if sched["governed"]:
+        slowed = [f"{k['node']} {k['setting']}" for k in sched["knobs"] if k["level"]]
+        parts.append(
+            f"governor level {sched['level']}/{sched['rungs']}" + (f": {', '.join(slowed)}" if slowed else "")
+        )
+    busy = sched.get("heavy_busy_s", {})
+    if "detect" in busy and "lm" in busy:
+        parts.append(f"detect/LM overlap {sched['detect_lm_overlap_s']:.1f} s")
+    return " · ".join(parts)
 
 
 def _queue(lanes: tuple[ChannelStats, ...]) -> str:

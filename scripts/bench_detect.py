@@ -43,11 +43,11 @@ import onnxruntime as ort
 from edgepipe import Pipeline, run_async
 from edgepipe.infer import SessionConfig, resolve
 from edgepipe.infer.onnxfile import free_image_dims
-from edgepipe.infer.providers import intra_op_threads
 from edgepipe.media import VideoSource
 from edgepipe.media.colour import BT601_LIMITED
 from edgepipe.media.frame import Frame, from_av
 from edgepipe.media.tensor import Preprocessor, TensorFormat
+from edgepipe.sched import cpu_budget
 from edgepipe.vision import Detections, Detector
 
 TARGET_LIVE = 0.95
@@ -276,7 +276,7 @@ def main() -> int:
     from make_sample_clip import cached_clip
 
     clip = args.clip or cached_clip(args.seconds)
-    threads = args.threads or intra_op_threads()
+    threads = args.threads or cpu_budget().threads
     config = SessionConfig(threads=threads, timeout_s=10.0)
     model = resolve("centerface").path
     model_bytes = free_image_dims(model.read_bytes())

@@ -39,11 +39,11 @@ import numpy as np
 import onnxruntime as ort
 from tiny_lm import TinyConfig, add_size_flags, config_from_flags, write
 
-from edgepipe.infer.providers import intra_op_threads
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.bench import memory_bandwidth, weight_bytes_per_token
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.sampling import SamplingParams
+from edgepipe.sched import cpu_budget
 
 TARGET_RATIO = 1.2
 TARGET_ROOFLINE = 0.5
@@ -195,7 +195,7 @@ def main() -> int:
     if not shapes or any(s not in ("mha", "gqa") for s in shapes):
         parser.error("--shapes takes mha, gqa or both")
     max_seq = max(contexts) + args.tokens + 1
-    threads = args.threads or intra_op_threads()
+    threads = args.threads or cpu_budget().threads
     results = {}
     for shape in shapes:
         kv_heads = args.heads if shape == "mha" else args.kv_heads

@@ -24,7 +24,7 @@ from edgepipe.core.metrics import NodeStats
 from edgepipe.core.pipeline import Pipeline
 from edgepipe.core.results import Message, ResultsWriter
 from edgepipe.core.runtime import RunReport, Runtime, Snapshot
-from edgepipe.core.spec import ErrorPolicy, Input, LaneSpec, NodeKind, NodeRef, NodeSpec, OnError
+from edgepipe.core.spec import ErrorPolicy, Input, LaneSpec, NodeKind, NodeRef, NodeSpec, OnError, Priority
 
 __all__ = [
     "Channel",
@@ -55,6 +55,7 @@ __all__ = [
     "PipelineError",
     "PipelineFileError",
     "Policy",
+    "Priority",
     "Reservation",
     "ResultsWriter",
     "RunReport",

@@ -82,6 +82,10 @@ class ChannelStats:
     """Items taken out by the consumer."""
     dropped: int
     """Items dropped by the policy or discarded after detach; each counted once."""
+    shed: int = 0
+    """Items the governor turned away to keep CPU headroom (counted apart from ``dropped``)."""
+    aged: int = 0
+    """Items skipped for being older than the lane's ``max_age_s`` when taken."""
 
 
 class Wakeups:
@@ -117,8 +121,11 @@ class Channel(Generic[T]):
         "_getters",
         "_putters",
         "_seqs",
+        "_thin_count",
         "_wakeups",
+        "aged",
         "evicted",
+        "max_age_ns",
         "max_depth",
         "name",
         "policy",
@@ -126,7 +133,9 @@ class Channel(Generic[T]):
         "put_count",
         "queue",
         "refused",
+        "shed",
         "size",
+        "thin",
     )
 
     def __init__(
@@ -152,6 +161,13 @@ class Channel(Generic[T]):
         self.refused = 0
         """New items dropped (``drop_new``, or put after detach)."""
         self.max_depth = 0
+        self.thin = 1
+        """Keep one offered item in ``thin`` (the governor sets it on lossy lanes; 1: all)."""
+        self._thin_count = 0
+        self.shed = 0
+        self.max_age_ns = 0
+        """Items older than this when taken are skipped (0: no limit; see :class:`Inbox`)."""
+        self.aged = 0
         self._wakeups = wakeups or Wakeups(name)
         self._getters = self._wakeups.getters
 
@@ -210,32 +226,38 @@ class Channel(Generic[T]):
 
     def offer(self, item: T) -> bool:
         """Queue ``item`` by the policy without waiting. True: done with it (queued, or dropped
-        by the policy and counted). False: nothing done; the channel is a full ``block`` one or
-        closed, and :meth:`put` must be awaited instead."""
-        buf = self.queue
-        if len(buf) < self.size and not self._closed:
-            buf.append(item)
-            self.put_count += 1
-            if self._seqs is not None:
-                self._seqs.append(self._wakeups.arrival())
-            if len(buf) > self.max_depth:
-                self.max_depth = len(buf)
-            if self._getters:
-                _wake_one(self._getters)
-            return True
+        by the policy or the governor's thinning, and counted). False: nothing done; the channel
+        is a full ``block`` one or closed, and :meth:`put` must be awaited instead."""
         if self._closed:
             return False
-        policy = self.policy
-        if policy is Policy.LATEST:
-            self.evicted += 1
-            self._pop_seq()
-            _release(buf.popleft())
-            return self.offer(item)
-        if policy is Policy.DROP_NEW:
-            self.refused += 1
-            _release(item)
-            return True
-        return False
+        if self.thin > 1:
+            self._thin_count += 1
+            if self._thin_count % self.thin:
+                self.shed += 1
+                _release(item)
+                return True
+        buf = self.queue
+        if len(buf) >= self.size:
+            policy = self.policy
+            if policy is Policy.LATEST:
+                self.evicted += 1
+                self._pop_seq()
+                _release(buf.popleft())
+            elif policy is Policy.DROP_NEW:
+                self.refused += 1
+                _release(item)
+                return True
+            else:
+                return False
+        buf.append(item)
+        self.put_count += 1
+        if self._seqs is not None:
+            self._seqs.append(self._wakeups.arrival())
+        if len(buf) > self.max_depth:
+            self.max_depth = len(buf)
+        if self._getters:
+            _wake_one(self._getters)
+        return True
 
     async def put(self, item: T) -> bool:
         """Queue ``item`` by the channel's policy; return False if it (not another) was dropped.
@@ -251,9 +273,9 @@ class Channel(Generic[T]):
                     return False
                 raise ChannelClosed(self.name)
             if len(self.queue) < self.size or self.policy is not Policy.BLOCK:
-                before = self.refused
+                before = self.refused + self.shed
                 self.offer(item)
-                return self.refused == before
+                return self.refused + self.shed == before
             await wait(self._putters)
 
     # -- consumer side ------------------------------------------------------------------------
@@ -306,6 +328,8 @@ class Channel(Generic[T]):
             put=self.put_count,
             got=self.put_count - self.evicted - depth,
             dropped=self.evicted + self.refused,
+            shed=self.shed,
+            aged=self.aged,
         )
 
     def _pop_seq(self) -> None:

@@ -33,6 +33,9 @@ class NodeContext:
     of items feeding them needs their sum, plus the one being made."""
     lane: str = ""
     """In a stream stage, the lane the item just received came from."""
+    priority: int = 1
+    """The node's :class:`~edgepipe.core.spec.Priority` (0 low, 1 normal, 2 high): heavy calls
+    it makes (model runs) are admitted to the CPU budget with it."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

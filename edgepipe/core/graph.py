@@ -23,6 +23,8 @@ class Graph:
     consumers: dict[str, tuple[str, ...]]
     """Producer id -> ids of the nodes that consume its output (fan-out)."""
     warnings: tuple[str, ...]
+    headroom: float = 0.3
+    """The share of the process's cores the scheduler keeps free (0: ungoverned)."""
 
     def node(self, node_id: str) -> NodeSpec:
         for spec in self.nodes:
@@ -40,7 +42,7 @@ class Graph:
         return {r: sum(1 for n in self.nodes if n.resource == r) for r in self.resources}
 
 
-def validate(name: str, nodes: Mapping[str, NodeSpec]) -> Graph:
+def validate(name: str, nodes: Mapping[str, NodeSpec], headroom: float = 0.3) -> Graph:
     """Check the whole graph; raise :class:`GraphError` on the first problem found."""
     if not any(n.kind is NodeKind.SOURCE for n in nodes.values()):
         raise GraphError(f"pipeline '{name}' has no source: declare one with p.source(...)")
@@ -83,6 +85,7 @@ def validate(name: str, nodes: Mapping[str, NodeSpec]) -> Graph:
         nodes=tuple(nodes[i] for i in order),
         consumers={k: tuple(v) for k, v in consumers.items()},
         warnings=warnings,
+        headroom=headroom,
     )
 
 

@@ -11,18 +11,20 @@ Not thread-safe: use it from the event loop only.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
 from edgepipe.core.channel import Channel, Policy, Wakeups
 from edgepipe.core.errors import EndOfStream
+from edgepipe.core.lease import Leased
 from edgepipe.core.markers import EMPTY
 
 
 class Inbox:
     """A node's input lanes, read in arrival order by one consumer task."""
 
-    __slots__ = ("_wakeups", "channels", "lane", "node_id")
+    __slots__ = ("_aging", "_wakeups", "channels", "lane", "node_id")
 
     def __init__(self, node_id: str) -> None:
         self.node_id = node_id
@@ -30,6 +32,7 @@ class Inbox:
         self._wakeups = Wakeups(node_id)
         self.lane = ""
         """The name of the lane the last item taken came from."""
+        self._aging = False
 
     @property
     def getters(self) -> deque[asyncio.Future[None]]:
@@ -37,11 +40,15 @@ class Inbox:
         when an item arrives without taking it adds its own future here."""
         return self._wakeups.getters
 
-    def add(self, name: str, size: int, policy: Policy | str) -> Channel[Any]:
-        """A new lane, fed by one producer."""
+    def add(self, name: str, size: int, policy: Policy | str, max_age_s: float | None = None) -> Channel[Any]:
+        """A new lane, fed by one producer. ``max_age_s``: items older than that (by their
+        ``t_decoded_ns``) when the node would start on them are skipped and counted."""
         if any(c.name == name for c in self.channels):
             raise ValueError(f"inbox '{self.node_id}' already has a lane named '{name}'")
         channel: Channel[Any] = Channel(name, size, policy, wakeups=self._wakeups)
+        if max_age_s is not None:
+            channel.max_age_ns = int(max_age_s * 1e9)
+            self._aging = True
         self.channels.append(channel)
         if len(self.channels) == 1:
             self.lane = name
@@ -58,6 +65,31 @@ class Inbox:
     def get_nowait(self) -> Any:
         """The item that arrived first, across lanes; :data:`EMPTY` if none is queued.
         Raises :class:`EndOfStream` once every lane is closed and drained."""
+        if self._aging:
+            return self._fresh()
+        return self._next()
+
+    def _fresh(self) -> Any:
+        """The next item that is not past its lane's ``max_age_s``; older ones are released."""
+        while True:
+            item = self._next()
+            if item is EMPTY:
+                return item
+            channel = self._channel(self.lane)
+            born = getattr(item, "t_decoded_ns", None) if channel.max_age_ns else None
+            if born is None or time.monotonic_ns() - born <= channel.max_age_ns:
+                return item
+            channel.aged += 1
+            if isinstance(item, Leased):
+                item.release()
+
+    def _channel(self, name: str) -> Channel[Any]:
+        channels = self.channels
+        if len(channels) == 1:
+            return channels[0]
+        return next(c for c in channels if c.name == name)
+
+    def _next(self) -> Any:
         channels = self.channels
         if len(channels) == 1:
             channel = channels[0]

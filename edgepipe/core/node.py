@@ -63,7 +63,7 @@ class NodeRunner:
         if spec.kind is not NodeKind.SOURCE:
             self.inbox = Inbox(spec.node_id)
             for lane in spec.lanes:
-                self.inbox.add(lane.name, lane.size, lane.policy)
+                self.inbox.add(lane.name, lane.size, lane.policy, lane.max_age_s)
         self.outputs = Outputs(spec.node_id, self.metrics)
         self.holds: list[int] = []
         """Per consumer: how many of this node's items it can hold at once."""
@@ -105,6 +105,7 @@ class NodeRunner:
                 self.metrics.gauges,
                 run_blocking,
                 consumer_holds=tuple(self.holds),
+                priority=int(self.spec.priority),
             )
         return self._context
 

@@ -23,12 +23,23 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from edgepipe.core.channel import Policy
 from edgepipe.core.errors import GraphError
 from edgepipe.core.graph import Graph, validate
-from edgepipe.core.spec import ErrorPolicy, Input, LaneSpec, NodeKind, NodeRef, NodeSpec, OnError
+from edgepipe.core.spec import (
+    ErrorPolicy,
+    Input,
+    LaneSpec,
+    NodeKind,
+    NodeRef,
+    NodeSpec,
+    OnError,
+    Priority,
+    default_priority,
+)
 from edgepipe.core.types import declared_types
 
 __all__ = [
@@ -42,6 +53,7 @@ __all__ = [
     "NodeSpec",
     "OnError",
     "Pipeline",
+    "Priority",
 ]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,11 +76,30 @@ InputsArg = NodeRef | str | Input | Sequence[OneInput] | Mapping[str, OneInput]
 options of its lane as :class:`Input` or ``(node, policy[, size])``."""
 
 
+@dataclass(frozen=True, slots=True)
+class _LaneDefaults:
+    """What a node's declaration gives every lane that does not set its own."""
+
+    policy: Policy
+    size: int
+    max_age_s: float | None
+
+
+def _check_age(value: float | None, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not (value > 0 and math.isfinite(value))):
+        raise ValueError(f"{what} must be a positive number of seconds, got {value!r}")
+
+
 class Pipeline:
     """A graph of nodes joined by bounded channels. Build it, then run it."""
 
-    def __init__(self, name: str = "pipeline") -> None:
+    def __init__(self, name: str = "pipeline", *, headroom: float = 0.3) -> None:
+        """``headroom``: the share of this process's cores the scheduler keeps free (0.3: it
+        slows low-priority work to stay at 70%); 0 runs ungoverned."""
+        if isinstance(headroom, bool) or not (0 <= headroom < 1):
+            raise GraphError(f"pipeline '{name}': headroom must be in [0, 1), got {headroom!r}")
         self.name = name
+        self.headroom = float(headroom)
         self._nodes: dict[str, NodeSpec] = {}
 
     @property
@@ -85,12 +116,13 @@ class Pipeline:
         blocking: bool | None = None,
         timeout_s: float | None = None,
         out_type: Any = None,
+        priority: Priority | str | None = None,
     ) -> NodeRef:
         """Declare a node that produces items: an async generator (function), an iterable, or a
         function returning one. Live sources restart by default."""
         return self._add(
             node_id, NodeKind.SOURCE, target, (), 1, Policy.BLOCK, on_error, resource, blocking,
-            timeout_s, None, out_type,
+            timeout_s, None, out_type, priority, None,
         )  # fmt: skip
 
     def stage(
@@ -107,12 +139,18 @@ class Pipeline:
         timeout_s: float | None = None,
         in_type: Any = None,
         out_type: Any = None,
+        priority: Priority | str | None = None,
+        max_age_s: float | None = None,
     ) -> NodeRef:
         """Declare a node that turns each input item into zero or one output item (return None
-        for none), or an async generator function that maps the whole input stream."""
+        for none), or an async generator function that maps the whole input stream.
+
+        ``priority`` (``low``, ``normal``, ``high``; default: what the code declares, else
+        normal) orders what the governor slows first. ``max_age_s`` skips an item of a lossy
+        (``latest``/``drop_new``) lane that is older than that when the node would start on it."""
         return self._add(
             node_id, NodeKind.STAGE, target, inputs, queue_size, policy, on_error, resource,
-            blocking, timeout_s, in_type, out_type,
+            blocking, timeout_s, in_type, out_type, priority, max_age_s,
         )  # fmt: skip
 
     def sink(
@@ -128,11 +166,13 @@ class Pipeline:
         blocking: bool | None = None,
         timeout_s: float | None = None,
         in_type: Any = None,
+        priority: Priority | str | None = None,
+        max_age_s: float | None = None,
     ) -> NodeRef:
-        """Declare a node that consumes items and emits nothing."""
+        """Declare a node that consumes items and emits nothing (options as for :meth:`stage`)."""
         return self._add(
             node_id, NodeKind.SINK, target, inputs, queue_size, policy, on_error, resource,
-            blocking, timeout_s, in_type, None,
+            blocking, timeout_s, in_type, None, priority, max_age_s,
         )  # fmt: skip
 
     def _add(
@@ -149,6 +189,8 @@ class Pipeline:
         timeout_s: float | None,
         in_type: Any,
         out_type: Any,
+        priority: Priority | str | None,
+        max_age_s: float | None,
     ) -> NodeRef:
         where = _caller_where()
         if not isinstance(node_id, str) or not node_id:
@@ -163,6 +205,8 @@ class Pipeline:
         try:
             parsed_policy = Policy.parse(policy)
             parsed_on_error = ErrorPolicy.parse(on_error)
+            parsed_priority = default_priority(kind, target) if priority is None else Priority.parse(priority)
+            _check_age(max_age_s, "max_age_s")
         except ValueError as exc:
             raise GraphError(str(exc), node_id=node_id, where=where) from None
         if queue_size < 1:
@@ -175,7 +219,9 @@ class Pipeline:
             )
         declared_in, declared_out = declared_types(target, kind.value)
         lanes = (
-            () if kind is NodeKind.SOURCE else self._lanes(inputs, parsed_policy, queue_size, node_id, where)
+            ()
+            if kind is NodeKind.SOURCE
+            else self._lanes(inputs, _LaneDefaults(parsed_policy, queue_size, max_age_s), node_id, where)
         )
         spec = NodeSpec(
             node_id=node_id,
@@ -191,12 +237,13 @@ class Pipeline:
             in_type=in_type if in_type is not None else declared_in,
             out_type=out_type if out_type is not None else declared_out,
             where=where,
+            priority=parsed_priority,
         )
         self._nodes[node_id] = spec
         return NodeRef(self, node_id)
 
     def _lanes(
-        self, inputs: InputsArg, policy: Policy, size: int, node_id: str, where: str | None
+        self, inputs: InputsArg, defaults: _LaneDefaults, node_id: str, where: str | None
     ) -> tuple[LaneSpec, ...]:
         named: list[tuple[str | None, Any]]
         if isinstance(inputs, Mapping):
@@ -215,14 +262,14 @@ class Pipeline:
                 node_id=node_id,
                 where=where,
             )
-        lanes = [self._lane(name, value, policy, size, node_id, where) for name, value in named]
+        lanes = [self._lane(name, value, defaults, node_id, where) for name, value in named]
         sources = [lane.source for lane in lanes]
         if len(set(sources)) != len(sources):
             raise GraphError(f"an input is listed twice: {sources}", node_id=node_id, where=where)
         return tuple(lanes)
 
     def _lane(
-        self, name: str | None, value: Any, policy: Policy, size: int, node_id: str, where: str | None
+        self, name: str | None, value: Any, defaults: _LaneDefaults, node_id: str, where: str | None
     ) -> LaneSpec:
         if isinstance(value, tuple) and not isinstance(value, NodeRef):
             if not 1 <= len(value) <= 3:
@@ -249,17 +296,26 @@ class Pipeline:
             )
         name = name or source
         try:
-            lane_policy = policy if lane.policy is None else Policy.parse(lane.policy)
+            lane_policy = defaults.policy if lane.policy is None else Policy.parse(lane.policy)
+            _check_age(lane.max_age_s, f"lane '{name}': max_age_s")
         except ValueError as exc:
             raise GraphError(f"lane '{name}': {exc}", node_id=node_id, where=where) from None
-        lane_size = size if lane.size is None else lane.size
+        max_age_s = lane.max_age_s
+        if max_age_s is not None and lane_policy is Policy.BLOCK:
+            raise GraphError(
+                f"lane '{name}': max_age_s is for lossy lanes (latest, drop_new); a block lane is lossless",
+                node_id=node_id, where=where,
+            )  # fmt: skip
+        if max_age_s is None and lane_policy is not Policy.BLOCK:
+            max_age_s = defaults.max_age_s
+        lane_size = defaults.size if lane.size is None else lane.size
         if isinstance(lane_size, bool) or not isinstance(lane_size, int) or lane_size < 1:
             raise GraphError(f"lane '{name}': size must be an integer of at least 1, got {lane_size!r}",
                              node_id=node_id, where=where)  # fmt: skip
-        return LaneSpec(name=name, source=source, policy=lane_policy, size=lane_size)
+        return LaneSpec(name=name, source=source, policy=lane_policy, size=lane_size, max_age_s=max_age_s)
 
     # -- validation ---------------------------------------------------------------------------
 
     def validate(self) -> Graph:
         """Check the whole graph; raise :class:`GraphError` on the first problem found."""
-        return validate(self.name, self._nodes)
+        return validate(self.name, self._nodes, self.headroom)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from edgepipe.core.loop import run as run_on_loop
 from edgepipe.core.pipeline import Graph, Pipeline
 from edgepipe.core.results import ResultsWriter
-from edgepipe.core.runtime import RunReport, Runtime, Watcher
+from edgepipe.core.runtime import RunReport, Runtime, Scheduler, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +27,18 @@ async def run_async(
     watchers: Sequence[Watcher] = (),
     workers: dict[str, int] | None = None,
     debug: bool = False,
+    scheduler: Scheduler | Callable[[Graph], Scheduler] | None = None,
 ) -> RunReport:
     """Validate and run ``pipeline`` on the running loop.
 
     ``duration_s`` stops it (draining) after that long. ``handle_signals`` makes SIGINT and
     SIGTERM stop it the same way, and a second SIGINT cancel everything at once. Raises
     :class:`GraphError` before anything starts, or :class:`NodeError` if a node stopped the run.
+    ``scheduler`` (or a function making one from the graph) governs the CPU
+    (:class:`edgepipe.sched.Scheduler`); without one the run is ungoverned.
     """
     graph = pipeline.validate() if isinstance(pipeline, Pipeline) else pipeline
+    governs = _scheduler_for(scheduler, graph)
     results = ResultsWriter(results_path) if results_path is not None else None
     runtime = Runtime(
         graph,
@@ -42,6 +47,7 @@ async def run_async(
         stop_timeout_s=stop_timeout_s,
         workers=workers,
         debug=debug,
+        scheduler=governs,
     )
     loop = asyncio.get_running_loop()
     timer = loop.call_later(duration_s, runtime.request_stop) if duration_s is not None else None
@@ -79,6 +85,7 @@ def run(
     watchers: Sequence[Watcher] = (),
     workers: dict[str, int] | None = None,
     debug: bool = False,
+    scheduler: Scheduler | Callable[[Graph], Scheduler] | None = None,
 ) -> RunReport:
     """Run ``pipeline`` on a new event loop (uvloop when installed) and return its report."""
     return run_on_loop(
@@ -91,6 +98,18 @@ def run(
             watchers=watchers,
             workers=workers,
             debug=debug,
+            scheduler=scheduler,
         ),
         loop=loop,
     )
+
+
+def _scheduler_for(
+    scheduler: Scheduler | Callable[[Graph], Scheduler] | None, graph: Graph
+) -> Scheduler | None:
+    """A scheduler given, or made from the graph by the function (or class) given."""
+    if scheduler is None:
+        return None
+    if isinstance(scheduler, type) or not hasattr(scheduler, "snapshot"):
+        return cast("Callable[[Graph], Scheduler]", scheduler)(graph)
+    return cast("Scheduler", scheduler)

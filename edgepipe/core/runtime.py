@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from edgepipe.core.channel import ChannelStats
 from edgepipe.core.errors import NodeError
@@ -39,6 +39,18 @@ Watcher = Callable[["Runtime"], Coroutine[Any, Any, None]]
 nodes are done."""
 
 
+class Scheduler(Protocol):
+    """What governs a run's CPU (:class:`edgepipe.sched.Scheduler`; the core only runs it)."""
+
+    async def run(self, runtime: Runtime) -> None:
+        """Measure and govern until cancelled (started beside the nodes)."""
+        ...
+
+    def snapshot(self) -> dict[str, Any]:
+        """Its figures, as plain data."""
+        ...
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Every node's and channel's counters at one moment."""
@@ -48,6 +60,8 @@ class Snapshot:
     nodes: tuple[NodeStats, ...]
     channels: tuple[ChannelStats, ...]
     """Every input lane of every node."""
+    sched: dict[str, Any] | None = None
+    """The scheduler's figures (CPU, budget, governor, overlap); None when ungoverned by one."""
 
     def node(self, node_id: str) -> NodeStats:
         return next(n for n in self.nodes if n.node_id == node_id)
@@ -93,8 +107,10 @@ class Runtime:
         stop_timeout_s: float = 5.0,
         workers: dict[str, int] | None = None,
         debug: bool = False,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.graph = graph
+        self.scheduler = scheduler
         self._results = results
         self.drain_timeout_s = drain_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -153,6 +169,7 @@ class Runtime:
             channels=tuple(
                 c.stats() for r in self.runners.values() if r.inbox is not None for c in r.inbox.channels
             ),
+            sched=self.scheduler.snapshot() if self.scheduler is not None else None,
         )
 
     # -- called by node runners ---------------------------------------------------------------
@@ -190,6 +207,8 @@ class Runtime:
                 for runner in self.runners.values():
                     runner.task = tg.create_task(runner.run(), name=f"node:{runner.node_id}")
                 watcher_tasks = [tg.create_task(w(self), name=f"watcher:{i}") for i, w in enumerate(watchers)]
+                if self.scheduler is not None:
+                    watcher_tasks.append(tg.create_task(self.scheduler.run(self), name="scheduler"))
                 if self._results is not None:
                     tg.create_task(self._results.flush_every(0.5, self._done), name="results-flush")
                 tg.create_task(self._supervise(watcher_tasks), name="supervisor")

@@ -20,6 +20,45 @@ class NodeKind(enum.StrEnum):
     SINK = "sink"
 
 
+class Priority(enum.IntEnum):
+    """How much a node's work matters when the CPU budget is short: the governor slows lower
+    ones first, and heavy calls of a higher one get a larger share of the budget."""
+
+    LOW = 0
+    """Best effort: a language model describing the scene."""
+    NORMAL = 1
+    """Analysis: detectors, trackers."""
+    HIGH = 2
+    """What must not lose frames: sources, recorders, what viewers watch."""
+
+    @classmethod
+    def parse(cls, value: Priority | str | int) -> Priority:
+        """A priority, its name (``low``, ``normal``, ``high``) or its number."""
+        if isinstance(value, str):
+            try:
+                return cls[value.upper()]
+            except KeyError:
+                raise ValueError(f"unknown priority {value!r}; use low, normal or high") from None
+        if isinstance(value, bool):
+            raise ValueError(f"unknown priority {value!r}; use low, normal or high")
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown priority {value!r}; use low, normal or high") from None
+
+
+def default_priority(kind: NodeKind, target: Any) -> Priority:
+    """A node's priority when its declaration gives none: what its code declares
+    (``priority = "low"`` on a class), else high for sources and normal for the rest."""
+    declared = getattr(target, "priority", None)
+    if isinstance(declared, Priority | str) and not isinstance(declared, bool):
+        try:
+            return Priority.parse(declared)
+        except ValueError:
+            pass
+    return Priority.HIGH if kind is NodeKind.SOURCE else Priority.NORMAL
+
+
 class OnError(enum.StrEnum):
     """What a node does when its code raises."""
 
@@ -106,6 +145,9 @@ class Input:
     """``block``, ``latest`` or ``drop_new``; None: the node's ``policy``."""
     size: int | None = None
     """The lane's capacity in items; None: the node's ``queue_size``."""
+    max_age_s: float | None = None
+    """Skip (and count) an item older than this when the node would start on it (live video
+    never queues into the past); None: the node's ``max_age_s``. Not on ``block`` lanes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +161,8 @@ class LaneSpec:
     """The producer's node id."""
     policy: Policy
     size: int
+    max_age_s: float | None = None
+    """Items older than this (seconds since they were decoded) are skipped when taken."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +193,8 @@ class NodeSpec:
     out_type: Any = None
     where: str | None = None
     """``file:line`` that declared the node."""
+    priority: Priority = Priority.NORMAL
+    """What the governor slows last (see :class:`Priority`)."""
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from edgepipe.infer.errors import (
     ModelPullError,
     UnsupportedOperator,
 )
-from edgepipe.infer.providers import PROVIDER_ORDER, intra_op_threads
+from edgepipe.infer.providers import PROVIDER_ORDER
 from edgepipe.infer.registry import REGISTRY, ModelEntry, ResolvedModel, pull, resolve
 from edgepipe.infer.session import Session, SessionConfig, SessionStats, TensorSpec
 
@@ -32,7 +32,6 @@ __all__ = [
     "SessionStats",
     "TensorSpec",
     "UnsupportedOperator",
-    "intra_op_threads",
     "pull",
     "resolve",
 ]

@@ -15,9 +15,9 @@ class SessionConfig:
     every one this ONNX Runtime build has, in :data:`providers.PROVIDER_ORDER`. CPU is always
     the last resort."""
     threads: int | None = None
-    """Intra-op threads. None: sized from ``budget_frac`` of this machine's cores."""
-    budget_frac: float = 0.7
-    """Share of the cores this model may keep busy when ``threads`` is None (30% headroom)."""
+    """Intra-op threads. None: from the process's CPU budget (:func:`edgepipe.sched.cpu_budget`:
+    usable cores x 0.7, at least one), the same for every model; the gate bounds how many run
+    at once."""
     spinning: bool = False
     """Let idle operator threads spin. Off: spinning shaves microseconds off a run but keeps
     cores busy between runs, which starves the decoder on a small device."""

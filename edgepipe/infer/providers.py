@@ -1,4 +1,5 @@
-"""Which execution providers a session uses, and how many threads it may take.
+"""Which execution providers a session uses (its threads come from the CPU budget:
+:mod:`edgepipe.sched.budget`).
 
 ONNX Runtime lists the providers its build has (``get_available_providers()``); a provider in
 that list can still fail to start (no driver, no device), so the session falls back along the
@@ -7,7 +8,6 @@ order below and warns once, naming what was skipped and why.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 PROVIDER_ORDER: tuple[str, ...] = (
@@ -81,23 +81,3 @@ def memory_device(provider: str, options: dict[str, str] | None = None) -> tuple
     if kind is None:
         return ("cpu", 0)
     return (kind, int((options or {}).get("device_id", 0) or 0))
-
-
-def intra_op_threads(budget_frac: float = 0.7, cores: int | None = None) -> int:
-    """Threads for one session's operators: the cores left after headroom, at least one.
-
-    ``budget_frac`` is the share of the machine this model may keep busy (0.7 keeps 30% free for
-    decoding, the event loop and everything else). Rounded down, so that 2 cores give 1 thread
-    and 8 give 5: the headroom is a floor, not a target.
-    """
-    if not 0 < budget_frac <= 1:
-        raise ValueError(f"budget_frac must be in (0, 1], got {budget_frac}")
-    total = cores if cores is not None else _usable_cores()
-    return max(1, int(total * budget_frac))
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1

@@ -19,6 +19,8 @@ from edgepipe.infer.errors import InferError, InferTimeout, ModelInputError
 from edgepipe.infer.loading import ORT_QUIET
 from edgepipe.infer.spec import TensorSpec
 from edgepipe.infer.watchdog import WATCHDOG
+from edgepipe.sched.gate import AdmissionTimeout, Ticket
+from edgepipe.sched.gate import gate as current_gate
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +52,15 @@ class GuardedRuns:
         name: str,
         inputs: Sequence[TensorSpec],
         t_start: float,
+        ticket: Ticket,
     ) -> None:
         """
         name: the model's name in errors and logs.
         inputs: the model's inputs, to say which feed of a failed run does not fit.
         t_start: ``time.perf_counter()`` when loading began (for the first result's time).
+        ticket: how each run is admitted to the CPU budget (:mod:`edgepipe.sched.gate`).
         """
+        self.ticket = ticket
         self.session = session
         self.stats = stats
         self.name = name
@@ -94,7 +99,21 @@ class GuardedRuns:
 
     def _guarded(self, fn: Any, args: tuple[Any, ...], timeout_s: float | None,
                  feeds: Mapping[str, np.ndarray] | None) -> Any:  # fmt: skip
-        """``fn(*args, run_options)`` under the deadline watchdog, counted; errors mapped."""
+        """``fn(*args, run_options)`` admitted to the CPU budget, under the deadline watchdog,
+        counted; errors mapped. Waiting for the budget has the run's deadline too."""
+        gate = current_gate()
+        try:
+            t_start = gate.enter(self.ticket, timeout_s)
+        except AdmissionTimeout as exc:
+            self.stats.timeouts += 1
+            raise InferTimeout(str(exc), model=self.name) from None
+        try:
+            return self._timed(fn, args, timeout_s, feeds)
+        finally:
+            gate.leave(self.ticket, t_start)
+
+    def _timed(self, fn: Any, args: tuple[Any, ...], timeout_s: float | None,
+               feeds: Mapping[str, np.ndarray] | None) -> Any:  # fmt: skip
         try:
             options = self._free_options.pop()
         except IndexError:  # none free: concurrent runs (one abandoned at a node's deadline)

@@ -26,6 +26,8 @@ from edgepipe.infer.errors import ModelNotFound
 from edgepipe.infer.loading import load_session
 from edgepipe.infer.running import GuardedRuns, SessionStats
 from edgepipe.infer.spec import TensorSpec, spec_of
+from edgepipe.sched.budget import cpu_budget
+from edgepipe.sched.gate import Ticket
 
 __all__ = ["Session", "SessionConfig", "SessionStats", "TensorSpec"]
 
@@ -47,7 +49,11 @@ class Session:
                 "no such file; pass a path to an .onnx file or a registry name (edgepipe models list)",
                 model=str(self.path),
             )
-        self.threads = self.config.threads or providers.intra_op_threads(self.config.budget_frac)
+        budget = cpu_budget()
+        self.threads = self.config.threads or budget.threads
+        self.ticket = Ticket(self.name, "model", 1, units=max(1, min(self.threads, budget.units)))
+        """How this model's runs are admitted to the CPU budget; the node that runs it names
+        itself with ``ticket.set_owner(node_id, kind, priority)``."""
         self._session, self.optimized_path = load_session(
             self.path, self.config, name=self.name, threads=self.threads
         )
@@ -56,8 +62,9 @@ class Session:
         self.outputs = [spec_of(o) for o in self._session.get_outputs()]
         self.output_names = [o.name for o in self.outputs]
         self._runs = GuardedRuns(
-            self._session, self.stats, name=self.name, inputs=self.inputs, t_start=t_start
-        )
+            self._session, self.stats, name=self.name, inputs=self.inputs, t_start=t_start,
+            ticket=self.ticket,
+        )  # fmt: skip
         self.stats.load_ms = (time.perf_counter() - t_start) * 1000
         log.info(
             "model %s: loaded in %.0f ms on %s, %d thread%s%s", self.name, self.stats.load_ms,

@@ -35,12 +35,16 @@ from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.scene import FIELDS, SceneWindow
 from edgepipe.lm.worker import LMWorker
+from edgepipe.sched.knobs import PaceKnob
 
 DEFAULT_TEMPLATE = "Camera report for the last {seconds:.0f} seconds: {summary}.\nDescription:"
 
 
 class Describe:
     """A stream stage that writes about what the detectors saw and how the sources are."""
+
+    priority = "low"
+    """The first work the governor slows when the CPU is short (see :mod:`edgepipe.sched`)."""
 
     def __init__(
         self,
@@ -84,6 +88,10 @@ class Describe:
 
     def stop(self) -> None:
         self.worker.close()
+
+    def governor_knobs(self, node_id: str, priority: int) -> list[PaceKnob]:
+        """The model's pace: the share of time its steps may take."""
+        return [PaceKnob(node_id, priority, self.worker.tickets())]
 
     def observe(self, item: Any, now: float | None = None) -> None:
         """Add an item to the window (what ``process`` does with each input)."""

@@ -35,6 +35,7 @@ from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.errors import LMError
 from edgepipe.lm.generate import GenerationStats, LanguageModel, Overflow
 from edgepipe.lm.sampling import SamplingParams
+from edgepipe.sched.gate import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +75,18 @@ class LMWorker:
         """Load the model and allocate its cache (on the worker's thread)."""
         if self.lm is None:
             try:  # the node that runs it holds the KV cache in the memory plan
-                owner = current_node().node_id
+                ctx = current_node()
+                owner, priority = ctx.node_id, ctx.priority
             except RuntimeError:
-                owner = ""
+                owner, priority = "", 0
             loop = asyncio.get_running_loop()
             self.lm = await loop.run_in_executor(self._thread, self._load, owner)
+            # Its steps enter the CPU budget as token decode, at the node's priority.
+            self.lm.runner.session.ticket.set_owner(owner or self.model.name, "lm", priority)
+
+    def tickets(self) -> list[Ticket]:
+        """How the model's steps are admitted to the CPU budget (empty before loading)."""
+        return [self.lm.runner.session.ticket] if self.lm is not None else []
 
     def _load(self, owner: str) -> LanguageModel:
         return LanguageModel(self.model, max_seq_len=self.max_seq_len, prefill_chunk=self.prefill_chunk,

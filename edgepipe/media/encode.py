@@ -18,8 +18,10 @@ import av
 import av.error
 import numpy as np
 
+from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.media.frame import NV12, Frame
+from edgepipe.sched.gate import Ticket, gate
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,11 @@ class Recorder:
     """Writes every frame it receives to ``path`` as H.264 (a sink; blocking, so it runs on a
     worker thread). Timestamps advance by the frames' own media time (pts) where it moves
     forward, else by decode time: a file processed faster than real time keeps its timing, a
-    live camera whose clock resets keeps going, and dropped frames leave their gap."""
+    live camera whose clock resets keeps going, and dropped frames leave their gap. Encodes
+    are heavy calls: each enters the CPU budget (:mod:`edgepipe.sched.gate`) at high priority."""
+
+    priority = "high"
+    """Recording is the last thing the governor slows."""
 
     def __init__(self, path: str | Path, *, fps: float = 15.0, encoder: str = "auto", crf: int = 23) -> None:
         self.path = Path(path)
@@ -76,8 +82,14 @@ class Recorder:
         self._decoded_anchor: tuple[int, int] = (0, 0)
         self._size: tuple[int, int] | None = None
         self._av_frame: Any = None
+        self._ticket = Ticket(self.path.name, "encode", 2)
 
     def start(self) -> None:
+        try:
+            ctx = current_node()
+            self._ticket.set_owner(ctx.node_id, "encode", ctx.priority)
+        except RuntimeError:
+            pass
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._container = av.open(str(self.path), "w")
@@ -169,7 +181,9 @@ class Recorder:
 
     def _encode(self, av_frame: Any) -> None:
         try:
-            for packet in self._stream.encode(av_frame):
+            with gate().admit(self._ticket):
+                packets = self._stream.encode(av_frame)
+            for packet in packets:
                 self._container.mux(packet)
         except (av.error.FFmpegError, OSError) as exc:
             raise OutputError(f"cannot write: {exc}", path=str(self.path)) from exc

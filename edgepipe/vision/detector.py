@@ -11,8 +11,12 @@ a worker thread: NV12/I420 -> reused input tensor (:mod:`edgepipe.media.tensor`)
 deadline-bounded run -> adapter -> NMS -> boxes in source pixels.
 
 With ``every=N`` the model sees one frame in N per source and an IoU tracker carries the boxes
-(and track ids) over the others; sources are given different phases, so that four cameras with
-``every=4`` take turns instead of all hitting the model on the same frame.
+(and track ids) over the others; streams are given different phases across every detector of
+the process (:mod:`edgepipe.sched.stagger`), so that four cameras with ``every=4`` take turns
+instead of all hitting the model on the same frame. Under CPU pressure the governor raises the
+interval above ``every`` (:class:`~edgepipe.sched.knobs.EveryKnob`) unless ``pin_every`` says
+the model must see every frame it is given (a privacy filter: the governor then thins the
+frames before the detector instead).
 
 The steps live apart: loading and warm-up in :mod:`~edgepipe.vision.model`, input tensors in
 :mod:`~edgepipe.vision.preprocess`, model runs (and batches) in :mod:`~edgepipe.vision.batching`,
@@ -32,6 +36,8 @@ from edgepipe.core.context import current_node
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.media.frame import Frame
 from edgepipe.media.tensor import Method, TensorFormat
+from edgepipe.sched.knobs import EveryKnob
+from edgepipe.sched.stagger import phases
 from edgepipe.vision import adapters
 from edgepipe.vision.batching import BatchRunner
 from edgepipe.vision.decoding import DetectionDecoder
@@ -75,6 +81,7 @@ class Detector:
         preprocess: Method = "auto",
         keep_frame: bool = False,
         batch_size: int = 1,
+        pin_every: bool = False,
     ) -> None:
         """
         model: registry name (``edgepipe models list``) or path to an ``.onnx`` file.
@@ -90,6 +97,8 @@ class Detector:
         keep_frame: the results carry the frame (and its lease) for overlays downstream.
         batch_size: run up to this many waiting frames (several cameras into one inbox) through
             the model at once, for models whose batch dimension is free; 1 runs them one by one.
+        pin_every: the governor never raises the interval above ``every`` (it thins the
+            frames before this node instead).
         """
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
@@ -112,7 +121,12 @@ class Detector:
         self.max_detections = max_detections
         self.input_size = input_size
         self.every = every
+        self.every_now = every
+        """The interval in force: ``every``, or more while the governor slows detection."""
+        self.pin_every = pin_every
         self.track = every > 1 if track is None else track
+        self._may_track = track is not False
+        """The governor may raise the interval: boxes are then carried by the tracker."""
         self.normalize = normalize
         self.box_format = box_format
         self.session_config = session or SessionConfig(timeout_s=2.0)
@@ -128,6 +142,7 @@ class Detector:
         self._counts: dict[str, int] = {}
         self._gauges: dict[str, Any] = {}
         self._owner = "detector"
+        self._priority = 1
 
     def __repr__(self) -> str:
         return f"Detector({self.model!r})"
@@ -149,6 +164,7 @@ class Detector:
             self.open()
             return
         self._owner = ctx.node_id
+        self._priority = ctx.priority
         self._gauges = ctx.gauges
         await ctx.run_blocking(self.open)
 
@@ -173,6 +189,7 @@ class Detector:
         runner = BatchRunner(model, batch_size=self.batch_size, gauges=self._gauges)
         self._steps = _Steps(model, tensors, runner, decoder)
         session = self.session = model.session
+        session.ticket.set_owner(self._owner, "detect", self._priority)
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
             "adapter": self.adapter,
@@ -180,6 +197,14 @@ class Detector:
 
     def stop(self) -> None:
         self._tracks.clear()
+        self._counts.clear()
+
+    def governor_knobs(self, node_id: str, priority: int) -> list[EveryKnob]:
+        """The interval, for the governor (pinned when ``pin_every``, or without a tracker to
+        carry the boxes between runs)."""
+        knob = EveryKnob(node_id, priority, self, self.every)
+        knob.pinned = self.pin_every or not self._may_track
+        return [knob]
 
     # -- per frame ----------------------------------------------------------------------------
 
@@ -193,15 +218,15 @@ class Detector:
         source = frame.source_id
         # Counted per source over the frames this node receives (not by frame number: a
         # ``latest`` inbox drops frames, and counting seq would then always land on the same
-        # phase), offset per source so that streams take turns.
+        # phase), offset per stream so that streams take turns across every detector.
         # A new source's first frame always goes to the model: its tracker has nothing to carry
         # yet (and an overlay such as a face blur must not start with an empty frame).
         count = self._counts.get(source)
         first = count is None
-        if count is None:
-            count = len(self._counts) % self.every
+        count = 0 if count is None else count
         self._counts[source] = count + 1
-        run_model = first or count % self.every == 0
+        every = self.every_now
+        run_model = first or every == 1 or (count - phases().phase(self._owner, source, every)) % every == 0
         if not run_model:
             return Prepared(frame, None, None)
         tensor, box = self._steps.tensors(frame)
@@ -250,10 +275,12 @@ class Detector:
             self._gauges["infer_ms"] = round(stats.last_run_ms, 1)
             self._gauges["timeouts"] = stats.timeouts
             self.inferred += 1
-            if self.track:
-                items = self._tracks.update(frame.source_id, items, frame.seq)
+            if self._may_track:  # kept up to date in case the governor raises the interval
+                tracked = self._tracks.update(frame.source_id, items, frame.seq)
+                if self.track or self.every_now > 1:
+                    items = tracked
         else:
-            assert self.track
+            assert self._may_track
             items = self._tracks.predict(frame.source_id, frame.seq)
         run_model = prepared.tensor is not None
         latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6

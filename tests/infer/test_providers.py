@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-import pytest
-
 from edgepipe.infer.providers import (
     CPU,
     PROVIDER_ORDER,
     candidates,
     full_name,
-    intra_op_threads,
     memory_device,
     short_name,
 )
@@ -31,18 +28,6 @@ def test_short_and_full_names() -> None:
     assert full_name("TRT") == "TensorrtExecutionProvider"
     assert full_name("MyVendorExecutionProvider") == "MyVendorExecutionProvider"
     assert short_name("CUDAExecutionProvider") == "cuda"
-
-
-@pytest.mark.parametrize(
-    ("cores", "frac", "threads"), [(2, 0.7, 1), (4, 0.7, 2), (8, 0.7, 5), (1, 0.7, 1), (8, 1.0, 8)]
-)
-def test_threads_leave_the_headroom(cores: int, frac: float, threads: int) -> None:
-    assert intra_op_threads(frac, cores=cores) == threads
-
-
-def test_budget_out_of_range_is_refused() -> None:
-    with pytest.raises(ValueError, match="budget_frac"):
-        intra_op_threads(0.0)
 
 
 def test_buffers_kept_between_runs_live_in_the_providers_memory() -> None:

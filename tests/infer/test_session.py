@@ -164,7 +164,8 @@ def test_a_provider_this_build_lacks_falls_back_to_cpu_with_one_warning(
 
 
 def test_threads_default_to_the_budget(tmp_path: Path) -> None:
-    from edgepipe.infer.providers import intra_op_threads
+    from edgepipe.sched import cpu_budget
 
     session = Session(add_model(tmp_path / "add.onnx"), SessionConfig(cache_optimized=False))
-    assert session.threads == intra_op_threads(0.7)
+    assert session.threads == cpu_budget().threads
+    assert session.ticket.units == session.threads

@@ -1,0 +1,162 @@
+"""The CPU budget of the process: the cores it may use x the target share.
+
+The cores come from the CPU affinity (``taskset``, cpusets) and the cgroup's quota (cgroup v2
+``cpu.max``, v1 ``cpu.cfs_quota_us``), whichever is smaller, so ``docker run --cpus=2`` on a
+16-core box gives 2. The target (default 0.70) leaves the rest to the system: the kernel, other
+services, a burst of decode work.
+
+Thread pools are sized once from it (ONNX Runtime intra-op threads per session); thread counts
+cannot change on a live session, so what the budget bounds at run time is admission: heavy
+calls take units of it through the :class:`~edgepipe.sched.gate.Gate` (see there).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_TARGET = 0.7
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True, slots=True)
+class Cores:
+    """How many cores this process may use, and what limits it."""
+
+    usable: float
+    affinity: int
+    quota: float | None
+    """The cgroup's quota in cores (None: unlimited)."""
+
+    @property
+    def limited_by(self) -> str:
+        if self.quota is not None and self.quota < self.affinity:
+            return f"cgroup quota {self.quota:g}"
+        return f"affinity {self.affinity}"
+
+
+def usable_cores(cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/self/cgroup")) -> Cores:
+    """The cores this process may keep busy: affinity ∩ the cgroup quota (the tightest level)."""
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        affinity = os.cpu_count() or 1
+    quota = cgroup_quota(cgroup_root, proc_cgroup)
+    usable = float(affinity) if quota is None else min(float(affinity), quota)
+    return Cores(usable=max(usable, 0.1), affinity=affinity, quota=quota)
+
+
+def cgroup_quota(
+    cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/self/cgroup")
+) -> float | None:
+    """The smallest CPU quota (in cores) on the way from this process's cgroup to the root."""
+    quotas: list[float] = []
+    for directory in _cgroup_dirs(cgroup_root, proc_cgroup):
+        value = _read_quota(directory)
+        if value is not None:
+            quotas.append(value)
+    return min(quotas) if quotas else None
+
+
+def _cgroup_dirs(root: Path, proc_cgroup: Path) -> list[Path]:
+    """Candidate directories holding the quota files: v2 (``0::/path``) and v1 (``cpu`` controller),
+    each level from the process's own group up to the root."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return [root]
+    dirs: list[Path] = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
+        if controllers == "":
+            base = root
+        elif "cpu" in controllers.split(","):
+            base = root / controllers if (root / controllers).is_dir() else root / "cpu,cpuacct"
+        else:
+            continue
+        here = base / rel.lstrip("/")
+        while True:
+            dirs.append(here)
+            if here == base or base not in here.parents:
+                break
+            here = here.parent
+    return dirs or [root]
+
+
+def _read_quota(directory: Path) -> float | None:
+    try:
+        quota, period = (directory / "cpu.max").read_text().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((directory / "cpu.cfs_quota_us").read_text())
+        period_us = int((directory / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class CpuBudget:
+    """The cores this process may use and the share of them it aims to keep busy at most."""
+
+    cores: Cores
+    target: float = DEFAULT_TARGET
+    """The share of the usable cores the process should stay under (1 - headroom)."""
+    governed: bool = True
+
+    def __post_init__(self) -> None:
+        if not (0 < self.target <= 1) or math.isnan(self.target):
+            raise ValueError(f"target must be in (0, 1], got {self.target}")
+
+    @property
+    def cores_budget(self) -> float:
+        """Cores' worth of CPU the process may keep busy: ``usable x target``."""
+        return self.cores.usable * self.target
+
+    @property
+    def units(self) -> int:
+        """Heavy calls' worth of the budget, one unit per core-thread, at least one: what the
+        gate admits at once (2 cores x 0.7 = 1 unit; 8 x 0.7 = 5)."""
+        return max(1, math.floor(self.cores_budget + 1e-9))
+
+    @property
+    def threads(self) -> int:
+        """Intra-op threads of an ONNX Runtime session: one model alone may use the budget."""
+        return self.units
+
+    def describe(self) -> str:
+        c = self.cores
+        mode = "governed" if self.governed else "ungoverned (--no-governor)"
+        return (
+            f"CPU budget: {c.usable:g} usable core(s) ({c.limited_by}) x {self.target:.2f} = "
+            f"{self.cores_budget:.2f}; {self.units} heavy call unit(s) at once; "
+            f"{self.threads} ONNX Runtime thread(s) per model; {mode}"
+        )
+
+
+_BUDGET: CpuBudget | None = None
+
+
+def cpu_budget() -> CpuBudget:
+    """The process's budget (made on first use from the defaults; :func:`set_budget` at start-up)."""
+    global _BUDGET
+    if _BUDGET is None:
+        _BUDGET = CpuBudget(usable_cores())
+    return _BUDGET
+
+
+def set_budget(budget: CpuBudget) -> CpuBudget:
+    """Make ``budget`` the process's (before models load: their thread counts come from it)."""
+    global _BUDGET
+    _BUDGET = budget
+    return budget

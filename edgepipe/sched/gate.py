@@ -1,0 +1,211 @@
+"""Admission of heavy calls (model runs, LM steps, encodes) to the CPU budget.
+
+Sizing thread pools does not bound how many cores a process keeps busy: two one-thread ONNX
+Runtime sessions called from two threads keep two cores busy. So every heavy call enters the
+process's :class:`Gate` first, holding ``units`` of the budget (its session's intra-op threads)
+while it runs:
+
+- **Slots.** At most ``units`` of heavy work run at once (2 cores x 0.7 → one call at a time):
+  a token-decode step waits while a detection holds the budget, and runs in the gap after it,
+  instead of both fighting for the same cores.
+- **Fair shares by priority.** When several callers wait, the one with the least weighted
+  run time goes first (stride scheduling: each call adds ``seconds x units / weight``, weights
+  1 : 4 : 8 for low, normal, high). A detector (normal) and a language model (low) that both
+  want the CPU all the time get 80% and 20% of it: the model slows, it never starves.
+- **Pacing.** The governor may give a caller a duty below 1: after a call of ``t`` seconds it
+  may not start another for ``t x (1/duty - 1)``, so its share of the time is ``duty``.
+
+Without a budget (``units=None``: ungoverned) calls are never held; they are still counted,
+and how long detection and token decode ran at the same time is measured either way.
+
+Thread-safe; the waits happen on the caller's worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+WEIGHTS = {0: 1.0, 1: 4.0, 2: 8.0}
+"""Share weights by :class:`~edgepipe.core.spec.Priority` (low, normal, high)."""
+
+
+class AdmissionTimeout(TimeoutError):
+    """A heavy call waited longer than its deadline for the CPU budget."""
+
+
+@dataclass(eq=False, slots=True, weakref_slot=True)
+class Ticket:
+    """One caller of heavy work (a model's session, an encoder) as the gate knows it."""
+
+    owner: str
+    """The node (or model) it works for: named in logs, the snapshot and errors."""
+    kind: str = "model"
+    """``detect``, ``lm``, ``encode`` or ``model``: what the snapshot groups busy time by."""
+    priority: int = 1
+    units: int = 1
+    duty: float = 1.0
+    """Share of the time it may run (set by the governor; 1: unpaced)."""
+    calls: int = 0
+    busy_s: float = 0.0
+    waited_s: float = 0.0
+    """Time spent waiting for the budget or for its pace, over all calls."""
+    vtime: float = 0.0
+    next_at: float = 0.0
+
+    def set_owner(self, owner: str, kind: str, priority: int) -> None:
+        self.owner, self.kind, self.priority = owner, kind, priority
+
+
+@dataclass(frozen=True, slots=True)
+class GateStats:
+    units: int | None
+    busy_s: dict[str, float]
+    """Heavy-call seconds by kind."""
+    overlap_s: float
+    """Seconds during which heavy calls of two different kinds ran at once."""
+    detect_lm_overlap_s: float
+    """Seconds during which a detection and a token-decode step ran at once."""
+    waits: int
+    waited_s: float
+
+
+class Gate:
+    """See the module docstring. ``units=None``: admit everything at once (ungoverned)."""
+
+    def __init__(self, units: int | None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.units = units
+        self._clock = clock
+        self._cond = threading.Condition(threading.Lock())
+        self._used = 0
+        self._waiting: list[Ticket] = []
+        self._vclock = 0.0
+        self._running: dict[str, int] = {}
+        self._since = clock()
+        self._overlap_s = 0.0
+        self._detect_lm_s = 0.0
+        self._busy: dict[str, float] = {}
+        self._waits = 0
+        self._waited_s = 0.0
+        self._tickets: weakref.WeakSet[Ticket] = weakref.WeakSet()
+
+    # -- admission ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def admit(self, ticket: Ticket, timeout_s: float | None = None) -> Iterator[None]:
+        """Hold ``ticket.units`` of the budget for the ``with`` block. Raises
+        :class:`AdmissionTimeout` after ``timeout_s`` of waiting."""
+        t_start = self.enter(ticket, timeout_s)
+        try:
+            yield
+        finally:
+            self.leave(ticket, t_start)
+
+    def enter(self, ticket: Ticket, timeout_s: float | None = None) -> float:
+        """Wait for the budget (and the ticket's pace); returns the time the call started."""
+        with self._cond:
+            now = self._clock()
+            self._tickets.add(ticket)
+            if not self._may_start(ticket, now, alone=True):
+                now = self._wait(ticket, now, timeout_s)
+            self._used += ticket.units
+            self._account(now)
+            self._running[ticket.kind] = self._running.get(ticket.kind, 0) + 1
+            self._vclock = max(self._vclock, ticket.vtime)
+            return now
+
+    def leave(self, ticket: Ticket, t_start: float) -> None:
+        with self._cond:
+            now = self._clock()
+            elapsed = max(0.0, now - t_start)
+            self._account(now)
+            self._running[ticket.kind] -= 1
+            self._used -= ticket.units
+            ticket.calls += 1
+            ticket.busy_s += elapsed
+            self._busy[ticket.kind] = self._busy.get(ticket.kind, 0.0) + elapsed
+            ticket.vtime += elapsed * ticket.units / WEIGHTS.get(ticket.priority, 1.0)
+            duty = ticket.duty
+            ticket.next_at = now + elapsed * (1 / duty - 1) if 0 < duty < 1 else 0.0
+            if self._waiting:
+                self._cond.notify_all()
+
+    def _wait(self, ticket: Ticket, now: float, timeout_s: float | None) -> float:
+        t0 = now
+        deadline = now + timeout_s if timeout_s is not None else float("inf")
+        ticket.vtime = max(ticket.vtime, self._vclock)  # no credit banked while away
+        self._waiting.append(ticket)
+        self._waits += 1
+        try:
+            while not self._may_start(ticket, now, alone=False):
+                if now >= deadline:
+                    holders = ", ".join(sorted(k for k, n in self._running.items() if n)) or "pace"
+                    raise AdmissionTimeout(
+                        f"waited {(now - t0) * 1000:.0f} ms for the CPU budget (held by: {holders})"
+                    )
+                wake = min(deadline, ticket.next_at if ticket.next_at > now else deadline)
+                self._cond.wait(timeout=max(0.0005, min(wake - now, 0.5)))
+                now = self._clock()
+        finally:
+            self._waiting.remove(ticket)
+            ticket.waited_s += now - t0
+            self._waited_s += now - t0
+        return now
+
+    def _may_start(self, ticket: Ticket, now: float, *, alone: bool) -> bool:
+        if ticket.next_at > now:
+            return False
+        if self.units is None:
+            return True
+        if self._used and self._used + ticket.units > self.units:
+            return False
+        if alone:
+            return not self._waiting
+        # The waiter with the least weighted run time among those that could start goes first.
+        for other in self._waiting:
+            fits = not self._used or self._used + other.units <= self.units
+            if other is not ticket and other.next_at <= now and other.vtime < ticket.vtime and fits:
+                return False
+        return True
+
+    def _account(self, now: float) -> None:
+        dt = now - self._since
+        self._since = now
+        if dt <= 0:
+            return
+        kinds = [k for k, n in self._running.items() if n]
+        if len(kinds) > 1:
+            self._overlap_s += dt
+            if "detect" in kinds and "lm" in kinds:
+                self._detect_lm_s += dt
+
+    # -- figures ------------------------------------------------------------------------------
+
+    def stats(self) -> GateStats:
+        with self._cond:
+            self._account(self._clock())
+            return GateStats(
+                units=self.units, busy_s=dict(self._busy), overlap_s=self._overlap_s,
+                detect_lm_overlap_s=self._detect_lm_s, waits=self._waits, waited_s=self._waited_s,
+            )  # fmt: skip
+
+    def tickets(self) -> list[Ticket]:
+        return list(self._tickets)
+
+
+_GATE = Gate(None)
+
+
+def gate() -> Gate:
+    """The process's gate (ungoverned until a scheduler installs one)."""
+    return _GATE
+
+
+def set_gate(new: Gate) -> Gate:
+    global _GATE
+    _GATE = new
+    return new

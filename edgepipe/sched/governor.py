@@ -1,0 +1,173 @@
+"""The governor: keeps the process's CPU use at or under its target by turning knobs.
+
+Knobs lower the rate of work of one node each, in a fixed order (the *ladder*): token-decode
+pacing first, then the detection interval, then frames thinned on lossy frame lanes, each
+group from the lowest node priority to the highest (so a recorder's frames go last). A knob
+that a pipeline pins (a privacy detector that must see every frame) is not on the ladder.
+
+Every ``update`` gets the CPU use over the last window (a fraction of the usable cores). Over
+the target, it climbs (more rungs the further over); under it by more than what the last rung
+is known to cost (plus a band), it steps back down one rung. What a rung costs is learnt: the
+CPU drop seen after climbing it, raised again whenever stepping down had to be undone, so a
+load near the target settles instead of see-sawing. After each move it waits ``settle_s``
+(the measurement window) so that the next decision sees the effect of the last. A hot device
+lowers the target. Pure logic on a clock it is given: the scheduler feeds it, tests drive it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+log = logging.getLogger("edgepipe.sched")
+
+RANKS = {"pace": 0, "every": 1, "thin": 2}
+"""Which kind of knob is turned first."""
+
+
+class Knob(Protocol):
+    """One rate the governor may lower: levels ``0`` (full rate) to ``levels - 1``."""
+
+    node_id: str
+    kind: str
+    """``pace``, ``every`` or ``thin``."""
+    priority: int
+    levels: int
+    level: int
+
+    def set(self, level: int) -> None: ...
+
+    def describe(self) -> str:
+        """The current setting in words (``paced to 25% of the time``)."""
+        ...
+
+
+@dataclass
+class Decision:
+    """One move of the governor, with the figures behind it."""
+
+    t: float
+    cpu: float
+    target: float
+    old: int
+    new: int
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def direction(self) -> str:
+        return "slower" if self.new > self.old else "faster"
+
+    def text(self, rungs: int) -> str:
+        return (
+            f"governor: CPU {self.cpu:.0%} of the usable cores vs target {self.target:.0%}: "
+            f"{'; '.join(self.changes) or 'no change'} (level {self.new}/{rungs})"
+        )
+
+
+class Governor:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        knobs: Sequence[Knob],
+        target: float,
+        *,
+        settle_s: float = 1.0,
+        band: float = 0.03,
+        hot_c: float = 80.0,
+        default_cost: float = 0.1,
+    ) -> None:
+        self.knobs = list(knobs)
+        self.target = target
+        self.settle_s = settle_s
+        self.band = band
+        self.hot_c = hot_c
+        self.ladder: list[tuple[Knob, int]] = []
+        for knob in sorted(self.knobs, key=lambda k: (RANKS.get(k.kind, 9), k.priority)):
+            self.ladder.extend((knob, level) for level in range(1, knob.levels))
+        self.level = 0
+        self._cost = [default_cost] * (len(self.ladder) + 1)
+        self._changed_at = float("-inf")
+        self._pending: tuple[int, int, float] | None = None
+        """The last move (old level, new level, CPU before it), until its effect is measured."""
+        self.ups = 0
+        self.downs = 0
+        self.decisions: list[Decision] = []
+        """The latest moves (bounded)."""
+
+    @property
+    def rungs(self) -> int:
+        return len(self.ladder)
+
+    def target_now(self, temp_c: float | None) -> float:
+        """The target, lowered by 0.1 on a hot device and by 0.2 at 10 °C hotter."""
+        if temp_c is None or temp_c < self.hot_c:
+            return self.target
+        return max(0.1, self.target - (0.2 if temp_c >= self.hot_c + 10 else 0.1))
+
+    def update(self, cpu: float, now: float, temp_c: float | None = None) -> Decision | None:
+        """Given the CPU use over the last window, maybe move; returns the move made."""
+        if now - self._changed_at < self.settle_s:
+            return None
+        self._learn(cpu)
+        target = self.target_now(temp_c)
+        over = cpu - target
+        if over > 0 and self.level < self.rungs:
+            steps = 1 + int(over / 0.08)
+            return self._move(min(self.rungs, self.level + steps), cpu, target, now)
+        if self.level > 0 and cpu + self._cost[self.level] <= target - self.band:
+            return self._move(self.level - 1, cpu, target, now)
+        return None
+
+    def _learn(self, cpu: float) -> None:
+        if self._pending is None:
+            return
+        old, new, before = self._pending
+        self._pending = None
+        if new > old:  # climbed: each rung saved its share of the drop
+            per_rung = max(0.0, before - cpu) / (new - old)
+            for level in range(old + 1, new + 1):
+                self._cost[level] = per_rung
+        else:  # stepped down: the rung cost what CPU rose by; undoing it later doubles that
+            self._cost[old] = max(self._cost[old], cpu - before)
+
+    def _move(self, new: int, cpu: float, target: float, now: float) -> Decision:
+        old = self.level
+        if new > old and self.decisions and self.decisions[-1].old == new and self.decisions[-1].new == old:
+            # Stepping down from ``new`` had to be undone: that rung costs more than was thought.
+            self._cost[new] = max(2 * self._cost[new], 0.05)
+        changes = self._apply(old, new)
+        self.level = new
+        self._changed_at = now
+        self._pending = (old, new, cpu)
+        if new > old:
+            self.ups += 1
+        else:
+            self.downs += 1
+        decision = Decision(now, cpu, target, old, new, changes)
+        self.decisions.append(decision)
+        del self.decisions[:-32]
+        log.info("%s", decision.text(self.rungs))
+        return decision
+
+    def _apply(self, old: int, new: int) -> list[str]:
+        lo, hi = min(old, new), max(old, new)
+        touched: list[Knob] = []
+        for knob, _ in self.ladder[lo:hi]:
+            if knob not in touched:
+                touched.append(knob)
+        changes = []
+        for knob in touched:
+            level = sum(1 for k, _ in self.ladder[:new] if k is knob)
+            knob.set(level)
+            changes.append(f"{knob.node_id} {knob.describe()}")
+        return changes
+
+    def settings(self) -> list[dict[str, object]]:
+        """Every knob's current setting (pinned ones are not knobs here)."""
+        return [
+            {"node": k.node_id, "knob": k.kind, "level": getattr(k, "level", 0), "setting": k.describe()}
+            for k in self.knobs
+        ]

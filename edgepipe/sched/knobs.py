@@ -1,0 +1,110 @@
+"""The knobs the governor turns (see :mod:`~edgepipe.sched.governor`): one rate each.
+
+- :class:`PaceKnob`: the share of time a caller's heavy calls may take (token decode).
+- :class:`EveryKnob`: how many frames per source a detector lets pass between model runs
+  (the tracker carries the boxes between them).
+- :class:`ThinKnob`: one frame kept in N on a lossy lane (``latest``/``drop_new``); lossless
+  (``block``) lanes carry results and are never thinned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from edgepipe.core.channel import Channel, Policy
+from edgepipe.sched.gate import Ticket
+
+DUTIES = (1.0, 0.6, 0.4, 0.25, 0.15, 0.1, 0.06)
+"""Token decode's share of the time, from unpaced to the floor (it slows, it never stops)."""
+
+EVERY = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+"""Frames per model run, per source."""
+
+THIN = (1, 2, 3, 4, 6, 8)
+"""One frame kept in N."""
+
+
+class PaceKnob:
+    """Paces the heavy calls of one or more tickets (a language model's session)."""
+
+    kind = "pace"
+    pinned = False
+
+    def __init__(
+        self, node_id: str, priority: int, tickets: Sequence[Ticket], duties: Sequence[float] = DUTIES
+    ) -> None:
+        self.node_id = node_id
+        self.priority = priority
+        self.tickets = list(tickets)
+        self.duties = tuple(duties)
+        self.levels = len(self.duties)
+        self.level = 0
+
+    def set(self, level: int) -> None:
+        self.level = level
+        for ticket in self.tickets:
+            ticket.duty = self.duties[level]
+
+    def describe(self) -> str:
+        duty = self.duties[self.level]
+        return "unpaced" if duty >= 1 else f"paced to {duty:.0%} of the time"
+
+
+class Interval(Protocol):
+    """What an :class:`EveryKnob` turns: a node's current frames-per-run (a Detector)."""
+
+    every_now: int
+
+
+class EveryKnob:
+    """Raises a detector's interval above its own ``every`` (never below it)."""
+
+    kind = "every"
+    pinned = False
+
+    def __init__(
+        self, node_id: str, priority: int, target: Interval, base: int, steps: Sequence[int] = EVERY
+    ) -> None:
+        self.node_id = node_id
+        self.priority = priority
+        self.target = target
+        self.base = base
+        self.steps = (base, *[s for s in steps if s > base])
+        self.levels = len(self.steps)
+        self.level = 0
+
+    def set(self, level: int) -> None:
+        self.level = level
+        self.target.every_now = self.steps[level]
+
+    def describe(self) -> str:
+        return f"model on 1 frame in {self.steps[self.level]} per source"
+
+
+class ThinKnob:
+    """Keeps one item in N on a lossy lane."""
+
+    kind = "thin"
+    pinned = False
+
+    def __init__(
+        self, node_id: str, priority: int, channel: Channel[Any], steps: Sequence[int] = THIN
+    ) -> None:
+        if channel.policy is Policy.BLOCK:
+            raise ValueError(f"lane '{channel.name}' of '{node_id}' is lossless (block): it is never thinned")
+        self.node_id = node_id
+        self.priority = priority
+        self.channel = channel
+        self.steps = tuple(steps)
+        self.levels = len(self.steps)
+        self.level = 0
+
+    def set(self, level: int) -> None:
+        self.level = level
+        self.channel.thin = self.steps[level]
+
+    def describe(self) -> str:
+        n = self.steps[self.level]
+        lane = f"lane '{self.channel.name}'"
+        return f"{lane} takes every frame" if n == 1 else f"{lane} keeps 1 frame in {n}"

@@ -1,0 +1,156 @@
+"""The scheduler of one run: the CPU budget, the gate, the load meter and the governor, wired
+to the runtime.
+
+Made before the run (``Scheduler(graph, headroom=…, governed=…)``), it installs the process's
+budget and gate, so models loaded by the nodes' ``start()`` get their thread counts from the
+budget and their runs go through the gate. Once every node has started it collects the knobs
+(each node's own, through an optional ``governor_knobs(node_id, priority)`` method, plus one
+per lossy input lane), logs the plan once, and then every 0.1 s samples the load and lets the
+governor act. :meth:`Scheduler.snapshot` is what ``--stats`` and ``/metrics`` show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from edgepipe.core.channel import Policy
+from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, set_budget, usable_cores
+from edgepipe.sched.gate import Gate, set_gate
+from edgepipe.sched.governor import Governor, Knob
+from edgepipe.sched.knobs import ThinKnob
+from edgepipe.sched.load import Load, LoadMeter, accelerator_busy, temperature_c
+from edgepipe.sched.stagger import phases
+
+if TYPE_CHECKING:
+    from edgepipe.core.graph import Graph
+    from edgepipe.core.runtime import Runtime
+
+log = logging.getLogger("edgepipe.sched")
+
+
+class Scheduler:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        headroom: float | None = None,
+        governed: bool = True,
+        interval_s: float = 0.1,
+        window_s: float = 1.0,
+        settle_s: float = 1.0,
+    ) -> None:
+        headroom = graph.headroom if headroom is None else headroom
+        if not (0 <= headroom < 1):
+            raise ValueError(f"headroom must be in [0, 1), got {headroom}")
+        self.governed = governed and headroom > 0
+        target = 1 - headroom if headroom > 0 else DEFAULT_TARGET
+        self.budget = set_budget(CpuBudget(usable_cores(), target, self.governed))
+        self.gate = set_gate(Gate(self.budget.units if self.governed else None))
+        phases().clear()
+        self.interval_s = interval_s
+        self.settle_s = settle_s
+        self.meter = LoadMeter(
+            self.budget.cores.usable, graph.workers(), window_s=window_s, interval_s=interval_s
+        )
+        self.governor: Governor | None = None
+        self.pinned: list[str] = []
+        self.load: Load | None = None
+        self.temp_c: float | None = None
+        self.accelerator: float | None = None
+        log.info("%s", self.budget.describe())
+
+    # -- the run ------------------------------------------------------------------------------
+
+    async def run(self, runtime: Runtime) -> None:
+        """Sample and govern until cancelled (a watcher of the runtime)."""
+        await runtime.all_started.wait()
+        knobs = self._knobs(runtime)
+        if self.governed:
+            self.governor = Governor(knobs, self.budget.target, settle_s=self.settle_s)
+            self._log_plan()
+        t_slow = 0.0
+        while True:
+            now = time.monotonic()
+            self.meter.sample(now, _busy_by_resource(runtime))
+            self.load = self.meter.load()
+            if now - t_slow >= 1.0:
+                t_slow = now
+                self.temp_c, self.accelerator = temperature_c(), accelerator_busy()  # sysfs: no wait
+            load = self.load
+            if self.governor is not None and load is not None and load.window_s >= 0.9 * self.meter.window_s:
+                self.governor.update(load.cpu, now, self.temp_c)
+            await asyncio.sleep(self.interval_s)
+
+    def _knobs(self, runtime: Runtime) -> list[Knob]:
+        knobs: list[Knob] = []
+        for runner in runtime.runners.values():
+            spec = runner.spec
+            own = getattr(spec.target, "governor_knobs", None)
+            if callable(own):
+                for knob in own(spec.node_id, int(spec.priority)):
+                    if getattr(knob, "pinned", False):
+                        self.pinned.append(f"{spec.node_id} {knob.kind}")
+                    else:
+                        knobs.append(knob)
+            if runner.inbox is not None:
+                for channel in runner.inbox.channels:
+                    if channel.policy is not Policy.BLOCK:
+                        knobs.append(ThinKnob(spec.node_id, int(spec.priority), channel))
+        return knobs
+
+    def _log_plan(self) -> None:
+        assert self.governor is not None
+        order = [f"{k.node_id} {k.kind}" for k, level in self.governor.ladder if level == 1]
+        log.info(
+            "governor: keeps CPU at or under %.0f%% of %g core(s); slows, in order: %s%s",
+            self.budget.target * 100, self.budget.cores.usable, ", ".join(order) or "nothing (no knobs)",
+            f"; pinned: {', '.join(self.pinned)}" if self.pinned else "",
+        )  # fmt: skip
+
+    # -- figures ------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The scheduler's figures (plain data: ``--stats``, ``/metrics`` and JSON read it)."""
+        budget = self.budget
+        gate = self.gate.stats()
+        load = self.load
+        gov = self.governor
+        return {
+            "cores": budget.cores.usable,
+            "limited_by": budget.cores.limited_by,
+            "target": budget.target,
+            "target_now": gov.target_now(self.temp_c) if gov is not None else budget.target,
+            "governed": self.governed,
+            "cpu": round(load.cpu, 4) if load is not None else None,
+            "window_s": round(load.window_s, 3) if load is not None else None,
+            "resources": load.resources if load is not None else {},
+            "temp_c": self.temp_c,
+            "accelerator": self.accelerator,
+            "units": gate.units,
+            "threads_per_model": budget.threads,
+            "level": gov.level if gov is not None else 0,
+            "rungs": gov.rungs if gov is not None else 0,
+            "ups": gov.ups if gov is not None else 0,
+            "downs": gov.downs if gov is not None else 0,
+            "knobs": gov.settings() if gov is not None else [],
+            "pinned": list(self.pinned),
+            "last_decision": gov.decisions[-1].text(gov.rungs) if gov is not None and gov.decisions else None,
+            "heavy_busy_s": {k: round(v, 3) for k, v in gate.busy_s.items()},
+            "overlap_s": round(gate.overlap_s, 3),
+            "detect_lm_overlap_s": round(gate.detect_lm_overlap_s, 3),
+            "waits": gate.waits,
+            "waited_s": round(gate.waited_s, 3),
+        }
+
+
+def _busy_by_resource(runtime: Runtime) -> dict[str, float]:
+    busy: dict[str, float] = {}
+    for runner in runtime.runners.values():
+        resource = runner.spec.resource
+        busy[resource] = busy.get(resource, 0.0) + runner.metrics.busy_ns / 1e9
+    return busy

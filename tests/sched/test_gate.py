@@ -1,0 +1,109 @@
+"""Admission of heavy calls: slots, shares by priority, pacing, deadlines, overlap."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from edgepipe.sched.gate import AdmissionTimeout, Gate, Ticket
+
+
+def busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def hammer(gate: Gate, ticket: Ticket, stop: threading.Event, run_s: float) -> None:
+    while not stop.is_set():
+        with gate.admit(ticket, timeout_s=5):
+            time.sleep(run_s)  # a model run: holds the unit, needs no Python CPU here
+
+
+def test_one_unit_runs_one_heavy_call_at_a_time_and_overlap_is_measured() -> None:
+    gate = Gate(1)
+    detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
+    stop = threading.Event()
+    threads = [threading.Thread(target=hammer, args=(gate, t, stop, 0.005)) for t in (detect, lm)]
+    for th in threads:
+        th.start()
+    time.sleep(0.6)
+    stop.set()
+    for th in threads:
+        th.join()
+    stats = gate.stats()
+    assert stats.detect_lm_overlap_s == 0.0
+    assert detect.calls > 0
+    assert lm.calls > 0
+
+    free = Gate(None)  # ungoverned: both at once, and the overlap shows it
+    stop.clear()
+    threads = [threading.Thread(target=hammer, args=(free, t, stop, 0.005)) for t in (detect, lm)]
+    for th in threads:
+        th.start()
+    time.sleep(0.6)
+    stop.set()
+    for th in threads:
+        th.join()
+    assert free.stats().detect_lm_overlap_s > 0.1
+
+
+def test_priorities_share_the_budget_and_the_low_one_never_starves() -> None:
+    gate = Gate(1)
+    detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
+    stop = threading.Event()
+    threads = [threading.Thread(target=hammer, args=(gate, t, stop, 0.004)) for t in (detect, lm)]
+    for th in threads:
+        th.start()
+    time.sleep(1.5)
+    stop.set()
+    for th in threads:
+        th.join()
+    share = lm.busy_s / (lm.busy_s + detect.busy_s)
+    assert 0.1 < share < 0.35, f"weights 4:1 give the low one ~20%, got {share:.0%}"
+
+
+def test_pacing_holds_a_caller_to_its_duty() -> None:
+    gate = Gate(None)
+    lm = Ticket("describe", "lm", 0, duty=0.25)
+    t0 = time.monotonic()
+    for _ in range(10):
+        with gate.admit(lm):
+            time.sleep(0.01)
+    elapsed = time.monotonic() - t0
+    assert lm.busy_s / elapsed == pytest.approx(0.25, abs=0.08)
+    assert lm.waited_s > 0.15
+
+
+def test_waiting_past_the_deadline_names_who_holds_the_budget() -> None:
+    gate = Gate(1)
+    holder = Ticket("describe", "lm", 0)
+    waiter = Ticket("faces", "detect", 1)
+    entered = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with gate.admit(holder):
+            entered.set()
+            release.wait(5)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    entered.wait(5)
+    with pytest.raises(AdmissionTimeout, match=r"waited \d+ ms for the CPU budget \(held by: lm\)"):
+        gate.enter(waiter, timeout_s=0.05)
+    release.set()
+    th.join()
+    with gate.admit(waiter, timeout_s=0.5):  # free again
+        pass
+    assert gate.stats().waits >= 1
+
+
+def test_a_call_larger_than_the_budget_still_runs_alone() -> None:
+    gate = Gate(1)
+    big = Ticket("llm", "lm", 1, units=4)
+    with gate.admit(big, timeout_s=0.1):
+        pass
+    assert big.calls == 1

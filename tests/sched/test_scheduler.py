@@ -1,0 +1,98 @@
+"""The scheduler in a real run: it measures, collects knobs, and slows a node that burns CPU."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from edgepipe import Pipeline
+from edgepipe.sched import EveryKnob, Scheduler
+from edgepipe.testing import run_pipeline
+
+
+async def ticks() -> AsyncIterator[int]:
+    n = 0
+    while True:
+        yield n
+        n += 1
+        await asyncio.sleep(0.01)
+
+
+class Burner:
+    """Burns 15 ms of CPU on one item in ``every_now``: a detector in miniature."""
+
+    def __init__(self) -> None:
+        self.every_now = 1
+        self.seen = 0
+        self.levels: set[int] = set()
+
+    def governor_knobs(self, node_id: str, priority: int) -> list[EveryKnob]:
+        return [EveryKnob(node_id, priority, self, 1)]
+
+    def process(self, item: int) -> int:
+        self.seen += 1
+        self.levels.add(self.every_now)
+        if self.seen % self.every_now == 0:
+            end = time.perf_counter() + 0.015
+            while time.perf_counter() < end:
+                pass
+        return item
+
+
+def burning(headroom: float) -> tuple[Pipeline, Burner]:
+    burner = Burner()
+    p = Pipeline("burn", headroom=headroom)
+    src = p.source("ticks", ticks)
+    out = p.stage("burn", burner, inputs=src, policy="latest", queue_size=1)
+    p.sink("drop", lambda x: None, inputs=out)
+    return p, burner
+
+
+def test_the_governor_slows_a_node_over_the_target_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="edgepipe.sched")
+    p, burner = burning(headroom=0.85)  # target 15% of the cores: the burner alone is far over it
+    report = run_pipeline(p, duration_s=4.0, scheduler=Scheduler)
+    sched = report.stats.sched
+    assert sched is not None
+    assert sched["governed"]
+    assert sched["ups"] >= 1
+    assert sched["level"] >= 1
+    assert max(burner.levels) > 1, "the interval was raised"
+    assert sched["cpu"] is not None
+    assert sched["window_s"] == pytest.approx(1.0, abs=0.15)
+    assert "cpu" in sched["resources"]
+    assert [k["node"] for k in sched["knobs"]] == ["burn", "burn"]  # its interval, its lane
+    plans = [r.getMessage() for r in caplog.records if "slows, in order" in r.getMessage()]
+    cores = f"{sched['cores']:g}"
+    assert plans == [
+        f"governor: keeps CPU at or under 15% of {cores} core(s); slows, in order: burn every, burn thin"
+    ]
+    decisions = [r.getMessage() for r in caplog.records if r.getMessage().startswith("governor: CPU")]
+    assert decisions
+    assert "target 15%" in decisions[0]
+    assert "burn model on 1 frame in" in decisions[0]
+
+
+def test_headroom_0_runs_ungoverned_but_still_measures() -> None:
+    p, burner = burning(headroom=0.0)
+    report = run_pipeline(p, duration_s=2.5, scheduler=Scheduler)
+    sched = report.stats.sched
+    assert sched is not None
+    assert not sched["governed"]
+    assert sched["level"] == 0
+    assert sched["units"] is None
+    assert sched["cpu"] is not None
+    assert sched["cpu"] > 0
+    assert burner.levels == {1}
+
+
+def test_no_governor_keeps_the_budget_for_threads() -> None:
+    p, _ = burning(headroom=0.3)
+    scheduler = Scheduler(p.validate(), governed=False)
+    assert not scheduler.governed
+    assert scheduler.gate.units is None
+    assert scheduler.budget.target == pytest.approx(0.7)
