@@ -7,8 +7,10 @@ The camera (synthetic by default) feeds CenterFace every few frames; every ``--e
 seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
 below), and the model's answer streams out as ``token`` results and one final ``event`` with
 the whole text, each source's state and the timings (time to first token, time per token).
-Reports keep coming while the camera is down: the prompt then says so. ``--max-tokens-per-s``
-caps how fast the model writes (0: as fast as it can), leaving the detector its share of the CPU.
+Reports keep coming while the camera is down: the prompt then says so. The model is the
+lowest-priority work: when the process passes its CPU target (70% of the cores; ``--headroom``)
+the governor paces the model first, then detection. ``--max-tokens-per-s`` caps it by hand too
+(0: no cap of its own).
 
 ``--model`` (required) takes a folder with ``model.onnx`` (a decoder exported with past key
 values, in the Hugging Face / Optimum layout) and its ``tokenizer.json``. Without it the run

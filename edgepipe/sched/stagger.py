@@ -3,37 +3,59 @@
 With an interval of N frames and S streams in all (whatever detector each goes to), stream k
 runs its model on phase ``k·N/S``: four cameras with ``every=4`` take turns, one per frame
 time, instead of all hitting the model on the same frame and leaving three idle frame times.
+Streams are numbered in the order first seen; a detector that is gone (garbage-collected) no
+longer counts.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 
 
 class Phases:
-    """Stream numbers, in the order streams are first seen. Thread-safe."""
+    """Stream numbers of every live owner (a detector). Thread-safe."""
 
     def __init__(self) -> None:
-        self._streams: dict[tuple[str, str], int] = {}
+        self._owners: weakref.WeakKeyDictionary[object, dict[str, int]] = weakref.WeakKeyDictionary()
+        self._numbers = itertools.count()
         self._lock = threading.Lock()
+        self._ranks: dict[int, int] = {}
+        self._total = -1
 
-    def phase(self, owner: str, source: str, every: int) -> int:
+    def phase(self, owner: object, source: str, every: int) -> int:
         """The frame (0..every-1) of each interval on which ``owner`` runs ``source``."""
-        key = (owner, source)
-        k = self._streams.get(key)
-        if k is None:
-            with self._lock:
-                k = self._streams.setdefault(key, len(self._streams))
-        streams = len(self._streams)
-        return (k * every // streams) % every if every > 1 else 0
+        if every <= 1:
+            return 0
+        with self._lock:
+            streams = self._owners.get(owner)
+            if streams is None:
+                streams = self._owners[owner] = {}
+            number = streams.get(source)
+            if number is None:
+                number = streams[source] = next(self._numbers)
+            total = sum(len(s) for s in self._owners.values())
+            if total != self._total or number not in self._ranks:
+                ordered = sorted(n for s in self._owners.values() for n in s.values())
+                self._ranks = {n: rank for rank, n in enumerate(ordered)}
+                self._total = total
+            k = self._ranks[number]
+        return k * every // total % every
 
     @property
     def streams(self) -> int:
-        return len(self._streams)
+        with self._lock:
+            return sum(len(s) for s in self._owners.values())
+
+    def forget(self, owner: object) -> None:
+        """``owner`` stopped: its streams no longer take turns."""
+        with self._lock:
+            self._owners.pop(owner, None)
 
     def clear(self) -> None:
         with self._lock:
-            self._streams.clear()
+            self._owners.clear()
 
 
 _PHASES = Phases()

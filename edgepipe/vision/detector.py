@@ -198,6 +198,7 @@ class Detector:
     def stop(self) -> None:
         self._tracks.clear()
         self._counts.clear()
+        phases().forget(self)
 
     def governor_knobs(self, node_id: str, priority: int) -> list[EveryKnob]:
         """The interval, for the governor (pinned when ``pin_every``, or without a tracker to
@@ -226,7 +227,8 @@ class Detector:
         count = 0 if count is None else count
         self._counts[source] = count + 1
         every = self.every_now
-        run_model = first or every == 1 or (count - phases().phase(self._owner, source, every)) % every == 0
+        phase = phases().phase(self, source, every)  # registers the stream on its first frame
+        run_model = first or (count - phase) % every == 0
         if not run_model:
             return Prepared(frame, None, None)
         tensor, box = self._steps.tensors(frame)

@@ -1,15 +1,34 @@
 from __future__ import annotations
 
+import gc
+
 from edgepipe.sched.stagger import Phases
+
+
+class Owner:
+    pass
 
 
 def test_streams_across_detectors_take_turns() -> None:
     phases = Phases()
-    streams = [("faces", "cam0"), ("faces", "cam1"), ("plates", "cam2"), ("plates", "cam3")]
+    faces, plates = Owner(), Owner()
+    streams = [(faces, "cam0"), (faces, "cam1"), (plates, "cam2"), (plates, "cam3")]
     for owner, source in streams:
         phases.phase(owner, source, 4)
     assert [phases.phase(o, s, 4) for o, s in streams] == [0, 1, 2, 3]
     assert [phases.phase(o, s, 8) for o, s in streams] == [0, 2, 4, 6]
     assert all(phases.phase(o, s, 1) == 0 for o, s in streams)
-    phases.clear()
+
+
+def test_a_detector_that_is_gone_no_longer_takes_a_turn() -> None:
+    phases = Phases()
+    old, new = Owner(), Owner()
+    phases.phase(old, "cam0", 2)
+    phases.phase(new, "cam0", 2)
+    assert phases.phase(new, "cam0", 2) == 1
+    del old
+    gc.collect()
+    assert phases.streams == 1
+    assert phases.phase(new, "cam0", 2) == 0
+    phases.forget(new)
     assert phases.streams == 0
