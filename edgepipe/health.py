@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from edgepipe.core.runtime import Runtime, Watcher
+from edgepipe.core.runtime import Runtime, Snapshot, Watcher
 
 INTERVAL_S = 5.0
 
@@ -38,12 +38,22 @@ def heartbeat(path: str, interval_s: float = INTERVAL_S) -> Watcher:
                     "items_out": sum(n.items_out for n in snap.nodes),
                     "errors": sum(n.errors for n in snap.nodes),
                     "stopping": runtime.stopping,
+                    "dropped": _dropped_by_node(snap),
+                    "sched": snap.sched,
                 }
             )
             await loop.run_in_executor(None, _write_atomically, path, body)
             await asyncio.sleep(interval_s)
 
     return beat
+
+
+def _dropped_by_node(snap: Snapshot) -> dict[str, int]:
+    """Items each node's inbox lost: policy drops, governor thinning, frames past their age."""
+    dropped: dict[str, int] = {}
+    for lane in snap.channels:
+        dropped[lane.consumer] = dropped.get(lane.consumer, 0) + lane.dropped + lane.shed + lane.aged
+    return dropped
 
 
 def check(path: str, max_age_s: float) -> tuple[bool, str]:

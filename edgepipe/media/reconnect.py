@@ -99,10 +99,10 @@ class Reconnector:
             if outcome == "stopped":
                 return
             backoff = self._backoff_initial_s
+            if self._loop:  # a looped file, even one treated as a live camera
+                attempt = 0
+                continue
             if not self._live:
-                if self._loop:
-                    attempt = 0
-                    continue
                 outlet.set_state("ended", f"{status.decoded} frames, {status.corrupt} corrupt packets")
                 return
             outlet.set_state("stalled", "stream ended")
@@ -112,7 +112,7 @@ class Reconnector:
         """Decode until the input ends ('eof'), the source stops ('stopped'); raise _Stalled."""
         outlet, status = self._outlet, self._outlet.status
         first = True
-        pacer = Pacer(outlet.wait) if self._realtime and not self._live else None
+        pacer = Pacer(outlet.wait) if self._realtime else None
         try:
             for packet in decoder.packets():
                 if outlet.stopped:

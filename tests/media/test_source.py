@@ -221,6 +221,18 @@ async def test_loop_repeats_a_file_and_realtime_paces_it(clip: Path) -> None:
     assert 2.5 < elapsed < 4
 
 
+async def test_a_looped_file_played_as_a_live_camera_keeps_its_pace_and_never_stalls(clip: Path) -> None:
+    # A benchmark's camera: a clip at its own frame rate, forever, that drops frames when its
+    # consumers hold every one (live) instead of waiting for them.
+    sink = FrameLog()
+    source = VideoSource(str(clip), loop=True, realtime=True, live=True)
+    await run_async(pipeline(source, sink, policy="latest", queue_size=1), duration_s=2.6)
+    n = len(sink.seen)
+    assert 60 < n < 90  # about 30 fps, past the end of the 2 s clip
+    assert source.reconnects == 0
+    assert source.state in ("live", "stopped")
+
+
 async def test_slow_consumer_on_a_live_source_drops_old_frames_and_stays_current() -> None:
     sink = FrameLog(delay_s=0.33)  # 10x slower than the 30 fps camera
     source = VideoSource("synthetic://320x240@30")
