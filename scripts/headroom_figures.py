@@ -31,6 +31,8 @@ class Sample:
     cpu_s: float
     """User + system CPU seconds of the process so far (all its threads)."""
     rss_mb: float
+    machine_busy_s: float = 0.0
+    """Busy CPU seconds of the whole machine so far, every process (``/proc/stat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,17 @@ def cpu_fractions(samples: Sequence[Sample], cores: float, start: float, end: fl
         if a.t >= start and b.t <= end and b.t > a.t:
             out.append((b.cpu_s - a.cpu_s) / (b.t - a.t) / cores)
     return out
+
+
+def others_fraction(samples: Sequence[Sample], cores: float, start: float, end: float) -> float | None:
+    """The mean CPU of every other process over ``[start, end]``, as a fraction of ``cores``: the
+    noise of a shared machine, which the governor counts against nobody but the benchmark sees."""
+    kept = [s for s in samples if start <= s.t <= end]
+    if len(kept) < 2 or kept[-1].t <= kept[0].t:
+        return None
+    a, b = kept[0], kept[-1]
+    others = (b.machine_busy_s - a.machine_busy_s) - (b.cpu_s - a.cpu_s)
+    return round(max(0.0, others) / (b.t - a.t) / cores, 3)
 
 
 def parse_results(lines: Iterable[str]) -> Records:
@@ -184,6 +197,7 @@ def figures(
         "streams": stream_figures(records.detections, start, end),
         "tokens_per_s": _rate(sum(n for t, n in records.tokens if start <= t <= end), span),
         "dropped": dropped,
+        "others_cpu_mean": others_fraction(samples, cores, start, end),
         "rss_start_mb": round(kept[0].rss_mb, 1) if kept else None,
         "rss_end_mb": round(kept[-1].rss_mb, 1) if kept else None,
     }
