@@ -148,7 +148,8 @@ def run_pipeline(
     results, log = folder / f"{label}.jsonl", folder / f"{label}.stderr"
     command = [
         sys.executable, "-m", "edgepipe", "run", str(PIPELINE), "--duration", f"{seconds:g}",
-        "--results", str(results), "--stats", *flags, "--clip", str(clip), "--model", str(lm),
+        "--results", str(results), "--stats", *flags,
+        "--clip", str(clip), "--model", str(lm), "--cameras", str(TARGETS.cameras),
     ]  # fmt: skip
     samples: list[Sample] = []
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # the --stats table's box characters
