@@ -1,0 +1,64 @@
+"""The overload of ``scripts/bench_headroom.py``: cameras -> one face detector -> a writing LM.
+
+    edgepipe run scripts/headroom_pipeline.py --clip clip.mp4 --model tiny-lm/ --duration 40 \\
+        --results out.jsonl --stats
+
+Each camera is the same clip played at its own speed, looped (``realtime=True, loop=True``),
+and every camera wants CenterFace on every frame (``every=1``). One Detector takes all cameras,
+a ``latest`` lane of one frame each: the form for several cameras (one model in memory, one
+session sized by the CPU budget, the per-source phases the governor staggers), and the lanes
+are served in arrival order, so no camera starves another. ``Describe`` writes continuously: a
+new description starts ``every_s`` after the last one began, which is at once whenever writing
+takes longer. The detections and the tokens reach sinks, so ``--results`` records each with its
+time (``t``): the benchmark cuts its windows on those.
+
+The cameras are not ``live=True``: a file played as a live input is neither paced nor looped by
+``VideoSource`` (the pacer and the loop apply to non-live inputs only), so it would decode as
+fast as it can and stall at each end of the clip; a paced, looped file is what a camera does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgepipe import Pipeline
+from edgepipe.lm.describe import Describe
+from edgepipe.lm.sampling import SamplingParams
+from edgepipe.media import VideoSource
+from edgepipe.vision import Detector
+
+TEMPLATE = "Cameras: {state}. Last {seconds:.0f} s: {summary}.\nReport:"
+
+
+def discard(item: object) -> None:
+    """A sink: what reaches it is recorded by ``--results``, nothing more is done with it."""
+
+
+def pipeline(
+    clip: Path,
+    model: Path,
+    cameras: int = 4,
+    every_s: float = 0.2,
+    window_s: float = 5.0,
+    max_new_tokens: int = 48,
+    input_size: int = 640,
+) -> Pipeline:
+    """``cameras`` x clip -> faces (every frame) -> describe (continuously); faces and tokens to sinks."""
+    if not clip.is_file():
+        raise ValueError(f"--clip {clip}: no such file (scripts/make_sample_clip.py makes one)")
+    if not (model / "model.onnx").is_file():
+        raise ValueError(f"--model {model}: no model.onnx in it (scripts/make_tiny_lm.py DIR makes one)")
+    if cameras < 1:
+        raise ValueError(f"--cameras must be at least 1, got {cameras}")
+    p = Pipeline("headroom")
+    videos = [VideoSource(str(clip), realtime=True, loop=True) for _ in range(cameras)]
+    feeds = [p.source(f"cam{i}", video) for i, video in enumerate(videos)]
+    faces = p.stage("faces", Detector("centerface", every=1, input_size=input_size), inputs=feeds,
+                    policy="latest", queue_size=1, timeout_s=5.0)  # fmt: skip
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.8, top_p=0.95)
+    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
+                        sources=videos)  # fmt: skip
+    words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
+    p.sink("faces_out", discard, inputs=faces, queue_size=16, blocking=False)
+    p.sink("words_out", discard, inputs=words, queue_size=64, blocking=False)
+    return p
