@@ -58,7 +58,7 @@ TARGETS = Targets(
     rss_growth=0.05,
     cameras=4,
 )
-CLIP = {"width": 1920, "height": 1080, "fps": 30, "seconds": 10.0}
+CLIP = {"width": 1920, "height": 1080, "fps": 30, "seconds": 8.0}  # first loop inside the warm-up
 """The camera clip (every camera plays it, looped)."""
 LM = {"hidden": 384, "layers": 6, "heads": 6, "kv_heads": 2, "ffn": 1024}
 """The writer: ~10M parameters, ~2 ms a token alone on this kind of machine (``edgepipe bench lm``)."""

@@ -3,18 +3,16 @@
     edgepipe run scripts/headroom_pipeline.py --clip clip.mp4 --model tiny-lm/ --duration 40 \\
         --results out.jsonl --stats
 
-Each camera is the same clip played at its own speed, looped (``realtime=True, loop=True``),
-and every camera wants CenterFace on every frame (``every=1``). One Detector takes all cameras,
-a ``latest`` lane of one frame each: the form for several cameras (one model in memory, one
-session sized by the CPU budget, the per-source phases the governor staggers), and the lanes
-are served in arrival order, so no camera starves another. ``Describe`` writes continuously: a
-new description starts ``every_s`` after the last one began, which is at once whenever writing
-takes longer. The detections and the tokens reach sinks, so ``--results`` records each with its
-time (``t``): the benchmark cuts its windows on those.
-
-The cameras are not ``live=True``: a file played as a live input is neither paced nor looped by
-``VideoSource`` (the pacer and the loop apply to non-live inputs only), so it would decode as
-fast as it can and stall at each end of the clip; a paced, looped file is what a camera does.
+Each camera is the same clip played at its own speed, looped, as a live input
+(``realtime=True, loop=True, live=True``): like a camera, it drops the newest frame when its
+consumers hold every one, instead of waiting. Every camera wants CenterFace on every frame
+(``every=1``). One Detector takes all cameras, a ``latest`` lane of one frame each: the form
+for several cameras (one model in memory, one session sized by the CPU budget, the per-stream
+phases the governor staggers); full ``latest`` lanes are served in turn, so no camera starves
+another. ``Describe`` writes continuously: a new description starts ``every_s`` after the last
+one began, which is at once whenever writing takes longer. The detections and the tokens reach
+sinks, so ``--results`` records each with its time (``t``): the benchmark cuts its windows on
+those.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ def pipeline(
     if cameras < 1:
         raise ValueError(f"--cameras must be at least 1, got {cameras}")
     p = Pipeline("headroom")
-    videos = [VideoSource(str(clip), realtime=True, loop=True) for _ in range(cameras)]
+    videos = [VideoSource(str(clip), realtime=True, loop=True, live=True) for _ in range(cameras)]
     feeds = [p.source(f"cam{i}", video) for i, video in enumerate(videos)]
     faces = p.stage("faces", Detector("centerface", every=1, input_size=input_size), inputs=feeds,
                     policy="latest", queue_size=1, timeout_s=5.0)  # fmt: skip

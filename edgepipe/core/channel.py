@@ -237,12 +237,19 @@ class Channel(Generic[T]):
                 _release(item)
                 return True
         buf = self.queue
+        seqs = self._seqs
+        place = 0
         if len(buf) >= self.size:
             policy = self.policy
             if policy is Policy.LATEST:
                 self.evicted += 1
-                self._pop_seq()
                 _release(buf.popleft())
+                if seqs is not None:
+                    # The lane keeps its place in line: a newer frame replacing an older one
+                    # does not send it to the back, so full lanes are served in turn.
+                    place = seqs.popleft()
+                    if seqs:
+                        seqs[0], place = place, 0
             elif policy is Policy.DROP_NEW:
                 self.refused += 1
                 _release(item)
@@ -251,8 +258,8 @@ class Channel(Generic[T]):
                 return False
         buf.append(item)
         self.put_count += 1
-        if self._seqs is not None:
-            self._seqs.append(self._wakeups.arrival())
+        if seqs is not None:
+            seqs.append(place or self._wakeups.arrival())
         if len(buf) > self.max_depth:
             self.max_depth = len(buf)
         if self._getters:

@@ -2,7 +2,10 @@
 
 Each lane keeps its own policy and size, so a flood on one (frames on a ``latest`` lane) never
 costs another (results on a ``block`` lane) an item. The inbox hands items out in the order they
-arrived, across its lanes, and says which lane each came from (:attr:`Inbox.lane`). It ends
+arrived, across its lanes, and says which lane each came from (:attr:`Inbox.lane`). A full
+``latest`` lane whose item is replaced by a newer one keeps its place in line, so cameras
+feeding one detector through such lanes are served in turn: none waits behind the others
+because its frames happen to arrive just after theirs. It ends
 when every lane has ended and been drained: :meth:`Inbox.get` then raises :class:`EndOfStream`.
 
 Not thread-safe: use it from the event loop only.

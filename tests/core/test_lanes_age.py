@@ -115,3 +115,21 @@ def test_headroom_is_checked() -> None:
     assert Pipeline("p", headroom=0.25).headroom == 0.25
     with pytest.raises(GraphError, match="headroom"):
         Pipeline("p", headroom=1.0)
+
+
+def test_full_latest_lanes_are_served_in_turn_whatever_their_phase() -> None:
+    # Four cameras into one detector through size-1 latest lanes; cam3's frames always arrive
+    # last. Served by arrival alone, the detector (slower than the cameras) would pick the
+    # lane with the oldest frame, the same camera each time.
+    inbox = Inbox("faces")
+    lanes = [inbox.add(f"cam{i}", 1, "latest") for i in range(4)]
+    served: list[str] = []
+    seq = 0
+    for _ in range(40):
+        for _ in range(3):  # three frame times pass during each model run
+            for lane in lanes:
+                seq += 1
+                lane.offer(Frame(seq, 0))
+        assert inbox.get_nowait() is not EMPTY
+        served.append(inbox.lane)
+    assert {name: served.count(name) for name in sorted(set(served))} == {f"cam{i}": 10 for i in range(4)}
