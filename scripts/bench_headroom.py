@@ -12,7 +12,8 @@ CPU per 1 s window as a fraction of the usable cores (mean, p95, share within ta
 detections/s in all and per camera (frames the model ran on), per camera the p95 latency from
 the frame leaving the decoder to its detection over the first and last 10 s, tokens/s, items
 dropped per node over the whole run (the ``--stats`` summary), RSS after warm-up and at the
-end, and the CPU the machine's other processes took meanwhile (``/proc/stat``: a shared
+end (each the mean over those same 10 s: RSS swings by tens of MB from second to second), and
+the CPU the machine's other processes took meanwhile (``/proc/stat``: a shared
 machine's noise, which hits the two runs unevenly).
 
     python scripts/bench_headroom.py                           # 40 s each, 10 s warm-up (~2 min)

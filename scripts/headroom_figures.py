@@ -198,9 +198,16 @@ def figures(
         "tokens_per_s": _rate(sum(n for t, n in records.tokens if start <= t <= end), span),
         "dropped": dropped,
         "others_cpu_mean": others_fraction(samples, cores, start, end),
-        "rss_start_mb": round(kept[0].rss_mb, 1) if kept else None,
-        "rss_end_mb": round(kept[-1].rss_mb, 1) if kept else None,
+        # RSS swings by tens of MB from one second to the next (malloc arenas of the decode and
+        # model threads): each end is the mean over the same 10 s windows as the latencies.
+        "rss_start_mb": _mean_rss(kept, start, start + min(EDGE_S, span / 2)),
+        "rss_end_mb": _mean_rss(kept, end - min(EDGE_S, span / 2), end),
     }
+
+
+def _mean_rss(samples: Sequence[Sample], start: float, end: float) -> float | None:
+    values = [s.rss_mb for s in samples if start <= s.t <= end]
+    return round(sum(values) / len(values), 1) if values else None
 
 
 @dataclass(frozen=True, slots=True)
