@@ -237,6 +237,7 @@ def graph_dict(graph: Graph, workers: dict[str, int]) -> dict[str, Any]:
     """The graph as plain data (``edgepipe graph --format json``)."""
     return {
         "name": graph.name,
+        "headroom": graph.headroom,
         "nodes": [
             {
                 "id": n.node_id,
@@ -244,6 +245,7 @@ def graph_dict(graph: Graph, workers: dict[str, int]) -> dict[str, Any]:
                 "code": n.label,
                 "inputs": list(n.inputs),
                 "resource": n.resource,
+                "priority": n.priority.name.lower(),
                 "on_error": n.on_error.action.value,
                 "timeout_s": n.timeout_s,
                 "in_type": type_name(n.in_type) if n.in_type is not None else None,
@@ -259,6 +261,7 @@ def graph_dict(graph: Graph, workers: dict[str, int]) -> dict[str, Any]:
                 "lane": lane.name,
                 "size": lane.size,
                 "policy": lane.policy.value,
+                "max_age_s": lane.max_age_s,
             }
             for n in graph.nodes
             for lane in n.lanes

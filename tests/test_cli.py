@@ -266,7 +266,10 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
         "lane": "camera",
         "size": 1,
         "policy": "latest",
+        "max_age_s": None,
     }
+    assert data["headroom"] == 0.3
+    assert {n["id"]: n["priority"] for n in data["nodes"]}["camera"] == "high"
     recording = json.loads(
         edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4", "--format", "json").stdout
     )
@@ -280,6 +283,7 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
         "lane": "frames",
         "size": 1,
         "policy": "latest",
+        "max_age_s": None,
     }
     assert lanes["motion"]["policy"] == lanes["faces"]["policy"] == "block"  # results are never dropped
     recording_text = edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4").stdout
