@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from edgepipe import __version__, cli_bench, cli_models
+from edgepipe import __version__, cli_bench, cli_models, cli_plan
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.pipeline import Graph
@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
         "--no-governor",
         action="store_true",
         help="do not slow any work to keep the headroom (measures still run; for comparison)",
+    )
+    run_p.add_argument(
+        "--plan", action="store_true", help="print what it would reserve against the memory budget, and exit"
     )
     run_p.add_argument(
         "--loop",
@@ -190,6 +193,8 @@ def _fail(exc: BaseException, code: int, debug: bool) -> int:
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
     pipeline = load_pipeline(args.file, extra)
     graph = pipeline.validate()
+    if args.plan:
+        return cli_plan.main(graph)
     watchers: list[Watcher] = []
     if args.stats:
         from edgepipe.console import live_stats

@@ -22,6 +22,7 @@ from edgepipe.core.loader import load_pipeline
 from edgepipe.core.memory import MemoryBudgetError, MemoryPlan, Reservation, memory_plan
 from edgepipe.core.metrics import NodeStats
 from edgepipe.core.pipeline import Pipeline
+from edgepipe.core.planning import Plannable, PlanNode, PlanReport, UnknownSize, plan_graph
 from edgepipe.core.results import Message, ResultsWriter
 from edgepipe.core.runtime import RunReport, Runtime, Snapshot
 from edgepipe.core.spec import ErrorPolicy, Input, LaneSpec, NodeKind, NodeRef, NodeSpec, OnError, Priority
@@ -54,6 +55,9 @@ __all__ = [
     "Pipeline",
     "PipelineError",
     "PipelineFileError",
+    "PlanNode",
+    "PlanReport",
+    "Plannable",
     "Policy",
     "Priority",
     "Reservation",
@@ -61,6 +65,8 @@ __all__ = [
     "RunReport",
     "Runtime",
     "Snapshot",
+    "UnknownSize",
     "load_pipeline",
     "memory_plan",
+    "plan_graph",
 ]

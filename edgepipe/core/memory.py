@@ -14,6 +14,12 @@ what asked, what the plan already holds and what to do, before anything is alloc
 reservation ends with :meth:`Reservation.release`, or when its ``holder`` is garbage-collected.
 The runtime logs the plan once every node has started, and each reservation made after that
 (buffers sized by the first frame); ``memory_plan().entries()`` lists it.
+
+A buffer on an accelerator (a KV cache in CUDA memory) is reserved with its ``device``: it is
+named in the plan, but the budget is host memory and it does not count against it. A plan made
+with ``refuse=False`` is a dry run (``edgepipe run FILE --plan``, see
+:mod:`edgepipe.core.planning`): it records every reservation, and keeps the error the first one
+past the budget would have raised.
 """
 
 from __future__ import annotations
@@ -58,20 +64,28 @@ class Reservation:
     nbytes: int
     plan: MemoryPlan
     key: int
+    """Its place in the order of reservations."""
+    device: str = ""
+    """Where it lives when not in host memory (``cuda:0``); such a buffer is outside the budget."""
 
     def release(self) -> None:
         """Take it out of the plan (again is harmless)."""
         self.plan._release(self.key)
 
 
-def _mb(nbytes: float) -> str:
+def format_bytes(nbytes: float) -> str:
+    """``12.3 MB``, ``1.60 GB``: how the plan writes sizes."""
     return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
 
 
 class MemoryPlan:
     """The reservations of one process. Thread-safe (models load on worker threads)."""
 
-    def __init__(self, budget_frac: float | None = None, limit_bytes: int | None = None) -> None:
+    def __init__(
+        self, budget_frac: float | None = None, limit_bytes: int | None = None, *, refuse: bool = True
+    ) -> None:
+        """``refuse=False``: a dry run, where a reservation past the budget is recorded all the same
+        and the first one's error kept in :attr:`first_refusal`."""
         if budget_frac is None:
             text = os.environ.get("EDGEPIPE_MEMORY_FRAC", str(DEFAULT_BUDGET_FRAC))
             try:
@@ -95,6 +109,9 @@ class MemoryPlan:
         self._released: deque[int] = deque()
         self.announced = False
         """Set once the plan was logged; later reservations are logged one by one."""
+        self.refuse = refuse
+        self.first_refusal: MemoryBudgetError | None = None
+        """A dry run's first reservation past the budget: the error it would have raised."""
 
     @property
     def budget_bytes(self) -> int | None:
@@ -108,9 +125,10 @@ class MemoryPlan:
 
     @property
     def total_bytes(self) -> int:
+        """Host memory held: what counts against the budget (device buffers do not)."""
         with self._lock:
             self._drain()
-            return sum(r.nbytes for r in list(self._entries.values()))
+            return sum(r.nbytes for r in list(self._entries.values()) if not r.device)
 
     def entries(self) -> list[Reservation]:
         """What the plan holds, largest first."""
@@ -119,37 +137,57 @@ class MemoryPlan:
             return sorted(list(self._entries.values()), key=lambda r: -r.nbytes)
 
     def reserve(
-        self, owner: str, what: str, nbytes: int, *, holder: Any = None, hint: str = "make it smaller"
+        self,
+        owner: str,
+        what: str,
+        nbytes: int,
+        *,
+        holder: Any = None,
+        hint: str = "make it smaller",
+        device: str = "",
     ) -> Reservation:
         """Add ``nbytes`` for ``what`` to the plan, or raise :class:`MemoryBudgetError` (whose
         message ends with ``hint``, what to do, or raising EDGEPIPE_MEMORY_FRAC).
 
-        With ``holder``, the reservation ends when that object is garbage-collected.
+        With ``holder``, the reservation ends when that object is garbage-collected. With
+        ``device`` (``cuda:0``), the buffer is in that device's memory: named, never refused.
         """
         budget = self.budget_bytes
-        reservation = Reservation(owner, what, int(nbytes), self, next(self._keys))
+        reservation = Reservation(owner, what, int(nbytes), self, next(self._keys), device)
         # Before it is in the plan: a holder that cannot be weakly referenced fails here, cleanly.
         finalizer = weakref.finalize(holder, self._release, reservation.key) if holder is not None else None
         with self._lock:
             self._drain()
-            entries = list(self._entries.values())
+            entries = [r for r in self._entries.values() if not r.device]
             held = sum(r.nbytes for r in entries)
-            if budget is not None and held + nbytes > budget:
-                if finalizer is not None:
-                    finalizer.detach()
+            if not device and budget is not None and held + nbytes > budget:
                 biggest = sorted(entries, key=lambda r: -r.nbytes)[:3]
-                holding = ", ".join(f"{_mb(r.nbytes)} {r.what} ({r.owner})" for r in biggest) or "nothing"
-                raise MemoryBudgetError(
-                    f"{owner}: {what} needs {_mb(nbytes)}, and the memory plan already holds {_mb(held)} "
-                    f"({holding}) of its {_mb(budget)} budget ({self.budget_frac:.0%} of the "
-                    f"{_mb(self.limit_bytes or 0)} this process may use); {hint}, or raise "
-                    "EDGEPIPE_MEMORY_FRAC",
+                holding = (
+                    ", ".join(f"{format_bytes(r.nbytes)} {r.what} ({r.owner})" for r in biggest) or "nothing"
+                )
+                error = MemoryBudgetError(
+                    f"{owner}: {what} needs {format_bytes(nbytes)}, and the memory plan already holds "
+                    f"{format_bytes(held)} ({holding}) of its {format_bytes(budget)} budget "
+                    f"({self.budget_frac:.0%} of the {format_bytes(self.limit_bytes or 0)} this process "
+                    f"may use); {hint}, or raise EDGEPIPE_MEMORY_FRAC",
                     owner=owner, needed_bytes=nbytes, budget_bytes=budget,
                 )  # fmt: skip
+                if self.refuse:
+                    if finalizer is not None:
+                        finalizer.detach()
+                    raise error
+                if self.first_refusal is None:
+                    self.first_refusal = error
             self._entries[reservation.key] = reservation
         if self.announced:  # buffers sized by the first frame come after the plan was logged
             total = self.total_bytes
-            log.info("memory plan: + %s %s (%s); %s in all", _mb(nbytes), what, owner, _mb(total))
+            log.info(
+                "memory plan: + %s %s (%s); %s in all",
+                format_bytes(nbytes),
+                what,
+                _label(reservation),
+                format_bytes(total),
+            )
         return reservation
 
     def announce(self) -> None:
@@ -164,10 +202,18 @@ class MemoryPlan:
 
     def summary(self) -> str:
         """One line: each reservation, the total and the budget."""
-        parts = [f"{_mb(r.nbytes)} {r.what} ({r.owner})" for r in self.entries()]
+        parts = [f"{format_bytes(r.nbytes)} {r.what} ({_label(r)})" for r in self.entries()]
         budget = self.budget_bytes
-        of = f" of a {_mb(budget)} budget" if budget is not None else ""
-        return f"memory plan: {_mb(self.total_bytes)}{of}" + (": " + "; ".join(parts) if parts else "")
+        of = f" of a {format_bytes(budget)} budget" if budget is not None else ""
+        return f"memory plan: {format_bytes(self.total_bytes)}{of}" + (
+            ": " + "; ".join(parts) if parts else ""
+        )
+
+
+def _label(reservation: Reservation) -> str:
+    """Who holds it, and where when that is not host memory."""
+    device = reservation.device
+    return f"{reservation.owner}, on {device}" if device else reservation.owner
 
 
 def memory_limit_bytes() -> int | None:

@@ -25,6 +25,7 @@ Dim = int | str | None
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MODEL_GRAPH, _GRAPH_INPUT, _GRAPH_OUTPUT, _GRAPH_INITIALIZER = 7, 11, 12, 5
 _GRAPH_NODE, _NODE_OP_TYPE, _NODE_DOMAIN = 1, 4, 7
+_TENSOR_EXTERNAL_DATA = 13  # TensorProto.external_data: StringStringEntryProto {key = 1, value = 2}
 
 
 class OnnxFormatError(ValueError):
@@ -178,6 +179,30 @@ def node_ops(model: bytes) -> set[tuple[str, str]]:
                 domain = bytes(model[nstart:nend]).decode("utf-8", "replace")
         ops.add((domain, op_type))
     return ops
+
+
+def external_data(model: bytes) -> set[str]:
+    """The files the main graph's initializers keep their data in (``location`` of each
+    ``external_data``), relative to the model's folder; empty when the weights are inside.
+
+    ``model`` may be an ``mmap``: only the initializers' small fields are read.
+    """
+    _, gstart, gend = _graph_span(model)
+    locations: set[str] = set()
+    for number, wire, _, vstart, vend in _fields(model, gstart, gend):
+        if number != _GRAPH_INITIALIZER or wire != _LEN:
+            continue
+        for tnum, twire, _, tstart, tend in _fields(model, vstart, vend):
+            if tnum != _TENSOR_EXTERNAL_DATA or twire != _LEN:
+                continue
+            entry = {
+                k: bytes(model[s:e]).decode("utf-8", "replace")
+                for k, w, _, s, e in _fields(model, tstart, tend)
+                if w == _LEN and k in (1, 2)
+            }
+            if entry.get(1) == "location" and 2 in entry:
+                locations.add(entry[2])
+    return locations
 
 
 def _shape_payload(dims: Sequence[Dim]) -> bytes:

@@ -19,6 +19,18 @@ NUMPY_TYPES: dict[str, Any] = {
 }
 """ONNX Runtime's type names -> numpy dtypes, for the types edgepipe feeds and reads."""
 
+ONNX_ELEM_TYPES: dict[int, Any] = {
+    1: np.float32,
+    10: np.float16,
+    11: np.float64,
+    2: np.uint8,
+    3: np.int8,
+    6: np.int32,
+    7: np.int64,
+    9: np.bool_,
+}
+"""The same types by their number in an ONNX file (``TensorProto.DataType``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TensorSpec:

@@ -30,8 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.core.context import current_node
+from edgepipe.core.memory import MemoryPlan
+from edgepipe.core.planning import PlanNode
 from edgepipe.core.results import Message
 from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.planning import plan_language_model
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.scene import FIELDS, SceneWindow
 from edgepipe.lm.worker import LMWorker
@@ -92,6 +95,13 @@ class Describe:
     def governor_knobs(self, node_id: str, priority: int) -> list[PaceKnob]:
         """The model's pace: the share of time its steps may take."""
         return [PaceKnob(node_id, priority, self.worker.tickets())]
+
+    def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> None:
+        """What :meth:`start` would reserve: the model's weights and KV cache (see
+        :mod:`edgepipe.lm.planning`)."""
+        worker = self.worker
+        plan_language_model(plan, node, model=worker.model, max_seq_len=worker.max_seq_len,
+                            session=worker.session_config)  # fmt: skip
 
     def observe(self, item: Any, now: float | None = None) -> None:
         """Add an item to the window (what ``process`` does with each input)."""

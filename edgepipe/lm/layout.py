@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import mmap
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,8 @@ from edgepipe.infer.session import Session
 from edgepipe.lm.errors import DecoderLayoutError
 
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
+
+Shape = tuple[int | str | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +63,17 @@ class DecoderLayout:
 def read_layout(session: Session, names: InputNames | None = None) -> DecoderLayout:
     """The decoder layout of ``session``'s model as its inputs say (a symbolic past length reads
     as ``concat``: see :func:`shares_buffer`); :class:`DecoderLayoutError` if it is none."""
+    inputs = {spec.name: spec.shape for spec in session.inputs}
+    outputs = {spec.name: spec.shape for spec in session.outputs}
+    return layout_of(inputs, outputs, session.name, names)
+
+
+def layout_of(
+    inputs: Mapping[str, Shape], outputs: Mapping[str, Shape], model: str, names: InputNames | None = None
+) -> DecoderLayout:
+    """The decoder layout of a model whose inputs and outputs have these shapes (by name: as a
+    session or the file declares them); :class:`DecoderLayoutError` if it is none."""
     names = names or InputNames()
-    inputs = {spec.name: spec for spec in session.inputs}
-    outputs = {spec.name: spec for spec in session.outputs}
     missing = [n for n in (names.input_ids, names.attention_mask) if n not in inputs]
     if names.logits not in outputs:
         missing.append(f"{names.logits} (output)")
@@ -75,28 +86,24 @@ def read_layout(session: Session, names: InputNames | None = None) -> DecoderLay
             f"(inputs: {', '.join(inputs) or 'none'}; outputs: {', '.join(outputs) or 'none'}). "
             "Export it with past key values (Optimum: --task text-generation-with-past), "
             "or name its inputs with InputNames(...)",
-            model=session.name,
+            model=model,
         )
     if layers != list(range(len(layers))):
-        raise DecoderLayoutError(
-            f"past_key_values layers are not numbered 0..n-1: {layers}", model=session.name
-        )
-    first = inputs[names.past.format(i=0, kind="key")].shape
+        raise DecoderLayoutError(f"past_key_values layers are not numbered 0..n-1: {layers}", model=model)
+    first = inputs[names.past.format(i=0, kind="key")]
     if len(first) != 4 or not isinstance(first[1], int) or not isinstance(first[3], int):
         raise DecoderLayoutError(
             f"past_key_values.0.key has shape {list(first)}; expected [batch, kv_heads, length, head_dim] "
             "with kv_heads and head_dim fixed",
-            model=session.name,
+            model=model,
         )
     for i in layers:
         for kind in ("key", "value"):
             if names.present.format(i=i, kind=kind) not in outputs:
-                raise DecoderLayoutError(
-                    f"no output {names.present.format(i=i, kind=kind)}", model=session.name
-                )
-    vocab = outputs[names.logits].shape[-1]
+                raise DecoderLayoutError(f"no output {names.present.format(i=i, kind=kind)}", model=model)
+    vocab = outputs[names.logits][-1] if outputs[names.logits] else None
     if not isinstance(vocab, int):
-        raise DecoderLayoutError("the logits output has no fixed vocabulary size", model=session.name)
+        raise DecoderLayoutError("the logits output has no fixed vocabulary size", model=model)
     length = first[2]
     return DecoderLayout(
         layers=len(layers), kv_heads=first[1], head_dim=first[3], vocab=vocab,

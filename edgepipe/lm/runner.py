@@ -10,7 +10,6 @@ bound. Blocking; one request at a time per runner (a worker).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -24,8 +23,9 @@ import numpy as np
 from edgepipe.core.memory import memory_plan
 from edgepipe.infer.session import Session, SessionConfig
 from edgepipe.lm.cache import KVCache
-from edgepipe.lm.errors import ContextOverflow, DecoderLayoutError, KVCacheAllocationError, LMError
-from edgepipe.lm.layout import DecoderLayout, InputNames, check_config, read_layout, shares_buffer
+from edgepipe.lm.errors import ContextOverflow, KVCacheAllocationError, LMError
+from edgepipe.lm.layout import DecoderLayout, InputNames, read_layout
+from edgepipe.lm.sizing import cache_length, kv_cache_size, model_files, reserve_kv_cache, settle_layout
 
 log = logging.getLogger(__name__)
 
@@ -48,59 +48,35 @@ class DecoderRunner:
         """``owner`` names who holds the KV cache in the memory plan (a node id; the model's
         name by default)."""
         path = Path(model)
-        self.folder = path if path.is_dir() else path.parent
-        file = path / "model.onnx" if path.is_dir() else path
+        self.folder, file = model_files(path)
         self.session = Session(file, session or SessionConfig(timeout_s=30.0), name=str(path))
-        layout = read_layout(self.session, names)
-        self.config = check_config(layout, self.folder, str(path))
-        if layout.cache == "concat" and shares_buffer(file, self.config):
-            layout = dataclasses.replace(layout, cache="shared")  # a buffer of the length we choose
-        self.layout: DecoderLayout = layout
+        self.layout, self.config = settle_layout(
+            read_layout(self.session, names), file, self.folder, str(path)
+        )
         lay = self.layout
-        # A model's own context may be 128k positions; the cache is sized for what a worker on an
-        # edge device uses unless asked for more.
-        default_len = min(int(self.config.get("max_position_embeddings", 2048)), 4096)
-        if lay.cache == "shared" and lay.model_max_seq is None:
-            self.max_seq_len = buffer_len = max_seq_len or default_len
-        elif lay.cache == "shared":
-            assert lay.model_max_seq is not None
-            if max_seq_len is not None and max_seq_len > lay.model_max_seq:
-                raise DecoderLayoutError(
-                    f"max_seq_len={max_seq_len} is longer than the model's cache buffer "
-                    f"({lay.model_max_seq} positions)",
-                    model=str(path),
-                )
-            buffer_len = lay.model_max_seq  # the graph fixes the buffer's shape
-            self.max_seq_len = max_seq_len or lay.model_max_seq
-        else:
-            self.max_seq_len = buffer_len = max_seq_len or default_len
+        self.max_seq_len, buffer_len = cache_length(lay, self.config, max_seq_len, str(path))
         device = self.session.device
-        if device[0] == "cpu":
+        on_host = device[0] == "cpu"
+        if on_host:
             _check_memory(lay, buffer_len, str(path))
-            copies = 1 if lay.cache == "shared" else 2
-            # In the plan before it exists: a cache that would pass the budget is refused, by name.
-            # (The plan is host memory; a cache on an accelerator is the device's own.)
-            reservation = memory_plan().reserve(
-                owner or path.name,
-                f"KV cache ({lay.cache}, {buffer_len} positions)",
-                lay.kv_bytes(buffer_len) * copies,
-                hint="pass a smaller max_seq_len",
-            )
-            try:
-                self.cache = KVCache(lay, buffer_len, device=device)
-            except BaseException:
-                reservation.release()
+        # In the plan before it exists: a cache that would pass the budget is refused, by name.
+        # (The budget is host memory; a cache on an accelerator is named in the plan, outside it.)
+        reservation = reserve_kv_cache(memory_plan(), owner or path.name, lay, buffer_len, device)
+        try:
+            self.cache = KVCache(lay, buffer_len, device=device)
+        except Exception as exc:  # ORT's allocation errors have no common base but this
+            reservation.release()
+            if on_host:
                 raise
-            weakref.finalize(self.cache, reservation.release)
-        else:  # the device's own memory, outside the (host) plan
-            try:
-                self.cache = KVCache(lay, buffer_len, device=device)
-            except Exception as exc:  # ORT's allocation errors have no common base but this
-                raise KVCacheAllocationError(
-                    f"a KV cache for {buffer_len} positions ({lay.kv_bytes(buffer_len) / 1e9:.2f} GB) could "
-                    f"not be allocated on {device[0]}:{device[1]}: {exc}; pass a smaller max_seq_len",
-                    model=str(path),
-                ) from exc
+            raise KVCacheAllocationError(
+                f"a KV cache for {buffer_len} positions ({reservation.nbytes / 1e9:.2f} GB) could "
+                f"not be allocated on {device[0]}:{device[1]}: {exc}; pass a smaller max_seq_len",
+                model=str(path),
+            ) from exc
+        except BaseException:
+            reservation.release()
+            raise
+        weakref.finalize(self.cache, reservation.release)
         self.prefill_chunk = max(1, min(prefill_chunk, self.max_seq_len))
         self.tokens = 0
         """Positions filled in the cache by the current request."""
@@ -207,8 +183,7 @@ class DecoderRunner:
 
 def _check_memory(layout: DecoderLayout, length: int, model: str) -> None:
     """Refuse a KV cache that cannot fit before trying to allocate it."""
-    copies = 1 if layout.cache == "shared" else 2
-    needed = layout.kv_bytes(length) * copies
+    _, needed = kv_cache_size(layout, length)
     try:
         free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):  # not on Linux: nothing to check against

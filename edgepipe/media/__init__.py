@@ -6,7 +6,7 @@ from __future__ import annotations
 from edgepipe.media.draw import COLORS, blur_region, draw_box, draw_label, writable_copy
 from edgepipe.media.encode import Recorder
 from edgepipe.media.errors import DecoderError, SourceError
-from edgepipe.media.frame import I420, NV12, Frame, FramePool
+from edgepipe.media.frame import I420, NV12, Frame, FramePool, FrameSize
 from edgepipe.media.source import VideoSource
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 
@@ -18,6 +18,7 @@ __all__ = [
     "DecoderError",
     "Frame",
     "FramePool",
+    "FrameSize",
     "Recorder",
     "SourceError",
     "SourceURL",

@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,6 +27,19 @@ from edgepipe.media.colour import BT601_LIMITED
 NV12 = "nv12"
 I420 = "i420"
 _AVCOL_RANGE_JPEG = 2  # FFmpeg's AVCOL_RANGE_JPEG: full-range luma and chroma
+
+
+class FrameSize(NamedTuple):
+    """The picture size of a source's frames (what a source's ``plan_memory`` says it produces)."""
+
+    width: int
+    height: int
+
+
+def frame_pool_size(capacity: int, width: int, height: int) -> tuple[str, int]:
+    """What a pool of ``capacity`` 4:2:0 frames of this size is called in the memory plan, and
+    its bytes (a decoder's other formats are converted to NV12, which is 4:2:0 too)."""
+    return f"frame pool ({capacity} x {width}x{height})", capacity * width * height * 3 // 2
 
 
 def _release_all(reservations: list[Reservation]) -> None:
@@ -65,8 +78,7 @@ class FramePool:
             return
         _release_all(self._reservation)
         self._planned = (0, 0)  # if the new size is refused, the next frame asks again
-        what = f"frame pool ({self.capacity} x {width}x{height})"
-        nbytes = self.capacity * width * height * 3 // 2
+        what, nbytes = frame_pool_size(self.capacity, width, height)
         self._reservation.append(memory_plan().reserve(self.name, what, nbytes))
         self._planned = (width, height)
 

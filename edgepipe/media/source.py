@@ -30,12 +30,15 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from edgepipe.core.context import current_node
+from edgepipe.core.memory import MemoryPlan
+from edgepipe.core.planning import PlanNode
 from edgepipe.media import synthetic
 from edgepipe.media.chooser import DecoderChooser
 from edgepipe.media.errors import SourceError
-from edgepipe.media.frame import Frame, FramePool
+from edgepipe.media.frame import Frame, FramePool, FrameSize
 from edgepipe.media.handoff import Handoff
 from edgepipe.media.outlet import Outlet
+from edgepipe.media.planning import plan_frame_pool, pool_capacity
 from edgepipe.media.reconnect import Reconnector
 from edgepipe.media.status import SourceStatus
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
@@ -143,7 +146,7 @@ class VideoSource:
     async def start(self) -> None:
         """Size the pool from the consumers, then start the decode thread. A file is checked
         first, so a missing or broken file fails at start-up with its name."""
-        consumers_hold = 2
+        holds: tuple[int, ...] = ()
         try:
             ctx = current_node()
         except RuntimeError:  # used outside a pipeline
@@ -152,9 +155,8 @@ class VideoSource:
             self._status.source_id = ctx.node_id
             self._status.gauges = ctx.gauges
             self._emit_event = ctx.emit_event
-            consumers_hold = sum(ctx.consumer_holds) or 2
-        capacity = self.pool_size or consumers_hold + 1
-        self.pool = FramePool(capacity, name=self.source_id)
+            holds = ctx.consumer_holds
+        self.pool = FramePool(pool_capacity(self.pool_size, holds), name=self.source_id)
         loop = asyncio.get_running_loop()
         chooser = self._chooser = DecoderChooser(
             self.src,
@@ -188,6 +190,12 @@ class VideoSource:
             target=outlet.run, args=(produce,), name=f"edgepipe-decode-{self.source_id}", daemon=True
         )
         self._thread.start()
+
+    def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> FrameSize | None:
+        """Reserve in ``plan`` the frame pool :meth:`start` would size, at the size the input
+        declares (opened briefly, within ``timeout_s``); the frame size, or None when unknown."""
+        return plan_frame_pool(plan, node, self.src, pool_size=self.pool_size, timeout_s=self.timeout_s,
+                               rtsp_transport=self.rtsp_transport, options=self.options)  # fmt: skip
 
     async def stop(self) -> None:
         """Stop the decode thread (within ``timeout_s``: reads are bounded) and free its frames."""

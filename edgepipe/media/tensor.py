@@ -91,6 +91,18 @@ class Letterbox:
         return xy
 
 
+def tensor_shape(fmt: TensorFormat) -> tuple[int, int, int, int]:
+    """The shape of one input tensor of ``fmt`` (a batch of one)."""
+    return (1, 3, fmt.height, fmt.width) if fmt.layout == "nchw" else (1, fmt.height, fmt.width, 3)
+
+
+def tensors_size(fmt: TensorFormat, buffers: int) -> tuple[str, int]:
+    """What ``buffers`` input tensors of ``fmt`` are called in the memory plan, and their bytes."""
+    dtype = np.dtype(fmt.dtype)
+    nbytes = buffers * int(np.prod(tensor_shape(fmt))) * dtype.itemsize
+    return f"input tensors ({buffers} x {fmt.width}x{fmt.height} {dtype.name})", nbytes
+
+
 class Preprocessor:
     """Frame -> input tensor, reusing every buffer. Not thread-safe: one per worker."""
 
@@ -105,11 +117,10 @@ class Preprocessor:
         dtype = np.dtype(fmt.dtype)
         if dtype == np.uint8 and (fmt.scale != 1.0 or any(fmt.mean) or any(s != 1.0 for s in fmt.std)):
             raise ValueError("a uint8 input takes raw pixels: use scale=1, mean=0, std=1")
-        shape = (1, 3, fmt.height, fmt.width) if fmt.layout == "nchw" else (1, fmt.height, fmt.width, 3)
+        shape = tensor_shape(fmt)
         if buffers < 1:
             raise ValueError("buffers must be at least 1")
-        nbytes = buffers * int(np.prod(shape)) * dtype.itemsize
-        what = f"input tensors ({buffers} x {fmt.width}x{fmt.height} {dtype.name})"
+        what, nbytes = tensors_size(fmt, buffers)
         memory_plan().reserve(owner, what, nbytes, holder=self)
         self._tensors = [np.empty(shape, dtype) for _ in range(buffers)]
         self._turn = 0

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from edgepipe.core.context import current_node
+from edgepipe.core.memory import MemoryPlan
+from edgepipe.core.planning import PlanNode
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.media.frame import Frame
 from edgepipe.media.tensor import Method, TensorFormat
@@ -43,6 +45,7 @@ from edgepipe.vision.batching import BatchRunner
 from edgepipe.vision.decoding import DetectionDecoder
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.vision.model import LoadedModel, load_model
+from edgepipe.vision.planning import plan_detector
 from edgepipe.vision.preprocess import Normalize, Prepared, TensorCache
 from edgepipe.vision.tracker import SourceTrackers
 
@@ -206,6 +209,11 @@ class Detector:
         knob = EveryKnob(node_id, priority, self, self.every)
         knob.pinned = self.pin_every or not self._may_track
         return [knob]
+
+    def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> None:
+        """What :meth:`open` and the first frames would reserve (:mod:`edgepipe.vision.planning`)."""
+        plan_detector(plan, node, model=self.model, session=self.session_config, input_size=self.input_size,
+                      batch_size=self.batch_size)  # fmt: skip
 
     # -- per frame ----------------------------------------------------------------------------
 

@@ -12,12 +12,16 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from edgepipe.infer import Session, SessionConfig
+from edgepipe.infer.errors import ModelLoadError
+from edgepipe.infer.planning import read_io
 from edgepipe.infer.registry import resolve
+from edgepipe.infer.spec import ONNX_ELEM_TYPES
 from edgepipe.vision import adapters
 from edgepipe.vision.labels import COCO80
 
@@ -89,6 +93,21 @@ def load_model(
     if labels is None:
         labels = COCO80 if _class_count(adapter, outputs) == 80 else ()
     return LoadedModel(session, resolved.name, adapter, labels, layout, fixed, dtype, batchable)
+
+
+def read_input(file: Path, free_image_dims: bool) -> tuple[Layout, tuple[int, int] | None, Any]:
+    """(layout, fixed ``(height, width)`` or None, numpy dtype) of the image input as
+    :func:`load_model` would find them, read from the file without loading it (``free_image_dims``:
+    as the session would make them). Raises what :func:`~edgepipe.infer.planning.read_io` does."""
+    inputs, _ = read_io(file)
+    if not inputs:
+        raise ModelLoadError("the model declares no input", model=str(file))
+    first = inputs[0]
+    dims = first.dims or ()
+    if free_image_dims and len(dims) == 4:
+        dims = (None, dims[1], None, None)
+    layout, fixed = _layout(dims)
+    return layout, fixed, ONNX_ELEM_TYPES.get(first.elem_type) or np.float32
 
 
 def round_to_stride(value: float) -> int:

@@ -29,6 +29,41 @@ _DEFAULT_NORMALIZE = {"centerface": Normalize(scale=1.0)}
 _MAX_SIZES = 8
 
 
+def tensor_buffers(batch_size: int) -> int:
+    """Input tensors a detector uses in turn: one being filled while the model reads another
+    (prepare and process overlap) or a batch of them, and one for a run abandoned at its
+    deadline."""
+    return max(3, batch_size + 1)
+
+
+def input_format(
+    layout: str,
+    fixed_hw: tuple[int, int] | None,
+    dtype: Any,
+    normalize: Normalize,
+    *,
+    input_size: int,
+    width: int,
+    height: int,
+) -> TensorFormat:
+    """The input tensor of a model (its ``layout``, fixed ``(height, width)`` if any, ``dtype``)
+    for frames of ``width`` x ``height``."""
+    if fixed_hw is not None:
+        in_h, in_w = fixed_hw
+        center = True
+    else:
+        # Any size works: the frame's own shape at input_size (never enlarged: upscaling adds
+        # work, not detail), padded to the stride only.
+        scale = min(1.0, input_size / max(width, height))
+        in_w, in_h = round_to_stride(width * scale), round_to_stride(height * scale)
+        center = False
+    return TensorFormat(
+        in_w, in_h, layout=layout, channels=normalize.channels,  # type: ignore[arg-type]
+        scale=normalize.scale, mean=normalize.mean, std=normalize.std, dtype=dtype,
+        pad_pixel=114.0 if center else 0.0, center=center,
+    )  # fmt: skip
+
+
 class TensorCache:
     """The input tensors of one model, made by one :class:`Preprocessor` per frame size (whose
     buffers are made once and reused for every later frame of that size)."""
@@ -62,9 +97,7 @@ class TensorCache:
         if np.dtype(model.dtype) == np.uint8:
             norm = Normalize(scale=1.0, channels=norm.channels)
         self.normalize = norm
-        # Tensors in turn: one being filled while the model reads another (prepare and process
-        # overlap) or a batch of them, and one for a run abandoned at its deadline.
-        self.buffers = max(3, batch_size + 1)
+        self.buffers = tensor_buffers(batch_size)
         self._preprocessors: dict[tuple[int, int], Preprocessor] = {}
         self._newest: TensorFormat | None = None
 
@@ -83,28 +116,15 @@ class TensorCache:
         pre = self._preprocessors.get((width, height))
         if pre is not None:
             return pre
-        fixed = self.model.fixed_hw
-        if fixed is not None:
-            in_h, in_w = fixed
-            center = True
-        else:
-            # Any size works: the frame's own shape at input_size (never enlarged: upscaling
-            # adds work, not detail), padded to the stride only.
-            scale = min(1.0, self.input_size / max(width, height))
-            in_w, in_h = round_to_stride(width * scale), round_to_stride(height * scale)
-            center = False
-        norm = self.normalize
-        fmt = TensorFormat(
-            in_w, in_h, layout=self.model.layout, channels=norm.channels,  # type: ignore[arg-type]
-            scale=norm.scale, mean=norm.mean, std=norm.std, dtype=self.model.dtype,
-            pad_pixel=114.0 if center else 0.0, center=center,
-        )  # fmt: skip
+        model = self.model
+        fmt = input_format(model.layout, model.fixed_hw, model.dtype, self.normalize,
+                           input_size=self.input_size, width=width, height=height)  # fmt: skip
         pre = Preprocessor(fmt, self.method, buffers=self.buffers, owner=self.owner)
         if len(self._preprocessors) > _MAX_SIZES:  # a source that keeps changing size must not grow memory
             self._preprocessors.clear()
         self._preprocessors[(width, height)] = pre
         self._newest = fmt
-        self._gauges["input"] = f"{in_w}x{in_h}"
+        self._gauges["input"] = f"{fmt.width}x{fmt.height}"
         return pre
 
 

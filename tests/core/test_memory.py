@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,35 @@ def test_a_release_from_a_finalizer_inside_a_locked_section_does_not_deadlock() 
     with pytest.raises(TypeError):  # a holder that cannot be weakly referenced: nothing reserved
         plan.reserve("a", "x", 10, holder=1)
     assert plan.entries() == []
+
+
+def test_a_dry_run_records_everything_and_keeps_the_first_refusal() -> None:
+    plan = MemoryPlan(budget_frac=0.5, limit_bytes=1000, refuse=False)
+    plan.reserve("camera", "frame pool", 400)
+    plan.reserve("lm", "KV cache", 300, hint="pass a smaller max_seq_len")  # past the 500 budget
+    plan.reserve("det", "tensors", 200)  # past it too: recorded, not the first refusal
+    assert plan.total_bytes == 900
+    assert plan.first_refusal is not None
+    assert str(plan.first_refusal).startswith("lm: KV cache needs 0.0 MB, and the memory plan already holds")
+    assert "pass a smaller max_seq_len, or raise EDGEPIPE_MEMORY_FRAC" in str(plan.first_refusal)
+    assert plan.first_refusal.owner == "lm"
+    assert MemoryPlan(limit_bytes=1000).first_refusal is None
+
+
+def test_a_buffer_on_a_device_is_named_but_outside_the_host_budget(caplog: pytest.LogCaptureFixture) -> None:
+    plan = MemoryPlan(budget_frac=0.5, limit_bytes=1_000_000_000)
+    plan.reserve("camera", "frame pool", 400_000_000)
+    plan.reserve("describe", "KV cache", 2_000_000_000, device="cuda:0")  # never refused by the host budget
+    assert plan.total_bytes == 400_000_000
+    assert plan.summary() == (
+        "memory plan: 400.0 MB of a 500.0 MB budget: 2.00 GB KV cache (describe, on cuda:0); "
+        "400.0 MB frame pool (camera)"
+    )
+    with pytest.raises(
+        MemoryBudgetError, match=re.escape("already holds 400.0 MB (400.0 MB frame pool (camera))")
+    ):
+        plan.reserve("faces", "tensors", 200_000_000)
+    plan.announced = True
+    with caplog.at_level(logging.INFO, logger="edgepipe.core.memory"):
+        plan.reserve("faces", "weights", 1_000_000, device="cuda:0")
+    assert caplog.messages == ["memory plan: + 1.0 MB weights (faces, on cuda:0); 400.0 MB in all"]

@@ -6,7 +6,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from edgepipe.infer.onnxfile import OnnxFormatError, free_image_dims, graph_io, with_io_dims
+from edgepipe.infer.onnxfile import OnnxFormatError, external_data, free_image_dims, graph_io, with_io_dims
 from tests.onnx_builders import add_model, constant_detector
 
 
@@ -59,3 +59,14 @@ def test_not_a_model_and_unknown_names_are_errors(tmp_path: Path) -> None:
         graph_io(add_model(tmp_path / "a.onnx").read_bytes()[:40])  # truncated
     with pytest.raises(KeyError, match="nope"):
         with_io_dims(add_model(tmp_path / "b.onnx").read_bytes(), {"nope": [1]})
+
+
+def test_external_data_files_are_named(tmp_path: Path) -> None:
+    import onnx
+
+    inside = add_model(tmp_path / "inside.onnx")
+    assert external_data(inside.read_bytes()) == set()
+    outside = tmp_path / "outside.onnx"
+    onnx.save_model(onnx.load(str(inside)), str(outside), save_as_external_data=True, location="w.data",
+                    size_threshold=0)  # fmt: skip
+    assert external_data(outside.read_bytes()) == {"w.data"}
