@@ -18,6 +18,7 @@ from typing import Any
 from edgepipe import __version__, cli_bench, cli_models, cli_plan
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.loader import load_pipeline
+from edgepipe.core.malloc import fix_mmap_threshold
 from edgepipe.core.pipeline import Graph
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
@@ -191,6 +192,7 @@ def _fail(exc: BaseException, code: int, debug: bool) -> int:
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    fix_mmap_threshold()  # a flat RSS over months (see edgepipe.core.malloc)
     pipeline = load_pipeline(args.file, extra)
     graph = pipeline.validate()
     if args.plan:
