@@ -34,7 +34,7 @@ def fix_mmap_threshold(nbytes: int = DEFAULT_THRESHOLD) -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    done = mallopt(M_MMAP_THRESHOLD, nbytes) == 1
+    done = bool(mallopt(M_MMAP_THRESHOLD, nbytes) == 1)
     if not done:
         log.debug("mallopt(M_MMAP_THRESHOLD, %d) refused", nbytes)
     return done

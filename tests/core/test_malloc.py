@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from edgepipe.core.malloc import fix_mmap_threshold
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_the_threshold_is_set_on_glibc() -> None:
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc")
+    assert fix_mmap_threshold() is True
