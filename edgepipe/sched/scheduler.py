@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.channel import Policy
 from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, set_budget, usable_cores
-from edgepipe.sched.gate import Gate, set_gate
+from edgepipe.sched.gate import Gate, gate, set_gate
 from edgepipe.sched.governor import Governor, Knob
 from edgepipe.sched.knobs import ThinKnob
 from edgepipe.sched.load import Load, LoadMeter, accelerator_busy, temperature_c
@@ -73,6 +73,14 @@ class Scheduler:
         if self.governed:
             self.governor = Governor(knobs, self.budget.target, settle_s=self.settle_s)
             self._log_plan()
+        try:
+            await self._measure_and_govern(runtime)
+        finally:
+            # The process's gate outlives the run: later calls are not held by this run's budget.
+            if gate() is self.gate:
+                set_gate(Gate(None))
+
+    async def _measure_and_govern(self, runtime: Runtime) -> None:
         t_slow = 0.0
         while True:
             now = time.monotonic()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from edgepipe import Pipeline
-from edgepipe.sched import EveryKnob, Scheduler
+from edgepipe.sched import EveryKnob, Scheduler, gate
 from edgepipe.testing import run_pipeline
 
 
@@ -62,6 +62,7 @@ def test_the_governor_slows_a_node_over_the_target_and_says_so(caplog: pytest.Lo
     assert sched["ups"] >= 1
     assert sched["level"] >= 1
     assert max(burner.levels) > 1, "the interval was raised"
+    assert gate().units is None, "after the run, the process's gate holds nothing back"
     assert sched["cpu"] is not None
     assert sched["window_s"] == pytest.approx(1.0, abs=0.15)
     assert "cpu" in sched["resources"]
