@@ -22,45 +22,34 @@ def hammer(gate: Gate, ticket: Ticket, stop: threading.Event, run_s: float) -> N
             time.sleep(run_s)  # a model run: holds the unit, needs no Python CPU here
 
 
+def contend(gate: Gate, tickets: list[Ticket], seconds: float, run_s: float) -> None:
+    """Each ticket's caller runs back to back on a thread of its own for ``seconds``."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=hammer, args=(gate, t, stop, run_s)) for t in tickets]
+    for th in threads:
+        th.start()
+    time.sleep(seconds)
+    stop.set()
+    for th in threads:
+        th.join()
+
+
 def test_one_unit_runs_one_heavy_call_at_a_time_and_overlap_is_measured() -> None:
     gate = Gate(1)
     detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
-    stop = threading.Event()
-    threads = [threading.Thread(target=hammer, args=(gate, t, stop, 0.005)) for t in (detect, lm)]
-    for th in threads:
-        th.start()
-    time.sleep(0.6)
-    stop.set()
-    for th in threads:
-        th.join()
-    stats = gate.stats()
-    assert stats.detect_lm_overlap_s == 0.0
+    contend(gate, [detect, lm], 0.6, 0.005)
+    assert gate.stats().detect_lm_overlap_s == 0.0
     assert detect.calls > 0
     assert lm.calls > 0
-
     free = Gate(None)  # ungoverned: both at once, and the overlap shows it
-    stop.clear()
-    threads = [threading.Thread(target=hammer, args=(free, t, stop, 0.005)) for t in (detect, lm)]
-    for th in threads:
-        th.start()
-    time.sleep(0.6)
-    stop.set()
-    for th in threads:
-        th.join()
+    contend(free, [detect, lm], 0.6, 0.005)
     assert free.stats().detect_lm_overlap_s > 0.1
 
 
 def test_priorities_share_the_budget_and_the_low_one_never_starves() -> None:
     gate = Gate(1)
     detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
-    stop = threading.Event()
-    threads = [threading.Thread(target=hammer, args=(gate, t, stop, 0.004)) for t in (detect, lm)]
-    for th in threads:
-        th.start()
-    time.sleep(1.5)
-    stop.set()
-    for th in threads:
-        th.join()
+    contend(gate, [detect, lm], 1.5, 0.004)
     share = lm.busy_s / (lm.busy_s + detect.busy_s)
     assert 0.1 < share < 0.35, f"weights 4:1 give the low one ~20%, got {share:.0%}"
 
