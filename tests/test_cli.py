@@ -336,3 +336,25 @@ def test_live_stats_table_on_a_terminal(tmp_path: Path) -> None:
     assert text.count("out/s") >= 3  # at least two live redraws and the summary
     assert "demo: summary" in text
     assert "latest" in text  # the camera -> motion channel's policy
+
+
+def test_the_cpu_plan_is_logged_and_the_summary_shows_the_scheduler() -> None:
+    result = edgepipe("run", "pipelines/demo.py", "--duration", "2.5", "--detect", "none", "--stats",
+                      "--headroom", "0.5")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "CPU budget:" in result.stderr
+    assert "x 0.50 =" in result.stderr
+    assert "governor: keeps CPU at or under 50%" in result.stderr
+    assert "target 50%" in result.stderr  # the line under the summary
+    ungoverned = edgepipe("run", "pipelines/demo.py", "--duration", "1.5", "--detect", "none", "--stats",
+                          "--no-governor")  # fmt: skip
+    assert ungoverned.returncode == 0, ungoverned.stderr
+    assert "(ungoverned)" in ungoverned.stderr
+    assert "governor: keeps" not in ungoverned.stderr
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "nan", "lots"])
+def test_a_headroom_out_of_range_is_exit_2(value: str) -> None:
+    result = edgepipe("run", "pipelines/demo.py", "--headroom", value)
+    assert result.returncode == 2
+    assert "--headroom" in result.stderr
