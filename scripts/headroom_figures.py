@@ -141,7 +141,7 @@ def parse_dropped(stats_text: str) -> dict[str, int]:
     out = {}
     for node, (dropped, info) in rows.items():
         count = int(dropped) if dropped.isdigit() else 0
-        count += sum(int(n) for n in re.findall(r"\b(?:pool_drops|skipped)=(\d+)", info))
+        count += sum(int(n) for n in re.findall(r"\b(?:pool_drops|skipped|shed|aged)=(\d+)", info))
         out[node] = count
     return out
 

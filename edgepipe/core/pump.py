@@ -145,7 +145,8 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
     single = outputs.single if spec.kind is NodeKind.STAGE else None
     stage = spec.kind is NodeKind.STAGE
     lane = inbox.channels[0] if len(inbox.channels) == 1 else None
-    queue = lane.queue if lane is not None else None
+    # The fast path skips the inbox: not on a lane with max_age_s, whose items must be aged.
+    queue = lane.queue if lane is not None and not lane.max_age_ns else None
     take = lane.take if lane is not None else None
     get_nowait = inbox.get_nowait
     countdown = 1 if thread else m.stride()

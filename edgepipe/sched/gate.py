@@ -136,7 +136,8 @@ class Gate:
 
     def _wait(self, ticket: Ticket, now: float, timeout_s: float | None) -> float:
         t0 = now
-        deadline = now + timeout_s if timeout_s is not None else float("inf")
+        # The deadline bounds the wait for the budget, not the pace the governor asked for.
+        deadline = max(now, ticket.next_at) + timeout_s if timeout_s is not None else float("inf")
         ticket.vtime = max(ticket.vtime, self._vclock)  # no credit banked while away
         self._waiting.append(ticket)
         self._waits += 1
@@ -154,6 +155,8 @@ class Gate:
             self._waiting.remove(ticket)
             ticket.waited_s += now - t0
             self._waited_s += now - t0
+            if self._waiting:  # those that deferred to this one may go now (or after it)
+                self._cond.notify_all()
         return now
 
     def _may_start(self, ticket: Ticket, now: float, *, alone: bool) -> bool:
@@ -166,9 +169,9 @@ class Gate:
         if alone:
             return not self._waiting
         # The waiter with the least weighted run time among those that could start goes first.
+        # A wider one that does not fit yet keeps its turn (no overtaking it forever).
         for other in self._waiting:
-            fits = not self._used or self._used + other.units <= self.units
-            if other is not ticket and other.next_at <= now and other.vtime < ticket.vtime and fits:
+            if other is not ticket and other.next_at <= now and other.vtime < ticket.vtime:
                 return False
         return True
 

@@ -89,6 +89,7 @@ class Governor:
             self.ladder.extend((knob, level) for level in range(1, knob.levels))
         self.level = 0
         self._cost = [default_cost] * (len(self.ladder) + 1)
+        self._floor = [0.0] * (len(self.ladder) + 1)
         self._changed_at = float("-inf")
         self._pending: tuple[int, int, float] | None = None
         """The last move (old level, new level, CPU before it), until its effect is measured."""
@@ -129,7 +130,8 @@ class Governor:
         if new > old:  # climbed: each rung saved its share of the drop
             per_rung = max(0.0, before - cpu) / (new - old)
             for level in range(old + 1, new + 1):
-                self._cost[level] = per_rung
+                # A rung whose step down had to be undone keeps the higher cost it was given.
+                self._cost[level] = max(per_rung, self._floor[level])
         else:  # stepped down: the rung cost what CPU rose by; undoing it later doubles that
             self._cost[old] = max(self._cost[old], cpu - before)
 
@@ -138,6 +140,7 @@ class Governor:
         if new > old and self.decisions and self.decisions[-1].old == new and self.decisions[-1].new == old:
             # Stepping down from ``new`` had to be undone: that rung costs more than was thought.
             self._cost[new] = max(2 * self._cost[new], 0.05)
+            self._floor[new] = self._cost[new]
         changes = self._apply(old, new)
         self.level = new
         self._changed_at = now

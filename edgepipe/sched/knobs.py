@@ -73,6 +73,7 @@ class EveryKnob:
         self.steps = (base, *[s for s in steps if s > base])
         self.levels = len(self.steps)
         self.level = 0
+        target.every_now = base  # a run starts at full rate, whatever an earlier run left
 
     def set(self, level: int) -> None:
         self.level = level

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from edgepipe.core.inbox import Inbox
 from edgepipe.core.lease import Leased
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.spec import Priority
+from edgepipe.testing import ListSink, run_pipeline
 
 
 @dataclass
@@ -133,3 +135,30 @@ def test_full_latest_lanes_are_served_in_turn_whatever_their_phase() -> None:
         assert inbox.get_nowait() is not EMPTY
         served.append(inbox.lane)
     assert {name: served.count(name) for name in sorted(set(served))} == {f"cam{i}": 10 for i in range(4)}
+
+
+@dataclass
+class Stamped:
+    seq: int
+    t_decoded_ns: int
+
+
+def test_max_age_applies_on_a_single_lane_stage_too() -> None:
+    async def camera():  # type: ignore[no-untyped-def]
+        for i in range(5):
+            yield Stamped(i, time.monotonic_ns())
+            await asyncio.sleep(0.01)
+            yield Stamped(100 + i, time.monotonic_ns() - 10**10)  # queued while the stage is busy; 10 s old
+            await asyncio.sleep(0.1)
+
+    def slow(x: Stamped) -> Stamped:
+        time.sleep(0.05)
+        return x
+
+    sink: ListSink[Stamped] = ListSink()
+    p = Pipeline("age")
+    st = p.stage("st", slow, inputs=p.source("cam", camera), policy="latest", queue_size=4, max_age_s=1.0,
+                 blocking=True)  # fmt: skip
+    p.sink("out", sink, inputs=st)
+    run_pipeline(p)
+    assert [f.seq for f in sink.items if f.seq >= 100] == []

@@ -96,3 +96,67 @@ def test_a_call_larger_than_the_budget_still_runs_alone() -> None:
     with gate.admit(big, timeout_s=0.1):
         pass
     assert big.calls == 1
+
+
+def test_a_wide_call_is_not_overtaken_forever_by_narrow_ones() -> None:
+    gate = Gate(5)
+    wide = Ticket("faces", "detect", 1, units=5)
+    narrow = [Ticket(f"rec{i}", "encode", 2, units=1) for i in range(2)]
+    stop = time.monotonic() + 1.5
+    errors: list[BaseException] = []
+
+    def loop(t: Ticket, work: float, offset: float) -> None:
+        time.sleep(offset)
+        while time.monotonic() < stop:
+            try:
+                with gate.admit(t, timeout_s=1.0):
+                    time.sleep(work)
+            except TimeoutError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=loop, args=(wide, 0.03, 0.005))]
+    threads += [threading.Thread(target=loop, args=(t, 0.02, 0.01 * i)) for i, t in enumerate(narrow)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert wide.calls >= 3
+
+
+def test_a_waiter_that_deferred_to_another_is_woken_when_that_one_starts() -> None:
+    gate = Gate(5)
+    big = Ticket("faces", "detect", 1, units=5)
+    first, second = Ticket("c", "encode", 2), Ticket("d", "encode", 2)
+    second.vtime = 1.0  # ``first`` goes first; both fit once ``big`` is done
+    holding = threading.Event()
+    waited: dict[str, float] = {}
+
+    def hold() -> None:
+        with gate.admit(big):
+            holding.set()
+            time.sleep(0.05)
+
+    def call(t: Ticket, work: float) -> None:
+        holding.wait()
+        t0 = time.monotonic()
+        with gate.admit(t):
+            waited[t.owner] = time.monotonic() - t0
+            time.sleep(work)
+
+    threads = [threading.Thread(target=hold), threading.Thread(target=call, args=(first, 0.3)),
+               threading.Thread(target=call, args=(second, 0.01))]  # fmt: skip
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert waited["d"] - waited["c"] < 0.1
+
+
+def test_the_pace_wait_does_not_count_against_the_runs_deadline() -> None:
+    gate = Gate(1)
+    lm = Ticket("describe", "lm", 0, duty=0.06)
+    with gate.admit(lm, timeout_s=1.0):
+        time.sleep(0.1)
+    with gate.admit(lm, timeout_s=1.0):  # paced ~1.6 s with the gate idle: no AdmissionTimeout
+        pass
