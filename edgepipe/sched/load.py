@@ -1,8 +1,9 @@
 """Measuring load over a sliding window: the process's CPU, busy time per resource, heat.
 
 Samples are taken every ``interval_s`` (0.1 s) and the window (1 s) is the span between the
-newest sample and the one ``window_s`` before it, so a figure is always a real average over a
-second, updated ten times a second. CPU is the process's user + system time (``os.times()``:
+newest sample and the newest one at least ``window_s`` older, so a figure is always a real
+average over a second or a little more (when the loop's ticks stretch under load), updated ten
+times a second. CPU is the process's user + system time (``os.times()``:
 every thread, native ones included) over wall time, as a fraction of the usable cores. Busy
 time per resource is what the nodes record for each call (exact, not sampled), as a fraction
 of the resource's worker threads. Temperature is the hottest ``/sys/class/thermal`` zone;
@@ -71,8 +72,8 @@ class LoadMeter:
             return None
         last = self._samples[-1]
         first = self._samples[0]
-        for s in self._samples:  # the oldest sample still within the window
-            if last.t - s.t <= self.window_s + 1e-6:
+        for s in reversed(self._samples):  # the newest sample at least a window old
+            if last.t - s.t >= self.window_s - 1e-6:
                 first = s
                 break
         dt = last.t - first.t

@@ -17,18 +17,21 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.channel import Policy
-from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, set_budget, usable_cores
+from edgepipe.core.spec import NodeKind, NodeSpec
+from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, cpu_budget, set_budget, usable_cores
 from edgepipe.sched.gate import Gate, gate, set_gate
 from edgepipe.sched.governor import Governor, Knob
 from edgepipe.sched.knobs import ThinKnob
 from edgepipe.sched.load import Load, LoadMeter, accelerator_busy, temperature_c
-from edgepipe.sched.stagger import phases
 
 if TYPE_CHECKING:
     from edgepipe.core.graph import Graph
     from edgepipe.core.runtime import Runtime
 
 log = logging.getLogger("edgepipe.sched")
+
+SLOW_READ_S = 0.005
+"""A temperature read slower than this (an I2C sensor) is not done again on the event loop."""
 
 
 class Scheduler:
@@ -49,9 +52,12 @@ class Scheduler:
             raise ValueError(f"headroom must be in [0, 1), got {headroom}")
         self.governed = governed and headroom > 0
         target = 1 - headroom if headroom > 0 else DEFAULT_TARGET
+        # The budget and the gate are the process's (sessions and runs find them there): this
+        # run's are installed now, before models load, and the earlier ones put back at its end.
+        # One governed run per process at a time.
+        self._previous = (cpu_budget(), gate())
         self.budget = set_budget(CpuBudget(usable_cores(), target, self.governed))
         self.gate = set_gate(Gate(self.budget.units if self.governed else None))
-        phases().clear()
         self.interval_s = interval_s
         self.settle_s = settle_s
         self.meter = LoadMeter(
@@ -67,28 +73,42 @@ class Scheduler:
     # -- the run ------------------------------------------------------------------------------
 
     async def run(self, runtime: Runtime) -> None:
-        """Sample and govern until cancelled (a watcher of the runtime)."""
-        await runtime.all_started.wait()
+        """Sample and govern until cancelled (a watcher of the runtime). A failure here is
+        logged and the run goes on ungoverned: the scheduler never stops a pipeline."""
+        try:
+            await runtime.all_started.wait()
+            self._start(runtime)
+            await self._measure_and_govern(runtime)
+        except Exception:
+            log.exception("scheduler failed: the rest of this run is ungoverned")
+            self.governor = None
+            set_gate(Gate(None))
+            await asyncio.Event().wait()  # until cancelled with the other watchers
+        finally:
+            if gate() is self.gate or self.governor is None:
+                set_budget(self._previous[0])
+                set_gate(self._previous[1])
+
+    def _start(self, runtime: Runtime) -> None:
         knobs = self._knobs(runtime)
         if self.governed:
             self.governor = Governor(knobs, self.budget.target, settle_s=self.settle_s)
             self._log_plan()
-        try:
-            await self._measure_and_govern(runtime)
-        finally:
-            # The process's gate outlives the run: later calls are not held by this run's budget.
-            if gate() is self.gate:
-                set_gate(Gate(None))
 
     async def _measure_and_govern(self, runtime: Runtime) -> None:
         t_slow = 0.0
+        slow_ok = True
         while True:
             now = time.monotonic()
             self.meter.sample(now, _busy_by_resource(runtime))
             self.load = self.meter.load()
-            if now - t_slow >= 1.0:
+            if slow_ok and now - t_slow >= 1.0:
                 t_slow = now
-                self.temp_c, self.accelerator = temperature_c(), accelerator_busy()  # sysfs: no wait
+                self.temp_c, self.accelerator = temperature_c(), accelerator_busy()
+                took = time.monotonic() - now
+                if took > SLOW_READ_S:  # a sensor behind a slow bus: not on the event loop's time
+                    slow_ok = False
+                    log.warning("reading temperature took %.0f ms: no longer read in this run", took * 1000)
             load = self.load
             if self.governor is not None and load is not None and load.window_s >= 0.9 * self.meter.window_s:
                 self.governor.update(load.cpu, now, self.temp_c)
@@ -106,8 +126,10 @@ class Scheduler:
                     else:
                         knobs.append(knob)
             if runner.inbox is not None:
+                lanes = {lane.name: lane.source for lane in spec.lanes}
                 for channel in runner.inbox.channels:
-                    if channel.policy is not Policy.BLOCK:
+                    producer = runtime.graph.node(lanes[channel.name])
+                    if channel.policy is not Policy.BLOCK and _carries_frames(producer):
                         knobs.append(ThinKnob(spec.node_id, int(spec.priority), channel))
         return knobs
 
@@ -154,6 +176,13 @@ class Scheduler:
             "waits": gate.waits,
             "waited_s": round(gate.waited_s, 3),
         }
+
+
+def _carries_frames(producer: NodeSpec) -> bool:
+    """A lane the governor may thin: frames, from a source (or a stage that says it makes
+    frames), not results, whose loss would save little and skew what consumers count."""
+    out = getattr(producer.out_type, "__name__", str(producer.out_type or ""))
+    return producer.kind is NodeKind.SOURCE or "Frame" in out
 
 
 def _busy_by_resource(runtime: Runtime) -> dict[str, float]:

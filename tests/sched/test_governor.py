@@ -138,3 +138,17 @@ def test_every_decision_names_the_figures_and_what_changed() -> None:
     assert "target 70%" in text
     assert "describe" in text
     assert gov.ups >= 1
+
+
+def test_the_load_window_spans_at_least_a_second_even_when_ticks_stretch() -> None:
+    from edgepipe.sched.load import LoadMeter
+
+    cpu = iter([0.0, 0.4, 0.8, 1.2, 1.6, 2.0])
+    meter = LoadMeter(2.0, {"cpu": 1}, cpu_s=lambda: next(cpu))
+    for t in (0.0, 0.4, 0.8, 1.2, 1.6, 2.0):  # ticks of 0.4 s: an overloaded loop
+        meter.sample(t, {"cpu": t / 2})
+    load = meter.load()
+    assert load is not None
+    assert load.window_s >= 1.0
+    assert abs(load.cpu - 0.5) < 1e-9  # 1 CPU-second per second of 2 cores
+    assert abs(load.resources["cpu"] - 0.5) < 1e-9

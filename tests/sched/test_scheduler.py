@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from edgepipe import Pipeline
-from edgepipe.sched import EveryKnob, Scheduler, gate
+from edgepipe import NodeError, Pipeline
+from edgepipe.sched import EveryKnob, Scheduler, cpu_budget, gate
 from edgepipe.testing import run_pipeline
 
 
@@ -97,3 +97,37 @@ def test_no_governor_keeps_the_budget_for_threads() -> None:
     assert not scheduler.governed
     assert scheduler.gate.units is None
     assert scheduler.budget.target == pytest.approx(0.7)
+
+
+class FailsToStart:
+    def start(self) -> None:
+        raise RuntimeError("no camera here")
+
+    def process(self, item: int) -> int:
+        return item
+
+
+def test_a_run_that_fails_at_start_leaves_the_process_budget_and_gate_as_they_were() -> None:
+    before = cpu_budget()
+    p = Pipeline("fails", headroom=0.85)
+    p.sink("bad", FailsToStart(), inputs=p.source("ticks", ticks), on_error="stop")
+    with pytest.raises(NodeError):
+        run_pipeline(p, duration_s=2.0, scheduler=Scheduler)
+    assert gate().units is None
+    assert cpu_budget() is before
+
+
+class BadKnobs(Burner):
+    def governor_knobs(self, node_id: str, priority: int) -> list[EveryKnob]:
+        raise RuntimeError("a bug in a node's knobs")
+
+
+def test_a_failing_scheduler_logs_and_the_run_goes_on_ungoverned(caplog: pytest.LogCaptureFixture) -> None:
+    p = Pipeline("burn", headroom=0.85)
+    out = p.stage("burn", BadKnobs(), inputs=p.source("ticks", ticks), policy="latest", queue_size=1)
+    p.sink("drop", lambda x: None, inputs=out)
+    report = run_pipeline(p, duration_s=1.5, scheduler=Scheduler)
+    assert report.stopped_by == "stop"
+    assert report.stats.node("drop").items_in > 10
+    assert any("scheduler failed" in r.getMessage() for r in caplog.records)
+    assert gate().units is None

@@ -97,6 +97,8 @@ headroom: summary  (15.6 s)
 def test_drops_per_node_come_from_the_stats_summary() -> None:
     assert parse_dropped(STATS) == {"cam0": 7, "faces": 1616, "describe": 5}
     assert parse_dropped("no table here") == {}
+    governed = STATS.replace("     model=centerface     ", " shed=900 aged=4 model=cf")
+    assert parse_dropped(governed)["faces"] == 1616 + 900 + 4  # the governor's and age's count too
 
 
 def _run(
