@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -285,10 +285,12 @@ class Detector:
             self._gauges["infer_ms"] = round(stats.last_run_ms, 1)
             self._gauges["timeouts"] = stats.timeouts
             self.inferred += 1
-            if self._may_track:  # kept up to date in case the governor raises the interval
-                tracked = self._tracks.update(frame.source_id, items, frame.seq)
-                if self.track or self.every_now > 1:
-                    items = tracked
+            if self.track or self.every_now > 1:
+                items = self._tracks.update(frame.source_id, items, frame.seq)
+            elif self._may_track:
+                # Kept up to date in case the governor raises the interval, on copies: without
+                # tracking, the detections carry no track ids.
+                self._tracks.update(frame.source_id, [replace(d) for d in items], frame.seq)
         else:
             assert self._may_track
             items = self._tracks.predict(frame.source_id, frame.seq)

@@ -140,3 +140,22 @@ def test_each_new_source_starts_with_a_model_run_then_takes_its_turn(tmp_path: P
 def test_every_without_the_tracker_is_refused() -> None:
     with pytest.raises(ValueError, match="every > 1 needs the tracker"):
         Detector("centerface", every=3, track=False)
+
+
+def test_the_governor_may_raise_the_interval_of_a_default_detector(tmp_path: Path) -> None:
+    pred = np.zeros((1, 7, 8), np.float32)
+    pred[0, :, 0] = [CX, CY, W, H, 0.9, 0.0, 0.0]
+    model = constant_detector(tmp_path / "m.onnx", {"output0": pred}, size=320)
+    detector = Detector(str(model), session=SessionConfig(cache_optimized=False))  # every=1
+    knob = detector.governor_knobs("faces", 1)[0]
+    assert not knob.pinned
+    frame = np.zeros((480, 640, 3), np.uint8)
+    first = detector.process(from_rgb(frame, source_id="cam", seq=0))
+    assert first.inferred
+    assert first.items[0].track_id is None  # not tracking: no ids, even though the tracker is kept warm
+    knob.set(1)  # the governor: the model on 1 frame in 2
+    results = [detector.process(from_rgb(frame, source_id="cam", seq=s)) for s in (1, 2, 3)]
+    assert [r.inferred for r in results].count(False) >= 1
+    carried = next(r for r in results if not r.inferred)
+    assert len(carried) == 1, "the tracker carries the box over the frame the model skipped"
+    assert Detector(str(model), pin_every=True).governor_knobs("faces", 1)[0].pinned
