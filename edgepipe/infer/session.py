@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from edgepipe.core.memory import memory_plan
 from edgepipe.infer import providers
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.errors import ModelNotFound
 from edgepipe.infer.loading import load_session
+from edgepipe.infer.planning import device_label, weights_bytes
 from edgepipe.infer.running import GuardedRuns, SessionStats
 from edgepipe.infer.spec import TensorSpec, spec_of
 from edgepipe.sched.budget import cpu_budget
@@ -38,7 +40,9 @@ class Session:
     """One loaded model. Blocking; thread-safe runs."""
 
     def __init__(self, model: str | os.PathLike[str], config: SessionConfig | None = None, *,
-                 name: str | None = None) -> None:  # fmt: skip
+                 name: str | None = None, owner: str = "") -> None:  # fmt: skip
+        """``owner`` names who holds the weights in the memory plan (a node id; the model's
+        name by default)."""
         self.config = config or SessionConfig()
         self.path = Path(model)
         self.name = name or self.path.name
@@ -65,6 +69,10 @@ class Session:
             self._session, self.stats, name=self.name, inputs=self.inputs, t_start=t_start,
             ticket=self.ticket,
         )  # fmt: skip
+        # The weights, as the plan (``--plan``) estimates them: the file and its external data.
+        memory_plan().reserve(owner or self.name, f"model weights ({self.path.name}, file size)",
+                              weights_bytes(self.path), holder=self, device=device_label(self.device),
+                              hint="use a smaller model")  # fmt: skip
         self.stats.load_ms = (time.perf_counter() - t_start) * 1000
         log.info(
             "model %s: loaded in %.0f ms on %s, %d thread%s%s", self.name, self.stats.load_ms,

@@ -49,7 +49,7 @@ class DecoderRunner:
         name by default)."""
         path = Path(model)
         self.folder, file = model_files(path)
-        self.session = Session(file, session or SessionConfig(timeout_s=30.0), name=str(path))
+        self.session = Session(file, session or SessionConfig(timeout_s=30.0), name=str(path), owner=owner)
         self.layout, self.config = settle_layout(
             read_layout(self.session, names), file, self.folder, str(path)
         )

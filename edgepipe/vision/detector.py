@@ -177,7 +177,7 @@ class Detector:
         if self.session is not None:
             return
         model = load_model(self.model, self.session_config, adapter=self.adapter, labels=self.labels,
-                           input_size=self.input_size)  # fmt: skip
+                           input_size=self.input_size, owner=self._owner)  # fmt: skip
         self.model_name = model.name
         self.adapter = model.adapter
         self.labels = model.labels

@@ -64,6 +64,7 @@ def load_model(
     adapter: str = "auto",
     labels: tuple[str, ...] | None = None,
     input_size: int = 640,
+    owner: str = "",
 ) -> LoadedModel:
     """Resolve, load and warm up ``model``. Blocking (a registry model may be fetched, and the
     first run can take seconds); raises what :func:`resolve` and :class:`Session` raise.
@@ -75,7 +76,7 @@ def load_model(
     entry = resolved.entry
     if entry is not None and entry.free_image_dims and not config.free_image_dims:
         config = replace(config, free_image_dims=True)
-    session = Session(resolved.path, config, name=resolved.name)
+    session = Session(resolved.path, config, name=resolved.name, owner=owner)
     spec = session.input(0)
     layout, fixed = _layout(spec.shape)
     dtype = spec.dtype or np.float32

@@ -40,7 +40,8 @@ def test_the_kv_cache_is_in_the_memory_plan_while_it_exists(
     plan = MemoryPlan(limit_bytes=1 << 30)
     monkeypatch.setattr(memory, "_PLAN", plan)
     runner = DecoderRunner(tiny_models["concat"], owner="describe")
-    (entry,) = plan.entries()
+    weights, entry = plan.entries()  # the weights, reserved as the model loads, then the cache
+    assert (weights.owner, weights.what) == ("describe", "model weights (model.onnx, file size)")
     assert (entry.owner, entry.what) == ("describe", "KV cache (concat, 64 positions)")
     allocated = runner.cache._arena.shape()[0] * 4  # both concat buffers: the plan is what is allocated
     assert entry.nbytes == runner.cache.nbytes == allocated
@@ -52,7 +53,9 @@ def test_the_kv_cache_is_in_the_memory_plan_while_it_exists(
 def test_a_kv_cache_past_the_budget_is_refused_before_it_is_allocated(
     tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory, "_PLAN", MemoryPlan(limit_bytes=50_000))
+    weights = (tiny_models["gqa"] / "model.onnx").stat().st_size
+    budget = weights + 20_000  # the weights fit, a 64-position cache does not
+    monkeypatch.setattr(memory, "_PLAN", MemoryPlan(budget_frac=0.5, limit_bytes=2 * budget))
     with pytest.raises(
         MemoryBudgetError, match=r"gqa: KV cache \(shared, 64 positions\) needs .*max_seq_len"
     ):
