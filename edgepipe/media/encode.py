@@ -58,6 +58,10 @@ def pick_encoder(width: int, height: int) -> str:
     raise OutputError("no H.264 encoder works here (not even libx264)", path="h264")
 
 
+ENCODE_WAIT_S = 10.0
+"""The longest an encode waits for the CPU budget (then the frame's write fails, counted)."""
+
+
 class Recorder:
     """Writes every frame it receives to ``path`` as H.264 (a sink; blocking, so it runs on a
     worker thread). Timestamps advance by the frames' own media time (pts) where it moves
@@ -181,7 +185,7 @@ class Recorder:
 
     def _encode(self, av_frame: Any) -> None:
         try:
-            with gate().admit(self._ticket):
+            with gate().admit(self._ticket, timeout_s=ENCODE_WAIT_S):
                 packets = self._stream.encode(av_frame)
             for packet in packets:
                 self._container.mux(packet)
