@@ -6,7 +6,7 @@ group from the lowest node priority to the highest (so a recorder's frames go la
 that a pipeline pins (a privacy detector that must see every frame) is not on the ladder.
 
 Every ``update`` gets the CPU use over the last window (a fraction of the usable cores). Over
-the target, it climbs (more rungs the further over); under it by more than what the last rung
+the target (by more than ``slack``, 2 points), it climbs (more rungs the further over); under it by more than what the last rung
 is known to cost (plus a band), it steps back down one rung. What a rung costs is learnt: the
 CPU drop seen after climbing it, raised again whenever stepping down had to be undone, so a
 load near the target settles instead of see-sawing. After each move it waits ``settle_s``
@@ -76,6 +76,7 @@ class Governor:
         *,
         settle_s: float = 1.0,
         band: float = 0.03,
+        slack: float = 0.02,
         hot_c: float = 80.0,
         default_cost: float = 0.1,
     ) -> None:
@@ -83,6 +84,10 @@ class Governor:
         self.target = target
         self.settle_s = settle_s
         self.band = band
+        self.slack = slack
+        """How far over the target a window may be before the governor climbs: a 1 s average
+        sitting on the target wavers by a point or two, and chasing that would slow work for
+        nothing."""
         self.hot_c = hot_c
         self.ladder: list[tuple[Knob, int]] = []
         for knob in sorted(self.knobs, key=lambda k: (RANKS.get(k.kind, 9), k.priority)):
@@ -115,7 +120,7 @@ class Governor:
         self._learn(cpu)
         target = self.target_now(temp_c)
         over = cpu - target
-        if over > 0 and self.level < self.rungs:
+        if over > self.slack and self.level < self.rungs:
             steps = 1 + int(over / 0.08)
             return self._move(min(self.rungs, self.level + steps), cpu, target, now)
         if self.level > 0 and cpu + self._cost[self.level] <= target - self.band:
