@@ -6,12 +6,13 @@ group from the lowest node priority to the highest (so a recorder's frames go la
 that a pipeline pins (a privacy detector that must see every frame) is not on the ladder.
 
 Every ``update`` gets the CPU use over the last window (a fraction of the usable cores). Over
-the target (by more than ``slack``, 2 points), it climbs (more rungs the further over); under it by more than what the last rung
-is known to cost (plus a band), it steps back down one rung. What a rung costs is learnt: the
-CPU drop seen after climbing it, raised again whenever stepping down had to be undone, so a
-load near the target settles instead of see-sawing. After each move it waits ``settle_s``
-(the measurement window) so that the next decision sees the effect of the last. A hot device
-lowers the target. Pure logic on a clock it is given: the scheduler feeds it, tests drive it.
+the target by more than ``slack`` (2 points), it climbs (more rungs the further over); under it
+by more than what the last rung is known to cost (plus a band), it steps back down one rung.
+What a rung costs is learnt: the CPU drop seen after climbing it, raised again whenever
+stepping down had to be undone, so a load near the target settles instead of see-sawing. After
+each move it waits ``settle_s`` (the measurement window) so that the next decision sees the
+effect of the last. A hot device lowers the target. Pure logic on a clock it is given: the
+scheduler feeds it, tests drive it.
 """
 
 from __future__ import annotations
