@@ -58,6 +58,33 @@ def pick_encoder(width: int, height: int) -> str:
     raise OutputError("no H.264 encoder works here (not even libx264)", path="h264")
 
 
+def to_av_nv12(frame: Frame, width: int, height: int) -> Any:
+    """A new NV12 ``av.VideoFrame`` of ``width`` x ``height`` holding ``frame``'s picture (no pts).
+
+    One copy into the encoder's input frame, so the source's frame can go back to its pool at
+    once; a frame of another size (a mid-stream change) is scaled to this one.
+    """
+    w, h = width, height
+    out = av.VideoFrame(w, h, "nv12")
+    y_plane: Any
+    uv_plane: Any
+    y_plane, uv_plane = out.planes
+    y = np.frombuffer(y_plane, np.uint8).reshape(h, y_plane.line_size)
+    uv = np.frombuffer(uv_plane, np.uint8).reshape(h // 2, uv_plane.line_size)
+    if (frame.width, frame.height) == (w, h) or (frame.width // 2 * 2, frame.height // 2 * 2) == (w, h):
+        y[:, :w] = frame.y[:h, :w]
+        if frame.format == NV12:
+            assert frame.uv is not None
+            uv[:, :w] = frame.uv[: h // 2, : w // 2].reshape(h // 2, w)
+        else:
+            u, v = frame.chroma()
+            uv[:, 0:w:2] = u[: h // 2, : w // 2]
+            uv[:, 1:w:2] = v[: h // 2, : w // 2]
+        return out
+    src = av.VideoFrame.from_ndarray(frame.to_rgb(), format="rgb24")
+    return src.reformat(width=w, height=h, format="nv12")
+
+
 ENCODE_WAIT_S = 10.0
 """The longest an encode waits for the CPU budget (then the frame's write fails, counted)."""
 
@@ -127,27 +154,8 @@ class Recorder:
         log.info("recording %s with %s (%dx%d)", self.path, name, width, height)
 
     def _to_av(self, frame: Frame) -> Any:
-        # One copy into the encoder's input frame: the source's frame goes back to its pool.
         assert self._size is not None
-        w, h = self._size
-        out = self._av_frame = av.VideoFrame(w, h, "nv12")
-        y_plane: Any
-        uv_plane: Any
-        y_plane, uv_plane = out.planes
-        y = np.frombuffer(y_plane, np.uint8).reshape(h, y_plane.line_size)
-        uv = np.frombuffer(uv_plane, np.uint8).reshape(h // 2, uv_plane.line_size)
-        if (frame.width, frame.height) == (w, h) or (frame.width // 2 * 2, frame.height // 2 * 2) == (w, h):
-            y[:, :w] = frame.y[:h, :w]
-            if frame.format == NV12:
-                assert frame.uv is not None
-                uv[:, :w] = frame.uv[: h // 2, : w // 2].reshape(h // 2, w)
-            else:
-                u, v = frame.chroma()
-                uv[:, 0:w:2] = u[: h // 2, : w // 2]
-                uv[:, 1:w:2] = v[: h // 2, : w // 2]
-        else:  # a mid-stream size change: scale the new size to the recording's
-            src = av.VideoFrame.from_ndarray(frame.to_rgb(), format="rgb24")
-            out = src.reformat(width=w, height=h, format="nv12")
+        out = self._av_frame = to_av_nv12(frame, *self._size)
         out.pts = self._next_pts(frame)
         out.time_base = Fraction(1, 1000)
         return out
