@@ -1,0 +1,67 @@
+"""A viewer's video track: H.264 packets from a :class:`~edgepipe.serve.encoder.SharedEncoder`.
+
+:class:`PacketTrack` returns ``av.Packet`` from ``recv()``: aiortc 1.16's
+``RTCRtpSender._next_encoded_frame`` packetizes a packet (``H264Encoder.pack``) instead of
+encoding a frame, so every viewer of a source shares one encode. The RTP timestamp is the
+packet's pts (90 kHz) plus the sender's random offset.
+
+PLI/FIR: aiortc's sender answers them by calling its own ``_send_keyframe()``, which only sets a
+flag its encoder reads when it encodes a *frame*; a packet track is never encoded there, so
+:func:`forward_keyframe_requests` wraps that method on one sender instance to also ask the shared
+encoder for a keyframe. It relies on that private method (checked against aiortc 1.16).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiortc import MediaStreamTrack, RTCRtpSender
+from aiortc.mediastreams import MediaStreamError
+
+from edgepipe.serve.encoder import SharedEncoder, Subscription
+
+
+class PacketTrack(MediaStreamTrack):
+    """One viewer's video of one source (kind ``video``). ``first_pts_90k`` is the pts of the
+    first packet it returned (None before); ``on_first`` is called with it, once."""
+
+    kind = "video"
+
+    def __init__(self, encoder: SharedEncoder, *, on_first: Callable[[int], None] | None = None) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.source_id = encoder.source_id
+        self.subscription: Subscription = encoder.subscribe()
+        self.first_pts_90k: int | None = None
+        self.sent = 0
+        self._on_first = on_first
+
+    async def recv(self) -> Any:  # aiortc types it as Frame | Packet
+        if self.readyState != "live":
+            raise MediaStreamError
+        packet = await self.subscription.get()
+        if packet is None:
+            self.stop()
+            raise MediaStreamError
+        if self.first_pts_90k is None:
+            self.first_pts_90k = packet.pts
+            if self._on_first is not None:
+                self._on_first(packet.pts)
+        self.sent += 1
+        return packet
+
+    def stop(self) -> None:
+        super().stop()
+        self.subscription.close()
+
+
+def forward_keyframe_requests(sender: RTCRtpSender, encoder: SharedEncoder) -> None:
+    """Make this sender's PLI/FIR handling also request a keyframe from ``encoder``."""
+    own: Callable[[], None] = sender._send_keyframe
+
+    def send_keyframe() -> None:
+        own()
+        encoder.request_keyframe()
+
+    sender._send_keyframe = send_keyframe  # type: ignore[method-assign]

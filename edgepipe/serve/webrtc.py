@@ -1,0 +1,214 @@
+"""Answering viewers: one aiortc peer per viewer, a packet track per source, a ``results`` channel.
+
+:class:`Viewers` is what the HTTP app holds: ``await viewers.answer(sdp, "offer")`` returns
+the answer for ``POST /offer`` (or WHEP), :meth:`Viewers.publish` sends a frame's results to
+every viewer (from any thread: a sink's worker thread), :meth:`Viewers.close` ends one viewer
+and :meth:`Viewers.close_all` every one at shutdown. Beyond ``limit`` concurrent viewers
+:meth:`Viewers.answer` raises :class:`ViewerLimitError` (the app answers 503).
+
+Video is H.264 only for now: an offer without H.264 raises :class:`OfferError` (the VP8
+fallback, a frame track that aiortc encodes per viewer, is not written yet). Messages on the data
+channel follow :mod:`edgepipe.serve.messages`; a viewer whose channel has more than
+``max_buffered_bytes`` waiting loses messages rather than slowing anyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc.rtcdatachannel import RTCDataChannel
+
+from edgepipe.core.errors import EdgepipeError
+from edgepipe.serve import ice, messages
+from edgepipe.serve.encoder import SharedEncoder
+from edgepipe.serve.tracks import PacketTrack, forward_keyframe_requests
+
+if TYPE_CHECKING:
+    from edgepipe.vision.detection import Detections
+
+log = logging.getLogger(__name__)
+
+
+class ViewerLimitError(EdgepipeError):
+    """As many viewers as allowed are connected (HTTP 503)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"viewer limit reached ({limit} connected)")
+
+
+class OfferError(EdgepipeError, ValueError):
+    """An offer that cannot be answered (HTTP 400): malformed, or no codec we send."""
+
+
+class Viewer:
+    """One connected viewer: its peer, its tracks (by source) and its ``results`` channel."""
+
+    def __init__(self, viewer_id: str, pc: RTCPeerConnection, max_buffered_bytes: int) -> None:
+        self.viewer_id = viewer_id
+        self.pc = pc
+        self.tracks: dict[str, PacketTrack] = {}
+        self.channel: RTCDataChannel | None = None
+        self.max_buffered_bytes = max_buffered_bytes
+        self.sent_messages = 0
+        self.dropped_messages = 0
+        self._first_pts: dict[str, int] = {}
+        self._synced: set[str] = set()
+
+    def first_packet(self, source_id: str, pts_90k: int) -> None:
+        self._first_pts[source_id] = pts_90k
+        self._flush_sync()
+
+    def _flush_sync(self) -> None:
+        for source_id, pts in self._first_pts.items():
+            if source_id not in self._synced and self._send(messages.sync_message(source_id, pts)):
+                self._synced.add(source_id)
+
+    def send_results(self, message: dict[str, Any]) -> bool:
+        """Send one results message (on the loop). A source's results wait for its ``sync``:
+        before the viewer's first packet of that source they are dropped (it shows no video
+        yet). False when the message was dropped."""
+        source_id = message.get("source")
+        if isinstance(source_id, str) and source_id in self.tracks:
+            self._flush_sync()
+            if source_id not in self._synced:
+                self.dropped_messages += 1
+                return False
+        return self._send(message)
+
+    def _send(self, message: dict[str, Any]) -> bool:
+        channel = self.channel
+        limit = self.max_buffered_bytes
+        # A viewer that cannot keep up loses messages; nobody waits for it.
+        if channel is None or channel.readyState != "open" or channel.bufferedAmount > limit:
+            self.dropped_messages += 1
+            return False
+        channel.send(messages.pack(message))
+        self.sent_messages += 1
+        return True
+
+    async def close(self) -> None:
+        for track in self.tracks.values():
+            track.stop()
+        await self.pc.close()
+
+
+def _offers_h264(sdp: str) -> bool:
+    return "h264/90000" in sdp.lower()
+
+
+def _prefer_h264(pc: RTCPeerConnection) -> None:
+    capabilities = RTCRtpSender.getCapabilities("video")
+    h264 = [c for c in capabilities.codecs if c.mimeType.lower() in ("video/h264", "video/rtx")]
+    for transceiver in pc.getTransceivers():
+        if transceiver.kind == "video":
+            transceiver.setCodecPreferences(h264)
+
+
+class Viewers:
+    """The connected viewers of a pipeline and the encoders they watch (one per source).
+
+    Call :meth:`answer`, :meth:`close` and :meth:`close_all` on the event loop; :meth:`publish`
+    from any thread once a viewer has connected."""
+
+    def __init__(
+        self,
+        encoders: Iterable[SharedEncoder] = (),
+        *,
+        limit: int = 4,
+        max_buffered_bytes: int = 256 * 1024,
+    ) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        self.encoders: dict[str, SharedEncoder] = {e.source_id: e for e in encoders}
+        self.limit = limit
+        self.max_buffered_bytes = max_buffered_bytes
+        self.viewers: dict[str, Viewer] = {}
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing: set[asyncio.Task[bool]] = set()  # peers closing after they failed
+
+    async def answer(
+        self,
+        offer_sdp: str,
+        offer_type: str = "offer",
+        *,
+        on_datachannel: Callable[[Viewer, RTCDataChannel], None] | None = None,
+    ) -> tuple[Viewer, RTCSessionDescription]:
+        """A new viewer and the answer to its offer. Raises :class:`ViewerLimitError` when
+        ``limit`` viewers are connected and :class:`OfferError` for an offer that cannot be
+        answered. ``on_datachannel`` is told of channels the viewer opens itself."""
+        if len(self.viewers) >= self.limit:
+            raise ViewerLimitError(self.limit)
+        if offer_type != "offer":
+            raise OfferError(f"expected an offer, not {offer_type!r}")
+        if self.encoders and not _offers_h264(offer_sdp):
+            raise OfferError("the offer has no H.264 (VP8 is not sent yet)")
+        self._loop = asyncio.get_running_loop()
+        ice.restrict_host_addresses()
+        pc = RTCPeerConnection(ice.configuration())
+        viewer = Viewer(f"v{next(self._ids)}", pc, self.max_buffered_bytes)
+        self.viewers[viewer.viewer_id] = viewer
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type=offer_type))
+            for source_id, encoder in self.encoders.items():
+                track = PacketTrack(encoder, on_first=functools.partial(viewer.first_packet, source_id))
+                viewer.tracks[source_id] = track
+                forward_keyframe_requests(pc.addTrack(track), encoder)
+            _prefer_h264(pc)
+            channel = viewer.channel = pc.createDataChannel("results", ordered=True)
+            channel.on("open", viewer._flush_sync)
+            if on_datachannel is not None:
+                pc.on("datachannel", lambda ch: on_datachannel(viewer, ch))
+            pc.on("connectionstatechange", lambda: self._state_changed(viewer))
+            await pc.setLocalDescription(await pc.createAnswer())
+        except (ValueError, AssertionError) as exc:  # aiortc's errors for a bad SDP
+            await self.close(viewer.viewer_id)
+            raise OfferError(f"cannot answer this offer: {exc}") from exc
+        except BaseException:
+            await self.close(viewer.viewer_id)
+            raise
+        log.info("viewer %s connected (%d of %d)", viewer.viewer_id, len(self.viewers), self.limit)
+        return viewer, pc.localDescription
+
+    def _state_changed(self, viewer: Viewer) -> None:
+        if viewer.pc.connectionState in ("failed", "closed") and viewer.viewer_id in self.viewers:
+            task = asyncio.get_running_loop().create_task(self.close(viewer.viewer_id))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def close(self, viewer_id: str) -> bool:
+        """End one viewer; False if there was none of that id."""
+        viewer = self.viewers.pop(viewer_id, None)
+        if viewer is None:
+            return False
+        await viewer.close()
+        log.info("viewer %s left", viewer_id)
+        return True
+
+    async def close_all(self) -> None:
+        """End every viewer (shutdown)."""
+        for viewer_id in list(self.viewers):
+            await self.close(viewer_id)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def publish(self, dets: Detections) -> None:
+        """Send one frame's results to every viewer. Any thread; never blocks."""
+        loop = self._loop
+        if loop is None or not self.viewers:
+            return
+        message = messages.detections_message(dets)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: shutting down
+            loop.call_soon_threadsafe(self._send_all, message)
+
+    def _send_all(self, message: dict[str, Any]) -> None:
+        for viewer in list(self.viewers.values()):
+            viewer.send_results(message)

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from edgepipe.media.frame import Frame, from_rgb
+from edgepipe.serve.encoder import SharedEncoder
+
+pytestmark = pytest.mark.usefixtures("libx264")
+
+
+def frame(seq: int) -> Frame:
+    rgb = np.zeros((360, 640, 3), np.uint8)
+    rgb[:, (seq * 8) % 600 : (seq * 8) % 600 + 40] = 255  # a moving bar: P-frames carry something
+    return from_rgb(rgb, source_id="cam", seq=seq)
+
+
+async def encode(enc: SharedEncoder, n: int) -> None:
+    loop = asyncio.get_running_loop()
+    for seq in range(n):
+        await loop.run_in_executor(None, enc.encode, frame(seq))
+    await asyncio.sleep(0)  # packets reach subscriptions through the loop
+
+
+async def test_nothing_is_encoded_without_subscribers() -> None:
+    enc = SharedEncoder("cam")
+    await encode(enc, 3)
+    assert enc.encodes == 0
+
+
+async def test_a_subscriber_starts_at_a_constrained_baseline_idr_in_90khz() -> None:
+    enc = SharedEncoder("cam")
+    sub = enc.subscribe()
+    await encode(enc, 3)
+    first = await sub.get()
+    assert first.is_keyframe
+    data = bytes(first)
+    assert data.startswith(b"\x00\x00\x00\x01\x67")  # Annex B, SPS first
+    assert data[5] == 66
+    assert data[6] & 0x40
+    assert first.time_base.denominator == 90_000
+    second = await sub.get()
+    assert not second.is_keyframe
+    assert second.pts > first.pts
+    assert enc.encodes == 3
+
+
+async def test_a_lagging_subscriber_is_flushed_and_waits_for_a_keyframe() -> None:
+    enc = SharedEncoder("cam", queue_packets=4)
+    slow = enc.subscribe()
+    fast = enc.subscribe()
+    got = 0
+    for seq in range(30):
+        await asyncio.get_running_loop().run_in_executor(None, enc.encode, frame(seq))
+        await asyncio.sleep(0.01)
+        while fast._queue.qsize():
+            await fast.get()
+            got += 1
+    assert got == 30  # the fast one lost nothing
+    assert slow.lagged >= 1
+    assert slow.dropped > 0
+    assert enc.encodes == 30
+    slow.close()
+    assert await slow.get() is None
+    assert enc.subscribers == 1
