@@ -22,7 +22,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import RTCPeerConnection, RTCRtpCodecCapability, RTCRtpSender, RTCSessionDescription
+from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationError
 from aiortc.rtcdatachannel import RTCDataChannel
 
 from edgepipe.core.errors import EdgepipeError
@@ -104,12 +105,9 @@ def _offers_h264(sdp: str) -> bool:
     return "h264/90000" in sdp.lower()
 
 
-def _prefer_h264(pc: RTCPeerConnection) -> None:
+def _h264_codecs() -> list[RTCRtpCodecCapability]:
     capabilities = RTCRtpSender.getCapabilities("video")
-    h264 = [c for c in capabilities.codecs if c.mimeType.lower() in ("video/h264", "video/rtx")]
-    for transceiver in pc.getTransceivers():
-        if transceiver.kind == "video":
-            transceiver.setCodecPreferences(h264)
+    return [c for c in capabilities.codecs if c.mimeType.lower() in ("video/h264", "video/rtx")]
 
 
 class Viewers:
@@ -157,19 +155,24 @@ class Viewers:
         viewer = Viewer(f"v{next(self._ids)}", pc, self.max_buffered_bytes)
         self.viewers[viewer.viewer_id] = viewer
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type=offer_type))
+            # Transceivers made before the offer is applied take its video m-lines, and their
+            # codec preferences decide what is negotiated there: H.264 only (packets go out as
+            # they are; any other codec would be handed H.264 to packetize).
             for source_id, encoder in self.encoders.items():
                 track = PacketTrack(encoder, on_first=functools.partial(viewer.first_packet, source_id))
                 viewer.tracks[source_id] = track
-                forward_keyframe_requests(pc.addTrack(track), encoder)
-            _prefer_h264(pc)
+                transceiver = pc.addTransceiver(track, direction="sendonly")
+                transceiver.setCodecPreferences(_h264_codecs())
+                forward_keyframe_requests(transceiver.sender, encoder)
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type=offer_type))
             channel = viewer.channel = pc.createDataChannel("results", ordered=True)
             channel.on("open", viewer._flush_sync)
             if on_datachannel is not None:
                 pc.on("datachannel", lambda ch: on_datachannel(viewer, ch))
             pc.on("connectionstatechange", lambda: self._state_changed(viewer))
             await pc.setLocalDescription(await pc.createAnswer())
-        except (ValueError, AssertionError) as exc:  # aiortc's errors for a bad SDP
+        except (ValueError, AssertionError, InvalidAccessError, InvalidStateError, OperationError) as exc:
+            # aiortc's errors for an SDP it cannot parse or answer
             await self.close(viewer.viewer_id)
             raise OfferError(f"cannot answer this offer: {exc}") from exc
         except BaseException:

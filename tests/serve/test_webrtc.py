@@ -1,0 +1,154 @@
+"""Real aiortc peers on 127.0.0.1: a client offers (recvonly video + a data channel), Viewers
+answers, and frames fed to the shared encoder come out of the client's track decoded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+from aiortc import RTCConfiguration, RTCPeerConnection
+from aiortc.mediastreams import MediaStreamTrack
+
+from edgepipe.media.frame import from_rgb
+from edgepipe.serve import messages
+from edgepipe.serve.encoder import SharedEncoder
+from edgepipe.serve.webrtc import OfferError, ViewerLimitError, Viewers
+from edgepipe.vision.detection import Detection, Detections
+
+pytestmark = pytest.mark.usefixtures("libx264")
+BOX = (10.0, 20.0, 110.0, 220.0)
+
+
+class Client:
+    """A viewer: recvonly video, a data channel of its own (so the offer has SCTP), the server's
+    ``results`` channel collected as decoded messages."""
+
+    def __init__(self) -> None:
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        self.pc.addTransceiver("video", direction="recvonly")
+        self.pc.createDataChannel("client")
+        self.messages: list[dict[str, Any]] = []
+        self.track: asyncio.Future[MediaStreamTrack] = asyncio.get_running_loop().create_future()
+        self.pc.on("track", self.track.set_result)
+        self.pc.on(
+            "datachannel", lambda ch: ch.on("message", lambda m: self.messages.append(messages.unpack(m)))
+        )
+
+    async def connect(self, viewers: Viewers) -> None:
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        _, answer = await viewers.answer(self.pc.localDescription.sdp, "offer")
+        await self.pc.setRemoteDescription(answer)
+
+    async def frames(self, n: int) -> list[Any]:
+        track = await asyncio.wait_for(self.track, 10)
+        return [await asyncio.wait_for(track.recv(), 10) for _ in range(n)]
+
+
+async def feed(enc: SharedEncoder, viewers: Viewers, sent_pts: list[int]) -> None:
+    """30 fps of a moving bar, with one detection per frame (every third one empty)."""
+    loop = asyncio.get_running_loop()
+    seq = 0
+    while True:
+        rgb = np.zeros((360, 640, 3), np.uint8)
+        rgb[:, (seq * 8) % 600 : (seq * 8) % 600 + 40] = 255
+        frame = from_rgb(rgb, source_id="cam", seq=seq)
+        if await loop.run_in_executor(None, enc.encode, frame):
+            sent_pts.append(messages.pts_90k(None, frame.t_decoded_ns))
+        items = [] if seq % 3 == 0 else [Detection(box=BOX, score=0.5, class_id=0, label="face")]
+        viewers.publish(Detections(source_id="cam", seq=seq, pts=None, time_s=None, width=640, height=360,
+                                   model="fake", items=items, t_decoded_ns=frame.t_decoded_ns))  # fmt: skip
+        seq += 1
+        await asyncio.sleep(1 / 30)
+
+
+@contextlib.asynccontextmanager
+async def feeding(enc: SharedEncoder, viewers: Viewers, sent_pts: list[int]) -> AsyncIterator[None]:
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(feed(enc, viewers, sent_pts))
+        try:
+            yield
+        finally:
+            task.cancel()
+            await viewers.close_all()
+
+
+async def test_a_viewer_receives_video_and_results_that_map_onto_it() -> None:
+    enc = SharedEncoder("cam")
+    viewers = Viewers([enc])
+    client = Client()
+    sent_pts: list[int] = []
+    async with feeding(enc, viewers, sent_pts):
+        await client.connect(viewers)
+        frames = await client.frames(30)
+        for _ in range(100):
+            if sum(m["kind"] == "detections" for m in client.messages) >= 10:
+                break
+            await asyncio.sleep(0.05)
+    await client.pc.close()
+    assert all(f.width == 640 and f.height == 360 for f in frames)
+    sync = [m for m in client.messages if m["kind"] == "sync"]
+    assert len(sync) == 1
+    assert sync[0]["source"] == "cam"
+    first_pts = sync[0]["first_pts_90k"]
+    assert first_pts in sent_pts
+    # The first frame received is the first packet sent: RTP timestamps map onto pts.
+    rtp0 = frames[0].pts
+    received_pts = {first_pts + (f.pts - rtp0) % 2**32 for f in frames}
+    assert received_pts <= set(sent_pts)
+    dets = [m for m in client.messages if m["kind"] == "detections"]
+    assert len(dets) >= 10
+    assert client.messages.index(sync[0]) < client.messages.index(dets[0])
+    assert {d["pts_90k"] for d in dets} & received_pts  # results land on frames the viewer saw
+    assert all(d["pts_90k"] in sent_pts for d in dets)
+    assert any(d["boxes"] == [] for d in dets)
+    assert [[*BOX, 0.5, "face"]] in [d["boxes"] for d in dets]
+
+
+async def test_two_viewers_share_one_encode_and_a_slow_one_slows_nobody() -> None:
+    enc = SharedEncoder("cam")
+    viewers = Viewers([enc])
+    a, b = Client(), Client()
+    sent_pts: list[int] = []
+    async with feeding(enc, viewers, sent_pts):
+        await a.connect(viewers)
+        await b.connect(viewers)
+        slow = enc.subscribe()  # a viewer that never reads
+        frames_a, frames_b = await asyncio.gather(a.frames(30), b.frames(30))
+        # Each encode gives one packet (no B-frames, no delay): one encode per frame fed, and
+        # every viewer's track sent those same packets.
+        encodes, fed = enc.encodes, len(sent_pts)
+        sent = [v.tracks["cam"].sent for v in viewers.viewers.values()]
+        slow.close()
+    await a.pc.close()
+    await b.pc.close()
+    assert len(frames_a) == len(frames_b) == 30
+    assert encodes == fed  # once per frame, not once per viewer
+    assert len(sent) == 2
+    assert min(sent) >= 30
+    assert slow.lagged >= 1
+    assert enc.subscribers == 0  # every viewer's subscription closed with its peer
+
+
+async def test_beyond_the_limit_a_viewer_is_refused() -> None:
+    viewers = Viewers([SharedEncoder("cam")], limit=1)
+    a, b = Client(), Client()
+    try:
+        await a.connect(viewers)
+        with pytest.raises(ViewerLimitError, match="limit"):
+            await b.connect(viewers)
+    finally:
+        await viewers.close_all()
+        await a.pc.close()
+        await b.pc.close()
+    assert viewers.viewers == {}
+
+
+async def test_an_offer_without_h264_is_refused() -> None:
+    viewers = Viewers([SharedEncoder("cam")])
+    with pytest.raises(OfferError, match=r"H\.264"):
+        await viewers.answer("v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\n", "offer")
+    assert viewers.viewers == {}
