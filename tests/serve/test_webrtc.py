@@ -12,10 +12,14 @@ import numpy as np
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamTrack
+from aiortc.rtp import RTCP_PSFB_PLI, RtcpPsfbPacket
 
-from edgepipe.media.frame import from_rgb
+from edgepipe import Pipeline
+from edgepipe.core.run import run_async
+from edgepipe.media.frame import Frame, from_rgb
+from edgepipe.media.source import VideoSource
 from edgepipe.serve import messages
-from edgepipe.serve.encoder import SharedEncoder
+from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
 from edgepipe.serve.webrtc import OfferError, ViewerLimitError, Viewers
 from edgepipe.vision.detection import Detection, Detections
 
@@ -152,3 +156,50 @@ async def test_an_offer_without_h264_is_refused() -> None:
     with pytest.raises(OfferError, match=r"H\.264"):
         await viewers.answer("v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 VP8/90000\r\n", "offer")
     assert viewers.viewers == {}
+
+
+def fake_detector(frame: Frame) -> Detections:
+    return Detections(source_id=frame.source_id, seq=frame.seq, pts=frame.pts, time_s=frame.time_s,
+                      width=frame.width, height=frame.height, model="fake", t_decoded_ns=frame.t_decoded_ns,
+                      items=[Detection(box=BOX, score=0.5, class_id=0, label="face")])  # fmt: skip
+
+
+async def test_a_pipeline_feeds_the_encoder_and_the_results_channel() -> None:
+    # How a pipeline is wired to viewers: WebRTCOut on the video branch, Viewers.publish on results.
+    enc = SharedEncoder("cam")
+    viewers = Viewers([enc])
+    p = Pipeline()
+    frames = p.source("cam", VideoSource("synthetic://640x360@30"))
+    p.sink("webrtc", WebRTCOut(enc), inputs=frames, policy="latest", queue_size=1)
+    dets = p.stage("detect", fake_detector, inputs=frames, policy="latest", queue_size=1)
+    p.sink("results", viewers.publish, inputs=dets)
+    client = Client()
+    async with asyncio.TaskGroup() as tg:
+        run = tg.create_task(run_async(p, duration_s=6.0))
+        await client.connect(viewers)
+        received = await client.frames(30)
+        await viewers.close_all()
+        await client.pc.close()
+        run.cancel()
+    assert len(received) == 30
+    sync = next(m for m in client.messages if m["kind"] == "sync")
+    first_pts = sync["first_pts_90k"]
+    received_pts = {first_pts + (f.pts - received[0].pts) % 2**32 for f in received}
+    assert {m["pts_90k"] for m in client.messages if m["kind"] == "detections"} & received_pts
+
+
+async def test_pli_from_a_viewer_asks_the_shared_encoder_for_a_keyframe() -> None:
+    enc = SharedEncoder("cam")
+    viewers = Viewers([enc])
+    client = Client()
+    try:
+        await client.connect(viewers)
+        enc._keyframe_wanted = False
+        (viewer,) = viewers.viewers.values()
+        (transceiver,) = viewer.pc.getTransceivers()
+        # What RTCRtpSender does on RTCP PLI or FIR (_handle_rtcp_packet).
+        await transceiver.sender._handle_rtcp_packet(RtcpPsfbPacket(fmt=RTCP_PSFB_PLI, ssrc=1, media_ssrc=2))
+        assert enc._keyframe_wanted
+    finally:
+        await viewers.close_all()
+        await client.pc.close()
