@@ -242,7 +242,8 @@ class SharedEncoder:
         self._last_keyframe_s = float("-inf")  # a new encoder starts with an IDR
 
     def close(self) -> None:
-        """Close every subscription (on the loop) and drop the encoder."""
+        """Close every subscription and drop the encoder. Call it on the subscriptions' event
+        loop (their queues are asyncio queues)."""
         with self._lock:
             subs, self._subs = self._subs, []
         for sub in subs:
