@@ -75,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument(
         "--plan", action="store_true", help="print what it would reserve against the memory budget, and exit"
     )
+    run_p.add_argument("--port", type=int, metavar="N", help="serve /metrics, /health, /graph on this port")
+    run_p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="H",
+        help="serve on this address (not loopback: needs $EDGEPIPE_TOKEN)",
+    )
+    run_p.add_argument("--metrics-open", action="store_true", help="serve /metrics without the token")
     run_p.add_argument(
         "--loop",
         choices=("auto", "uvloop", "asyncio"),
@@ -197,6 +205,12 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.plan:
         return cli_plan.main(graph)
     watchers: list[Watcher] = []
+    if args.port is not None:
+        from edgepipe.serve import HttpServer, ServeConfig
+
+        watchers.append(
+            HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
+        )
     if args.stats:
         from edgepipe.console import live_stats
 
