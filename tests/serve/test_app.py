@@ -180,3 +180,38 @@ async def test_malformed_requests_get_4xx_and_the_server_keeps_serving(
             assert r.status == 200
     assert "hunter" not in caplog.text
     assert token not in caplog.text
+
+
+async def test_a_handler_that_fails_on_bad_input_answers_400_with_one_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from aiohttp import web
+
+    from edgepipe.core.runtime import Runtime
+    from edgepipe.serve import build_app
+
+    from .conftest import pipeline
+
+    async def echo(request: web.Request) -> web.Response:  # a route as WebRTC signalling adds them
+        return web.json_response(await request.json())
+
+    app = build_app(Runtime(pipeline(Camera()).validate()))
+    app.router.add_post("/echo", echo)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with aiohttp.ClientSession() as session:
+            for body in (b'{"sdp": ', b"\xff\xfe", b"[1, 2"):
+                caplog.clear()
+                async with session.post(f"http://127.0.0.1:{port}/echo", data=body) as r:
+                    assert r.status == 400
+                    assert await r.json() == {"error": "bad request"}
+                assert len(caplog.records) == 1
+                assert "POST /echo: bad request" in caplog.text
+            async with session.post(f"http://127.0.0.1:{port}/echo", json={"ok": 1}) as r:
+                assert await r.json() == {"ok": 1}
+    finally:
+        await runner.cleanup()
