@@ -17,12 +17,11 @@ from typing import Any
 
 from edgepipe import __version__, cli_bench, cli_models, cli_plan
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
+from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.malloc import fix_mmap_threshold
-from edgepipe.core.pipeline import Graph
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
-from edgepipe.core.types import type_name
 
 log = logging.getLogger("edgepipe")
 
@@ -76,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument(
         "--plan", action="store_true", help="print what it would reserve against the memory budget, and exit"
     )
+    run_p.add_argument("--port", type=int, metavar="N", help="serve /metrics, /health, /graph on this port")
+    run_p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="H",
+        help="serve on this address (not loopback: needs $EDGEPIPE_TOKEN)",
+    )
+    run_p.add_argument("--metrics-open", action="store_true", help="serve /metrics without the token")
     run_p.add_argument(
         "--loop",
         choices=("auto", "uvloop", "asyncio"),
@@ -198,6 +205,12 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.plan:
         return cli_plan.main(graph)
     watchers: list[Watcher] = []
+    if args.port is not None:
+        from edgepipe.serve import HttpServer, ServeConfig
+
+        watchers.append(
+            HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
+        )
     if args.stats:
         from edgepipe.console import live_stats
 
@@ -238,51 +251,6 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         f"; {report.results_written} results written to {args.results}" if args.results else "",
     )
     return EXIT_OK
-
-
-def graph_dict(graph: Graph, workers: dict[str, int]) -> dict[str, Any]:
-    """The graph as plain data (``edgepipe graph --format json``)."""
-    return {
-        "name": graph.name,
-        "headroom": graph.headroom,
-        "nodes": [
-            {
-                "id": n.node_id,
-                "kind": n.kind.value,
-                "code": n.label,
-                "inputs": list(n.inputs),
-                "resource": n.resource,
-                "priority": n.priority.name.lower(),
-                "on_error": n.on_error.action.value,
-                "timeout_s": n.timeout_s,
-                "in_type": type_name(n.in_type) if n.in_type is not None else None,
-                "out_type": type_name(n.out_type) if n.out_type is not None else None,
-                "declared_at": n.where,
-            }
-            for n in graph.nodes
-        ],
-        "channels": [
-            {
-                "from": lane.source,
-                "to": n.node_id,
-                "lane": lane.name,
-                "size": lane.size,
-                "policy": lane.policy.value,
-                "max_age_s": lane.max_age_s,
-            }
-            for n in graph.nodes
-            for lane in n.lanes
-        ],
-        "resources": [
-            {
-                "name": r,
-                "threads": workers[r],
-                "nodes": [n.node_id for n in graph.nodes if n.resource == r],
-            }
-            for r in graph.resources
-        ],
-        "warnings": list(graph.warnings),
-    }
 
 
 def _graph(args: argparse.Namespace, extra: list[str]) -> int:

@@ -358,3 +358,22 @@ def test_a_headroom_out_of_range_is_exit_2(value: str) -> None:
     result = edgepipe("run", "pipelines/demo.py", "--headroom", value)
     assert result.returncode == 2
     assert "--headroom" in result.stderr
+
+
+def test_port_serves_while_running_and_logs_the_url(tmp_path: Path) -> None:
+    path = write(tmp_path, ENDLESS)
+    result = edgepipe("run", str(path), "--out", str(tmp_path / "s.txt"), "--duration", "1", "--port", "0")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"serving http://127\.0\.0\.1:\d+/metrics, /health, /graph\n", result.stderr), (
+        result.stderr
+    )
+
+
+def test_serving_off_loopback_without_a_token_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("EDGEPIPE_TOKEN", raising=False)
+    path = write(tmp_path, ENDLESS)
+    result = edgepipe("run", str(path), "--port", "0", "--host", "0.0.0.0")
+    assert result.returncode == 2
+    assert "serving on 0.0.0.0 (not loopback) needs a token: set $EDGEPIPE_TOKEN" in result.stderr

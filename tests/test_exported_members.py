@@ -9,6 +9,7 @@ import edgepipe.core
 import edgepipe.infer
 import edgepipe.lm
 import edgepipe.media
+import edgepipe.serve
 import edgepipe.testing
 import edgepipe.vision
 
@@ -31,6 +32,7 @@ def test_all_matches_what_is_exported() -> None:
         edgepipe.media,
         edgepipe.infer,
         edgepipe.vision,
+        edgepipe.serve,
         edgepipe.testing,
     ):
         exported = set(module.__all__)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from edgepipe.core.channel import ChannelStats
-from edgepipe.core.errors import NodeError
+from edgepipe.core.errors import EdgepipeError, NodeError
 from edgepipe.core.executor import Resources
 from edgepipe.core.graph import Graph
 from edgepipe.core.memory import memory_plan
@@ -283,5 +283,8 @@ def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
             return exc
     for exc in leaves:
         if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
+            return exc
+    for exc in leaves:
+        if isinstance(exc, EdgepipeError):  # a watcher's, e.g. the HTTP server's port in use
             return exc
     return group

@@ -1,0 +1,109 @@
+"""The HTTP app on the pipeline's own event loop: ``/metrics``, ``/health``, ``/graph``.
+
+:func:`build_app` makes the :class:`aiohttp.web.Application` for a running
+:class:`~edgepipe.core.runtime.Runtime` (routes are registered in :func:`add_routes`, the one
+place to add more); :class:`HttpServer` is the runtime watcher that serves it while the nodes
+run and closes the socket when they are done (``edgepipe run --port N``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from prometheus_client.exposition import generate_latest
+
+from edgepipe.core.graph_json import graph_dict
+from edgepipe.core.runtime import Runtime
+from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
+from edgepipe.serve.health import SAMPLE_S, ProgressTracker
+from edgepipe.serve.metrics import registry_for
+from edgepipe.serve.security import middlewares
+
+log = logging.getLogger(__name__)
+
+RUNTIME = web.AppKey("runtime", Runtime)
+CONFIG = web.AppKey("config", ServeConfig)
+TRACKER = web.AppKey("tracker", ProgressTracker)
+REGISTRY = web.AppKey("registry", CollectorRegistry)
+
+
+def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Application:
+    """The app serving ``runtime``. ``config`` (default: loopback, port 0) sets the token rules."""
+    config = config or ServeConfig(port=0)
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=middlewares(config))
+    app[RUNTIME] = runtime
+    app[CONFIG] = config
+    app[TRACKER] = ProgressTracker(config.stall_after_s)
+    app[REGISTRY] = registry_for(runtime.snapshot)
+    add_routes(app)
+    return app
+
+
+def add_routes(app: web.Application) -> None:
+    """Every route of the app (WebRTC signalling and the viewer page go here too)."""
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    app.router.add_get("/graph", graph)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[REGISTRY])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def health(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    urls = {
+        n.node_id: url for n in runtime.graph.nodes if isinstance(url := getattr(n.target, "url", None), str)
+    }
+    healthy, body = request.app[TRACKER].verdict(runtime.snapshot(), stopping=runtime.stopping, urls=urls)
+    return web.json_response(body, status=200 if healthy else 503)
+
+
+async def graph(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    return web.json_response(graph_dict(runtime.graph, runtime.graph.workers()))
+
+
+class HttpServer:
+    """A runtime watcher serving :func:`build_app` at ``config``'s address while the nodes run.
+
+    ``url`` is set and ``ready`` is set once it listens (with port 0, ``url`` has the port
+    picked). A port in use raises :class:`ServeError`, which stops the run."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.url: str | None = None
+        self.ready = asyncio.Event()
+
+    async def __call__(self, runtime: Runtime) -> None:
+        app = build_app(runtime, self.config)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.config.host, self.config.port)
+            try:
+                await site.start()
+            except OSError as exc:
+                raise ServeError(str(exc), address=f"{self.config.host}:{self.config.port}") from exc
+            host, port = runner.addresses[0][:2]
+            shown = f"[{host}]" if ":" in host else host
+            self.url = f"http://{shown}:{port}"
+            self.ready.set()
+            log.info("serving %s/metrics, /health, /graph%s", self.url, _token_note(self.config))
+            tracker = app[TRACKER]
+            while True:  # /health answers from recent progress, sampled here between requests
+                tracker.sample(runtime.snapshot())
+                await asyncio.sleep(SAMPLE_S)
+        finally:
+            await runner.cleanup()
+
+
+def _token_note(config: ServeConfig) -> str:
+    if not config.needs_token:
+        return ""
+    opened = "/health and /metrics" if config.metrics_open else "/health"
+    return f" (token required but on {opened})"

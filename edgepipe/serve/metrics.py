@@ -1,0 +1,160 @@
+"""``GET /metrics``: the runtime snapshot in the Prometheus text format, read at scrape time.
+
+One :class:`SnapshotCollector` per app, in a registry of its own (never prometheus-client's
+global one: two pipelines in one process, or a test after another, must not share metrics).
+Every label value goes through :func:`~edgepipe.core.redact.redact_text`.
+
+Families (all prefixed ``edgepipe_``): per node ``node_items_in_total``,
+``node_items_out_total``, ``node_errors_total``, ``node_skipped_total``, ``node_restarts_total``,
+``node_busy_seconds_total``, ``node_blocked_seconds_total``, ``node_latency_seconds``
+(``quantile`` 0.5/0.95/0.99 over the recent window), ``node_state`` (1 for the current state),
+``node_gauge`` (a node's numeric gauges by ``name``), ``source_state``; per inbox lane
+``lane_depth``, ``lane_max_depth``, ``lane_capacity``, ``lane_put_total``,
+``lane_lost_total`` (``reason``: dropped, shed, aged); the scheduler's ``sched_*`` figures
+when there is one; ``uptime_seconds``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from edgepipe.core.redact import redact_text
+from edgepipe.core.runtime import Snapshot
+
+P = "edgepipe_"
+NODE = ["node", "kind"]
+LANE = ["node", "lane", "policy"]
+
+
+class SnapshotCollector(Collector):
+    """Turns ``snapshot()`` into metric families on every scrape (nothing is kept between)."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._snapshot()
+        yield GaugeMetricFamily(P + "uptime_seconds", "Seconds since the pipeline started.", value=snap.t_s)
+        yield from _nodes(snap)
+        yield from _lanes(snap)
+        if snap.sched is not None:
+            yield from _sched(snap.sched)
+
+
+def registry_for(snapshot: Callable[[], Snapshot]) -> CollectorRegistry:
+    """A registry of its own holding one collector over ``snapshot``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot))
+    return registry
+
+
+def _nodes(snap: Snapshot) -> Iterator[Metric]:
+    def counter(name: str, doc: str) -> CounterMetricFamily:
+        return CounterMetricFamily(P + name, doc, labels=NODE)
+
+    items_in = counter("node_items_in", "Items taken from the node's inbox (skipped ones included).")
+    items_out = counter("node_items_out", "Items the node emitted downstream.")
+    errors = counter("node_errors", "Calls of the node's code that raised or timed out.")
+    skipped = counter("node_skipped", "Items dropped while the node's circuit was open.")
+    restarts = counter("node_restarts", "Restarts by the node's error policy.")
+    busy = counter("node_busy_seconds", "Time spent in the node's code.")
+    blocked = counter("node_blocked_seconds", "Time spent waiting for downstream to take an output.")
+    latency = GaugeMetricFamily(
+        P + "node_latency_seconds", "One call's time over the recent window.", labels=[*NODE, "quantile"]
+    )
+    state = GaugeMetricFamily(P + "node_state", "1 for the node's current state.", labels=[*NODE, "state"])
+    gauge = GaugeMetricFamily(
+        P + "node_gauge", "What the node's code reports (numbers).", labels=[*NODE, "name"]
+    )
+    source = GaugeMetricFamily(
+        P + "source_state", "1 for a source's current state (live, stalled …).", labels=["node", "state"]
+    )
+    for n in snap.nodes:
+        labels = [redact_text(n.node_id), n.kind]
+        items_in.add_metric(labels, n.items_in)
+        items_out.add_metric(labels, n.items_out)
+        errors.add_metric(labels, n.errors)
+        skipped.add_metric(labels, n.skipped)
+        restarts.add_metric(labels, n.restarts)
+        busy.add_metric(labels, n.busy_s)
+        blocked.add_metric(labels, n.blocked_s)
+        for q, ms in (("0.5", n.latency_p50_ms), ("0.95", n.latency_p95_ms), ("0.99", n.latency_p99_ms)):
+            if ms is not None:
+                latency.add_metric([*labels, q], ms / 1e3)
+        state.add_metric([*labels, n.state], 1)
+        for name, value in n.gauges.items():
+            if name == "source" and isinstance(value, str):
+                source.add_metric([labels[0], redact_text(value)], 1)
+            elif isinstance(value, int | float):
+                gauge.add_metric([*labels, redact_text(str(name))], float(value))
+    yield from (items_in, items_out, errors, skipped, restarts, busy, blocked, latency, state, gauge, source)
+
+
+def _lanes(snap: Snapshot) -> Iterator[Metric]:
+    depth = GaugeMetricFamily(P + "lane_depth", "Items queued in an inbox lane.", labels=LANE)
+    max_depth = GaugeMetricFamily(
+        P + "lane_max_depth", "The most items ever queued in the lane.", labels=LANE
+    )
+    capacity = GaugeMetricFamily(P + "lane_capacity", "The lane's size in items.", labels=LANE)
+    put = CounterMetricFamily(P + "lane_put", "Items accepted into the lane.", labels=LANE)
+    lost = CounterMetricFamily(
+        P + "lane_lost",
+        "Items the lane lost: dropped by its policy, shed by the governor, aged past max_age_s.",
+        labels=[*LANE, "reason"],
+    )
+    for c in snap.channels:
+        labels = [redact_text(c.consumer), redact_text(c.name), c.policy]
+        depth.add_metric(labels, c.depth)
+        max_depth.add_metric(labels, c.max_depth)
+        capacity.add_metric(labels, c.size)
+        put.add_metric(labels, c.put)
+        lost.add_metric([*labels, "dropped"], c.dropped)
+        lost.add_metric([*labels, "shed"], c.shed)
+        lost.add_metric([*labels, "aged"], c.aged)
+    yield from (depth, max_depth, capacity, put, lost)
+
+
+_SCHED_GAUGES = {
+    "cpu": ("sched_cpu_ratio", "Process CPU over the usable cores (last window)."),
+    "target": ("sched_target_ratio", "The CPU share the governor aims at."),
+    "target_now": ("sched_target_now_ratio", "The target now (lowered when hot)."),
+    "cores": ("sched_cores", "Usable cores (affinity, cgroup)."),
+    "level": ("sched_level", "The governor's level: rungs of work slowed."),
+    "rungs": ("sched_rungs", "How many rungs the governor has."),
+    "temp_c": ("sched_temperature_celsius", "The hottest thermal zone."),
+}
+_SCHED_COUNTERS = {
+    "ups": ("sched_governor_ups", "Times the governor slowed work."),
+    "downs": ("sched_governor_downs", "Times the governor restored work."),
+    "overlap_s": ("sched_overlap_seconds", "Time two heavy kinds of work ran at once."),
+    "detect_lm_overlap_s": ("sched_detect_lm_overlap_seconds", "Time detection and token decode overlapped."),
+    "waits": ("sched_waits", "Heavy calls that waited for the CPU budget."),
+    "waited_s": ("sched_waited_seconds", "Time heavy calls waited for the CPU budget."),
+}
+
+
+def _sched(sched: dict[str, Any]) -> Iterator[Metric]:
+    for key, (name, doc) in _SCHED_GAUGES.items():
+        if isinstance(sched.get(key), int | float):
+            yield GaugeMetricFamily(P + name, doc, value=float(sched[key]))
+    for key, (name, doc) in _SCHED_COUNTERS.items():
+        if isinstance(sched.get(key), int | float):
+            yield CounterMetricFamily(P + name, doc, value=float(sched[key]))
+    heavy = CounterMetricFamily(
+        P + "sched_heavy_busy_seconds", "Time heavy calls of each kind ran.", labels=["kind"]
+    )
+    for kind, seconds in (sched.get("heavy_busy_s") or {}).items():
+        heavy.add_metric([redact_text(str(kind))], float(seconds))
+    yield heavy
+    resources = GaugeMetricFamily(
+        P + "sched_resource_load", "Busy share of each resource's threads (last window).", labels=["resource"]
+    )
+    for resource, value in (sched.get("resources") or {}).items():
+        if isinstance(value, int | float):
+            resources.add_metric([redact_text(str(resource))], float(value))
+    yield resources
