@@ -1,4 +1,5 @@
-"""The HTTP app on the pipeline's own event loop: ``/metrics``, ``/health``, ``/graph``.
+"""The HTTP app on the pipeline's own event loop: ``/metrics``, ``/health``, ``/graph``, and
+WebRTC signalling (``/offer``, ``/whep``: :mod:`~edgepipe.serve.signalling`).
 
 :func:`build_app` makes the :class:`aiohttp.web.Application` for a running
 :class:`~edgepipe.core.runtime.Runtime` (routes are registered in :func:`add_routes`, the one
@@ -21,6 +22,8 @@ from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
 from edgepipe.serve.metrics import registry_for
 from edgepipe.serve.security import middlewares
+from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
+from edgepipe.serve.stream import streams_of
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app[CONFIG] = config
     app[TRACKER] = ProgressTracker(config.stall_after_s)
     app[REGISTRY] = registry_for(runtime.snapshot)
+    app[STREAMS] = streams_of(runtime.graph)
     add_routes(app)
     return app
 
@@ -47,6 +51,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     app.router.add_get("/graph", graph)
+    add_signalling(app)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -93,12 +98,15 @@ class HttpServer:
             shown = f"[{host}]" if ":" in host else host
             self.url = f"http://{shown}:{port}"
             self.ready.set()
-            log.info("serving %s/metrics, /health, /graph%s", self.url, _token_note(self.config))
+            log.info(
+                "serving %s/metrics, /health, /graph, /offer, /whep%s", self.url, _token_note(self.config)
+            )
             tracker = app[TRACKER]
             while True:  # /health answers from recent progress, sampled here between requests
                 tracker.sample(runtime.snapshot())
                 await asyncio.sleep(SAMPLE_S)
         finally:
+            await close_viewers(app)
             await runner.cleanup()
 
 

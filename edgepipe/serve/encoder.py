@@ -261,6 +261,9 @@ class WebRTCOut:
 
     def __init__(self, encoder: SharedEncoder) -> None:
         self.encoder = encoder
+        self.stream: Any = None
+        """The :class:`~edgepipe.serve.stream.WebRTCStream` it belongs to, if any (the app
+        finds the viewers there)."""
 
     def start(self) -> None:
         try:

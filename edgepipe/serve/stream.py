@@ -1,0 +1,53 @@
+"""What a pipeline shows its viewers: :class:`WebRTCStream`, one video per source (encoded once,
+whatever the number of viewers) and the results on each viewer's ``results`` data channel::
+
+    stream = WebRTCStream()
+    p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)
+    p.sink("view_results", stream.results, inputs=faces, queue_size=16, blocking=False)
+
+What a track shows is the pipeline's choice: ``face_privacy`` feeds ``video`` from the blurred
+branch only. ``edgepipe run FILE --port N`` finds the stream among the graph's nodes and answers
+viewers' offers (``POST /offer``, WHEP ``POST /whep``) with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgepipe.core.graph import Graph
+from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
+from edgepipe.serve.webrtc import Viewers
+
+
+class WebRTCStream:
+    """The viewers of one pipeline and the encoders they watch (see the module docstring)."""
+
+    def __init__(self, *, limit: int = 4) -> None:
+        """``limit``: viewers at once; one more is answered 503."""
+        self.viewers = Viewers(limit=limit)
+
+    def video(self, source_id: str, **encoder: Any) -> WebRTCOut:
+        """A sink encoding ``source_id``'s frames for every viewer (``encoder``: options of
+        :class:`~edgepipe.serve.encoder.SharedEncoder`)."""
+        if source_id in self.viewers.encoders:
+            raise ValueError(f"the stream already has a video named {source_id!r}")
+        shared = SharedEncoder(source_id, **encoder)
+        self.viewers.encoders[source_id] = shared
+        out = WebRTCOut(shared)
+        out.stream = self
+        return out
+
+    def results(self, item: Any) -> None:
+        """A sink sending results (:class:`~edgepipe.vision.Detections`) to every viewer; never
+        blocks (a viewer whose channel is full loses messages, nobody waits)."""
+        self.viewers.publish(item)
+
+
+def streams_of(graph: Graph) -> list[WebRTCStream]:
+    """The streams a pipeline's nodes feed (through :meth:`WebRTCStream.video` sinks)."""
+    found: dict[int, WebRTCStream] = {}
+    for node in graph.nodes:
+        stream = getattr(node.target, "stream", None)
+        if isinstance(stream, WebRTCStream):
+            found[id(stream)] = stream
+    return list(found.values())
