@@ -13,14 +13,17 @@ from typing import Any
 
 MASK = "***"
 
-# scheme://user:password@host — the password runs to the last "@" before the path, so a
-# password that contains "@" is masked whole.
-_USERINFO = re.compile(
-    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/?#@:]*):(?P<password>[^\s/?#]*)@"
+# scheme://user:password@host: the password runs to the last "@" of the URL, so one that
+# contains "@", "/", "?" or "#" (cameras' passwords often do, unencoded) is masked whole; a path
+# with an "@" in it is masked too, which errs on the safe side.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/?#@:]*):(?P<password>\S*)@")
+# user:password@host without a scheme (as FFmpeg's and RTSP servers' messages may print it)
+_BARE_USERINFO = re.compile(
+    r"(?<![\w/:*])(?P<user>[A-Za-z0-9._~-]+):(?P<password>[^\s@*/][^\s@]*)@(?=[A-Za-z0-9\[])"
 )
-# ?password=…, &token=… in a URL's query string
+# ?password=…, &access_token=…, ;api_key=… in a URL's query string
 _SECRET_PARAM = re.compile(
-    r"(?P<key>[?&;](?:password|passwd|pwd|token|secret|key|auth)=)[^&;#\s]*", re.IGNORECASE
+    r"(?P<key>[?&;][\w.-]*(?:password|passwd|pwd|token|secret|key|auth)[\w.-]*=)[^&;#\s]*", re.IGNORECASE
 )
 
 
@@ -31,9 +34,10 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """Every URL's password (and ``token=``/``password=`` parameters) in ``text`` masked."""
-    if "://" not in text and "=" not in text:
+    if "@" not in text and "=" not in text:
         return text  # the common case: a node id, a state
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+    text = _BARE_USERINFO.sub(lambda m: f"{m['user']}:{MASK}@", text)
     return _SECRET_PARAM.sub(lambda m: f"{m['key']}{MASK}", text)
 
 

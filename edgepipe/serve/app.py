@@ -18,6 +18,7 @@ from prometheus_client.exposition import generate_latest
 
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.runtime import Runtime
+from edgepipe.serve import ice
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
 from edgepipe.serve.metrics import registry_for
@@ -61,9 +62,10 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def health(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
-    urls = {
+    # /health answers without the token: off loopback it names no camera address (see /graph).
+    urls = {} if request.app[CONFIG].needs_token else {
         n.node_id: url for n in runtime.graph.nodes if isinstance(url := getattr(n.target, "url", None), str)
-    }
+    }  # fmt: skip
     healthy, body = request.app[TRACKER].verdict(runtime.snapshot(), stopping=runtime.stopping, urls=urls)
     return web.json_response(body, status=200 if healthy else 503)
 
@@ -85,6 +87,11 @@ class HttpServer:
         self.ready = asyncio.Event()
 
     async def __call__(self, runtime: Runtime) -> None:
+        try:  # a wrong ICE setting is the operator's error, not a viewer's bad request
+            ice.configuration()
+            ice.ice_hosts()
+        except ValueError as exc:
+            raise ServeError(str(exc), address="EDGEPIPE_ICE_SERVERS/EDGEPIPE_ICE_HOSTS") from exc
         app = build_app(runtime, self.config)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -102,8 +109,14 @@ class HttpServer:
                 "serving %s/metrics, /health, /graph, /offer, /whep%s", self.url, _token_note(self.config)
             )
             tracker = app[TRACKER]
+            failed = False
             while True:  # /health answers from recent progress, sampled here between requests
-                tracker.sample(runtime.snapshot())
+                try:
+                    tracker.sample(runtime.snapshot())
+                except Exception:  # a bug here must not stop the pipeline: /health goes stale
+                    if not failed:
+                        log.exception("sampling progress for /health failed")
+                    failed = True
                 await asyncio.sleep(SAMPLE_S)
         finally:
             await close_viewers(app)

@@ -136,6 +136,7 @@ class SharedEncoder:
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()  # guards _subs and the keyframe flag
         self._encode_lock = threading.Lock()  # one encode at a time
+        self._closed = False
         self._ctx: Any = None
         self._size: tuple[int, int] | None = None
         self._keyframe_wanted = True
@@ -175,14 +176,21 @@ class SharedEncoder:
         if not subs:
             return 0
         with self._encode_lock:
+            if self._closed:
+                return 0
             av_frame = self._prepare(frame)
+            forced = av_frame.pict_type == PictureType.I
             try:
                 with gate().admit(self.ticket, timeout_s=ENCODE_WAIT_S):
                     packets = self._ctx.encode(av_frame)
             except AdmissionTimeout:
                 self.skipped += 1
+                if forced:  # the keyframe a viewer waits for goes on the next frame instead
+                    self.request_keyframe()
                 return 0
             except (av.error.FFmpegError, OSError, ValueError) as exc:
+                if forced:
+                    self.request_keyframe()
                 raise OutputError(f"cannot encode: {exc}", path=f"webrtc:{self.source_id}") from exc
             self.encodes += 1
         for packet in packets:
@@ -249,7 +257,8 @@ class SharedEncoder:
         for sub in subs:
             sub.close()
         with self._encode_lock:
-            self._ctx = None
+            self._ctx, self._size = None, None
+            self._closed = True
 
 
 class WebRTCOut:

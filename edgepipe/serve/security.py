@@ -36,7 +36,12 @@ def middlewares(config: ServeConfig) -> list[Middleware]:
         except web.HTTPException:
             raise
         except ValueError as exc:  # malformed JSON, SDP, msgpack, text: the client's fault
-            log.warning("%s %s: bad request: %s", request.method, _path(request), redact_text(str(exc))[:200])
+            log.warning(
+                "%s %s: bad request: %s",
+                request.method,
+                _path(request),
+                printable(redact_text(str(exc))[:200]),
+            )
             return web.json_response({"error": "bad request"}, status=400)
 
     @web.middleware
@@ -73,5 +78,13 @@ def _authorized(request: web.Request, token: str) -> bool:
 
 
 def _path(request: web.Request) -> str:
-    """The path for a log line: bounded, and without the query (it may carry the token)."""
-    return redact_text(request.path)[:100]
+    """The path for a log line: bounded, without the query (it may carry the token), and with
+    control characters escaped (a client's ``%0A`` must not forge a log line)."""
+    return printable(redact_text(request.path)[:100])
+
+
+def printable(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped: one log line, always."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -32,7 +32,9 @@ class PacketTrack(MediaStreamTrack):
         super().__init__()
         self.encoder = encoder
         self.source_id = encoder.source_id
-        self.subscription: Subscription = encoder.subscribe()
+        self.subscription: Subscription | None = None
+        """Made at the first :meth:`recv` (once the peer is connected): a viewer still
+        connecting, or that never connects, holds no queue and asks for no keyframes."""
         self.first_pts_90k: int | None = None
         self.sent = 0
         self._on_first = on_first
@@ -40,6 +42,8 @@ class PacketTrack(MediaStreamTrack):
     async def recv(self) -> Any:  # aiortc types it as Frame | Packet
         if self.readyState != "live":
             raise MediaStreamError
+        if self.subscription is None:
+            self.subscription = self.encoder.subscribe()
         packet = await self.subscription.get()
         if packet is None:
             self.stop()
@@ -53,7 +57,8 @@ class PacketTrack(MediaStreamTrack):
 
     def stop(self) -> None:
         super().stop()
-        self.subscription.close()
+        if self.subscription is not None:
+            self.subscription.close()
 
 
 def forward_keyframe_requests(sender: RTCRtpSender, encoder: SharedEncoder) -> None:

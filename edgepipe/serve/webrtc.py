@@ -19,6 +19,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+CONNECT_DEADLINE_S = 20.0
+"""A viewer not connected this long after its offer gives its slot up to the next one."""
+
+
 class ViewerLimitError(EdgepipeError):
     """As many viewers as allowed are connected (HTTP 503)."""
 
@@ -53,6 +58,7 @@ class Viewer:
     """One connected viewer: its peer, its tracks (by source) and its ``results`` channel."""
 
     def __init__(self, viewer_id: str, pc: RTCPeerConnection, max_buffered_bytes: int) -> None:
+        self.t_offer = time.monotonic()
         self.viewer_id = viewer_id
         self.pc = pc
         self.tracks: dict[str, PacketTrack] = {}
@@ -143,6 +149,7 @@ class Viewers:
         """A new viewer and the answer to its offer. Raises :class:`ViewerLimitError` when
         ``limit`` viewers are connected and :class:`OfferError` for an offer that cannot be
         answered. ``on_datachannel`` is told of channels the viewer opens itself."""
+        await self._drop_stuck()
         if len(self.viewers) >= self.limit:
             raise ViewerLimitError(self.limit)
         if offer_type != "offer":
@@ -180,6 +187,16 @@ class Viewers:
             raise
         log.info("viewer %s connected (%d of %d)", viewer.viewer_id, len(self.viewers), self.limit)
         return viewer, pc.localDescription
+
+    async def _drop_stuck(self) -> None:
+        """Close viewers still not connected :data:`CONNECT_DEADLINE_S` after their offer (an
+        offer with unreachable candidates would otherwise hold a slot for good)."""
+        now = time.monotonic()
+        for viewer_id, viewer in list(self.viewers.items()):
+            stuck = viewer.pc.connectionState in ("new", "connecting")
+            if stuck and now - viewer.t_offer > CONNECT_DEADLINE_S:
+                log.info("viewer %s never connected: closed", viewer_id)
+                await self.close(viewer_id)
 
     def _state_changed(self, viewer: Viewer) -> None:
         if viewer.pc.connectionState in ("failed", "closed") and viewer.viewer_id in self.viewers:
