@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -65,3 +66,37 @@ async def test_a_lagging_subscriber_is_flushed_and_waits_for_a_keyframe() -> Non
     slow.close()
     assert await slow.get() is None
     assert enc.subscribers == 1
+
+
+async def test_a_forced_keyframe_skipped_at_the_gate_goes_on_the_next_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from edgepipe.sched.gate import Gate, Ticket
+
+    enc = SharedEncoder("cam")
+    sub = enc.subscribe()
+    await encode(enc, 2)  # the first IDR, then a P-frame
+    while sub._queue.qsize():
+        await sub.get()
+    enc._last_keyframe_s = time.monotonic() - 1.0  # a request may be served, the 2 s IDR is not due
+    enc.request_keyframe()
+    busy = Gate(1)
+    holder = Ticket("describe", "lm", 0)
+    t_start = busy.enter(holder)  # the budget is held: the forced frame is skipped
+    monkeypatch.setattr("edgepipe.serve.encoder.gate", lambda: busy)
+    monkeypatch.setattr("edgepipe.serve.encoder.ENCODE_WAIT_S", 0.01)
+    await encode(enc, 1)
+    assert enc.skipped == 1
+    busy.leave(holder, t_start)
+    await encode(enc, 1)
+    assert (await sub.get()).is_keyframe, "the request survived the skipped frame"
+
+
+async def test_encoding_after_close_is_a_no_op() -> None:
+    enc = SharedEncoder("cam")
+    enc.subscribe()
+    await encode(enc, 1)
+    enc.close()
+    enc.subscribe()  # a viewer arriving as the pipeline stops
+    await encode(enc, 1)
+    assert enc.encodes == 1

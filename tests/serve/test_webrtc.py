@@ -203,3 +203,13 @@ async def test_pli_from_a_viewer_asks_the_shared_encoder_for_a_keyframe() -> Non
     finally:
         await viewers.close_all()
         await client.pc.close()
+
+
+async def test_a_viewer_subscribes_only_once_its_track_is_read() -> None:
+    from edgepipe.serve.tracks import PacketTrack
+
+    enc = SharedEncoder("cam")
+    track = PacketTrack(enc)
+    assert enc.subscribers == 0, "a viewer still connecting holds no queue and asks for no keyframe"
+    track.stop()
+    assert enc.subscribers == 0
