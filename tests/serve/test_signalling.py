@@ -9,8 +9,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamTrack
+from aiortc import RTCSessionDescription
 
 from edgepipe import Pipeline
 from edgepipe.core.run import run_async
@@ -19,6 +18,8 @@ from edgepipe.media.source import VideoSource
 from edgepipe.serve import HttpServer, ServeConfig, messages
 from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
+
+from .peers import Peer
 
 pytestmark = pytest.mark.usefixtures("libx264")
 BOX = (10.0, 20.0, 110.0, 220.0)
@@ -56,29 +57,10 @@ async def served(stream: WebRTCStream | None) -> AsyncIterator[str]:
             run.cancel()
 
 
-class Viewer:
-    def __init__(self) -> None:
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        self.pc.addTransceiver("video", direction="recvonly")
-        self.pc.createDataChannel("client")
-        self.messages: list[dict[str, Any]] = []
-        self.track: asyncio.Future[MediaStreamTrack] = asyncio.get_running_loop().create_future()
-        self.pc.on("track", self.track.set_result)
-        self.pc.on(
-            "datachannel", lambda ch: ch.on("message", lambda m: self.messages.append(messages.unpack(m)))
-        )
-
-    async def offer(self) -> str:
-        await self.pc.setLocalDescription(await self.pc.createOffer())
-        return str(self.pc.localDescription.sdp)
-
+class Viewer(Peer):
     async def watch(self, frames: int, results: int) -> list[Any]:
-        track = await asyncio.wait_for(self.track, 10)
-        got = [await asyncio.wait_for(track.recv(), 10) for _ in range(frames)]
-        for _ in range(100):
-            if sum(m["kind"] == "detections" for m in self.messages) >= results:
-                break
-            await asyncio.sleep(0.05)
+        got = await self.frames(frames)
+        await self.results(results)
         return got
 
 

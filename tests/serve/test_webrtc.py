@@ -6,12 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 import numpy as np
 import pytest
-from aiortc import RTCConfiguration, RTCPeerConnection
-from aiortc.mediastreams import MediaStreamTrack
 from aiortc.rtp import RTCP_PSFB_PLI, RtcpPsfbPacket
 
 from edgepipe import Pipeline
@@ -23,33 +20,16 @@ from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
 from edgepipe.serve.webrtc import OfferError, ViewerLimitError, Viewers
 from edgepipe.vision.detection import Detection, Detections
 
+from .peers import Peer
+
 pytestmark = pytest.mark.usefixtures("libx264")
 BOX = (10.0, 20.0, 110.0, 220.0)
 
 
-class Client:
-    """A viewer: recvonly video, a data channel of its own (so the offer has SCTP), the server's
-    ``results`` channel collected as decoded messages."""
-
-    def __init__(self) -> None:
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        self.pc.addTransceiver("video", direction="recvonly")
-        self.pc.createDataChannel("client")
-        self.messages: list[dict[str, Any]] = []
-        self.track: asyncio.Future[MediaStreamTrack] = asyncio.get_running_loop().create_future()
-        self.pc.on("track", self.track.set_result)
-        self.pc.on(
-            "datachannel", lambda ch: ch.on("message", lambda m: self.messages.append(messages.unpack(m)))
-        )
-
+class Client(Peer):
     async def connect(self, viewers: Viewers) -> None:
-        await self.pc.setLocalDescription(await self.pc.createOffer())
-        _, answer = await viewers.answer(self.pc.localDescription.sdp, "offer")
+        _, answer = await viewers.answer(await self.offer(), "offer")
         await self.pc.setRemoteDescription(answer)
-
-    async def frames(self, n: int) -> list[Any]:
-        track = await asyncio.wait_for(self.track, 10)
-        return [await asyncio.wait_for(track.recv(), 10) for _ in range(n)]
 
 
 async def feed(enc: SharedEncoder, viewers: Viewers, sent_pts: list[int]) -> None:
