@@ -20,6 +20,7 @@ from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.malloc import fix_mmap_threshold
+from edgepipe.core.redact import RedactingFilter
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
 
@@ -138,6 +139,8 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:  # a password in a source URL is never logged
+        handler.addFilter(RedactingFilter())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

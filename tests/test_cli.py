@@ -377,3 +377,16 @@ def test_serving_off_loopback_without_a_token_is_exit_2(
     result = edgepipe("run", str(path), "--port", "0", "--host", "0.0.0.0")
     assert result.returncode == 2
     assert "serving on 0.0.0.0 (not loopback) needs a token: set $EDGEPIPE_TOKEN" in result.stderr
+
+
+def test_a_password_in_a_source_url_never_appears_in_any_output(tmp_path: Path) -> None:
+    url = "rtsp://admin:hunter2@127.0.0.1:9/stream"  # nothing listens there: it keeps reconnecting
+    results = tmp_path / "r.jsonl"
+    run = edgepipe("run", "pipelines/demo.py", "--source", url, "--detect", "none", "--duration", "2.5",
+                   "--stats", "--results", str(results))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "rtsp://admin:***@127.0.0.1:9/stream" in run.stderr
+    graph = edgepipe("graph", "pipelines/demo.py", "--source", url, "--format", "json")
+    for text in (run.stdout, run.stderr, results.read_text(), graph.stdout, graph.stderr):
+        assert "hunter2" not in text
+    assert "source_state" in results.read_text()

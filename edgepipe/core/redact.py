@@ -50,3 +50,15 @@ def redact(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return [redact(v) for v in data]
     return data
+
+
+class RedactingFilter:
+    """A :mod:`logging` filter masking passwords in every record's message (install it on the
+    handlers: ``edgepipe run`` does), so a source URL logged as given shows no password."""
+
+    def filter(self, record: Any) -> bool:
+        message = record.getMessage()
+        shown = redact_text(message)
+        if shown != message:
+            record.msg, record.args = shown, None
+        return True

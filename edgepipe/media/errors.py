@@ -14,6 +14,7 @@ missing file, a file that is not video or a codec with no decoder will not chang
 from __future__ import annotations
 
 from edgepipe.core.errors import EdgepipeError
+from edgepipe.core.redact import redact_text
 
 
 class SourceError(EdgepipeError):
@@ -22,7 +23,8 @@ class SourceError(EdgepipeError):
     def __init__(self, message: str, *, url: str, retryable: bool = False) -> None:
         self.url = url
         self.retryable = retryable
-        super().__init__(f"{url}: {message}")
+        # The message is shown (logs, results, the exit line): a password in the URL is not.
+        super().__init__(redact_text(f"{url}: {message}"))
 
 
 class DecoderError(SourceError):

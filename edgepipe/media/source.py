@@ -32,6 +32,7 @@ from typing import Any
 from edgepipe.core.context import current_node
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.planning import PlanNode
+from edgepipe.core.redact import redact_url
 from edgepipe.media import synthetic
 from edgepipe.media.chooser import DecoderChooser
 from edgepipe.media.errors import SourceError
@@ -230,7 +231,8 @@ class VideoSource:
     async def _report_state(self, state: str, reason: str) -> None:
         self._status.gauges["source"] = state
         level = logging.INFO if state in ("connecting", "live", "ended") else logging.WARNING
-        log.log(level, "[%s] %s: %s%s", self.source_id, self.url, state, f" ({reason})" if reason else "")
+        log.log(level, "[%s] %s: %s%s", self.source_id, redact_url(self.url), state,
+                f" ({reason})" if reason else "")  # fmt: skip
         if self._emit_event is not None:
-            await self._emit_event("source_state", {"source": self.source_id, "url": self.url,
+            await self._emit_event("source_state", {"source": self.source_id, "url": redact_url(self.url),
                                                     "state": state, "reason": reason})  # fmt: skip
