@@ -211,9 +211,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.port is not None:
         from edgepipe.serve import HttpServer, ServeConfig
 
-        watchers.append(
-            HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
-        )
+        server = HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
+        server.bind()  # a port in use stops here, before any camera is opened
+        watchers.append(server)
     if args.stats:
         from edgepipe.console import live_stats
 

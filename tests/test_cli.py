@@ -390,3 +390,19 @@ def test_a_password_in_a_source_url_never_appears_in_any_output(tmp_path: Path) 
     for text in (run.stdout, run.stderr, results.read_text(), graph.stdout, graph.stderr):
         assert "hunter2" not in text
     assert "source_state" in results.read_text()
+
+
+def test_a_port_in_use_stops_the_run_before_any_camera_is_opened() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = edgepipe(
+            "run", "pipelines/demo.py", "--port", str(port), "--detect", "none", "--duration", "2"
+        )
+    assert result.returncode == 1
+    assert f"http://127.0.0.1:{port}: " in result.stderr
+    assert "address already in use" in result.stderr.lower()
+    assert "[camera]" not in result.stderr  # the source never started

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
@@ -85,23 +86,46 @@ class HttpServer:
         self.config = config
         self.url: str | None = None
         self.ready = asyncio.Event()
+        self._sock: socket.socket | None = None
 
-    async def __call__(self, runtime: Runtime) -> None:
+    def bind(self) -> None:
+        """Take the address now (``edgepipe run`` does, before any node starts: a port in use
+        stops the run before a camera is opened). Raises :class:`ServeError`; again is harmless."""
+        if self._sock is not None:
+            return
         try:  # a wrong ICE setting is the operator's error, not a viewer's bad request
             ice.configuration()
             ice.ice_hosts()
         except ValueError as exc:
             raise ServeError(str(exc), address="EDGEPIPE_ICE_SERVERS/EDGEPIPE_ICE_HOSTS") from exc
+        host, port = self.config.host, self.config.port
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(address)
+                sock.listen(128)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                raise
+        except OSError as exc:
+            raise ServeError(str(exc), address=f"{host}:{port}") from exc
+        self._sock = sock
+
+    async def __call__(self, runtime: Runtime) -> None:
+        self.bind()
+        sock = self._sock
+        assert sock is not None
         app = build_app(runtime, self.config)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.config.host, self.config.port)
-            try:
-                await site.start()
-            except OSError as exc:
-                raise ServeError(str(exc), address=f"{self.config.host}:{self.config.port}") from exc
-            host, port = runner.addresses[0][:2]
+            await web.SockSite(runner, sock).start()
+            host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
             self.url = f"http://{shown}:{port}"
             self.ready.set()
@@ -121,6 +145,8 @@ class HttpServer:
         finally:
             await close_viewers(app)
             await runner.cleanup()
+            sock.close()
+            self._sock = None
 
 
 def _token_note(config: ServeConfig) -> str:

@@ -230,5 +230,5 @@ async def test_a_port_in_use_stops_the_run_with_an_error_naming_the_address() ->
         taken.listen()
         port = taken.getsockname()[1]
         server = HttpServer(ServeConfig(port=port))
-        with pytest.raises(ServeError, match=rf"^http://127\.0\.0\.1:{port}: .*address already in use"):
+        with pytest.raises(ServeError, match=rf"(?i)^http://127\.0\.0\.1:{port}: .*address already in use"):
             await asyncio.wait_for(run_async(pipeline(Camera()), watchers=[server], drain_timeout_s=1.0), 10)
