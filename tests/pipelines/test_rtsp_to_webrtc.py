@@ -43,6 +43,7 @@ async def test_the_camera_streams_with_its_detections(centerface: Path) -> None:
         dets = await messages_of(peer, "detections", 10)
         await peer.pc.close()
     assert (frames[0].width, frames[0].height) == (640, 360)
+    assert frames[-1].to_ndarray(format="gray").std() > 10  # the moving scene, not a flat picture
     assert len(dets) >= 10
     assert all(d["source"] == "camera" and (d["w"], d["h"]) == (640, 360) for d in dets)
     assert all(d["boxes"] == [] for d in dets)  # the synthetic scene has no faces: empty results go too
@@ -59,6 +60,7 @@ async def test_an_rtsp_camera_reaches_the_viewer(rtsp_server: RtspServer) -> Non
         frames = await peer.frames(30)
         await peer.pc.close()
     assert (frames[0].width, frames[0].height) == (320, 240)  # the server's picture, not a stand-in
+    assert frames[-1].to_ndarray(format="gray").std() > 10  # its ball pattern, not a flat picture
     assert not [m for m in peer.messages if m["kind"] == "detections"]  # --detect none: video only
     assert run.report is not None
     assert run.report.stats.node("view").errors == 0
