@@ -220,8 +220,8 @@ class SharedEncoder:
             self._open(*size)
         assert self._size is not None
         av_frame = to_av_nv12(frame, *self._size)
-        # Strictly increasing: a camera clock that goes back must not stall the encoder.
-        pts = max(pts_90k(frame.time_s, frame.t_decoded_ns), self._last_pts + 1)
+        # Strictly increasing (decode times are; a frame given twice must not stall the encoder).
+        pts = max(pts_90k(frame.t_decoded_ns), self._last_pts + 1)
         self._last_pts = pts
         av_frame.pts = pts
         av_frame.time_base = TIME_BASE_90K
