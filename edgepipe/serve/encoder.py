@@ -7,10 +7,11 @@ packets from its own :class:`Subscription`.
 
 H.264 on a hardware encoder where one works here, libx264 otherwise (VP8, libvpx, for peers
 without H.264: :mod:`~edgepipe.serve.codecs`). Settings are for live viewing, not for files:
-zero-latency tuning, no B-frames, constrained baseline profile, Annex B (SPS/PPS repeated before every IDR), an IDR at least every
-``keyframe_interval_s`` and soon after :meth:`SharedEncoder.request_keyframe` (a viewer joins,
-lags or sends PLI/FIR). Packets carry pts in a 90 kHz time base (:func:`~edgepipe.serve.messages.
-pts_90k`), the timeline of the data channel's results.
+zero-latency tuning, no B-frames, constrained baseline profile, Annex B (SPS/PPS repeated
+before every IDR), an IDR at least every ``keyframe_interval_s`` and soon after
+:meth:`SharedEncoder.request_keyframe` (a viewer joins, lags or sends PLI/FIR). Packets carry
+pts in a 90 kHz time base (:func:`~edgepipe.serve.messages.pts_90k`), the timeline of the data
+channel's results.
 
 Threads: :meth:`SharedEncoder.encode` blocks (the CPU budget gate, then libx264) and runs on a
 worker thread (:class:`WebRTCOut` is a sink, so the runtime calls it on the sink's thread);
@@ -82,6 +83,7 @@ class Subscription:
                 self._queue.get_nowait()
             self.waiting_keyframe = True
             self.lagged += 1
+            self.encoder.lagged += 1
             self.encoder.request_keyframe()
             return
         self._queue.put_nowait(packet)
@@ -136,6 +138,8 @@ class SharedEncoder:
         """Frames encoded (once each, however many viewers)."""
         self.skipped = 0
         """Frames not encoded because the CPU budget did not admit them in time."""
+        self.lagged = 0
+        """Times a viewer fell behind and was flushed to the next keyframe (all viewers)."""
         self.ticket = Ticket(source_id, "encode", 2)
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()  # guards _subs and the keyframe flag
