@@ -147,6 +147,7 @@ def run_once(path: str, viewers: int, seconds: float, warmup: float, folder: Pat
     env = _env()
     with (folder / f"{label}.server.log").open("w") as server_log, \
             (folder / f"{label}.client.log").open("w") as client_log:  # fmt: skip
+        started = time.time()
         server = subprocess.Popen(server_cmd, stdout=server_log, stderr=subprocess.STDOUT, env=env)
         client = subprocess.Popen(client_cmd, stdout=subprocess.PIPE, stderr=client_log, env=env, text=True)
         try:
@@ -155,6 +156,8 @@ def run_once(path: str, viewers: int, seconds: float, warmup: float, folder: Pat
             if not line.startswith("connected "):
                 raise RuntimeError(f"{label}: the viewers never connected (see {folder}/{label}.*.log)")
             connected = float(line.split()[1])
+            print(f"{label}: {viewers} viewer(s) connected {connected - started:.1f} s after the start",
+                  file=sys.stderr, flush=True)  # fmt: skip
             _sleep_until(connected + warmup)
             frames0 = frames_of(url)  # scraped outside the span: its CPU is not counted
             t0, cpu0 = time.time(), _cpu(server.pid, client.pid)
@@ -254,9 +257,11 @@ def main() -> int:
                 print(f"{path}: {n} viewer(s), {args.seconds:g} s after a {args.warmup:g} s warm-up",
                       file=sys.stderr, flush=True)  # fmt: skip
                 runs[f"{path}_{n}"] = run_once(path, n, args.seconds, args.warmup, folder)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(folder, ignore_errors=True)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"bench_webrtc: {exc} (logs kept in {folder})", file=sys.stderr)
+        return 2
+    if args.keep is None:
+        shutil.rmtree(folder, ignore_errors=True)
     print(f"{SOURCE}; {usable_cores():g} usable cores; server, client and others CPU as fractions of them")
     report(runs)
     one, four = runs["edgepipe_1"], runs["edgepipe_4"]

@@ -3,8 +3,10 @@
     python scripts/webrtc_plain.py --port 8080 --duration 60
 
 What aiortc's own server example does: each viewer gets a frame track (``recv()`` returns an
-``av.VideoFrame``) and aiortc's sender encodes it for that viewer alone (its ``H264Encoder``:
-libx264, zerolatency, baseline, 1 Mbit/s to start). The frames are the benchmark's camera: the
+``av.VideoFrame``) and aiortc's sender encodes it for that viewer alone, with aiortc's settings
+(``H264Encoder``: libx264 at x264's default preset, zerolatency, baseline, 1 Mbit/s to start,
+then what the viewer's REMB asks), not edgepipe's (``veryfast``, 2 Mbit/s): the plain path as
+one gets it, not edgepipe's encoder run once per viewer. The frames are the benchmark's camera: the
 same synthetic scene (:class:`edgepipe.media.synthetic.Scene`), 1280x720, paced at 30 fps, drawn
 once per frame and shared by every viewer's track (as aiortc's ``MediaRelay`` shares them). No
 edgepipe pipeline, no shared encoder: what edgepipe's streaming path is compared with.

@@ -129,7 +129,7 @@ async def watch(url: str, viewers: int, seconds: float) -> dict[str, Any]:
     peers = [Viewer() for _ in range(viewers)]
     stop = asyncio.Event()
     try:
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CONNECT_DEADLINE_S)) as session:
             await asyncio.gather(*(p.connect(session, url) for p in peers))
         async with asyncio.TaskGroup() as tg:
             for peer in peers:
