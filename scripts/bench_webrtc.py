@@ -12,7 +12,10 @@ measures). The viewers (``scripts/webrtc_viewers.py``) are real aiortc peers in 
 frame is matched by pts (the ``sync`` mapping of :mod:`edgepipe.serve.messages`) to the
 ``detections`` message of its frame, whose ``t_ms`` is the wall-clock time the frame left the
 camera. Latency = wall-clock time the viewer holds the decoded frame - ``t_ms`` (one machine:
-one clock). Frames without a message are counted (``frames_unmatched``), not guessed.
+one clock). Frames without a message are counted (``frames_unmatched``), not guessed. The
+latency includes aiortc's receiver: its jitter buffer hands a frame on only when the next
+frame's first packet arrives (it does not read the RTP marker bit, as browsers do), one frame
+interval (33 ms) on both paths.
 
 Runs of ``--seconds`` each, counted from ``--warmup`` after every viewer has its first frame:
 1 viewer, then 4, each with a fresh server. Over that span the server's CPU (``/proc/PID/stat``
