@@ -23,7 +23,8 @@ utime + stime) is divided by the frames the camera produced (the ``camera`` node
 read from ``/metrics`` at both ends): ``cpu_ms_per_frame_1`` and ``_4``. Frames handed to the
 encoder are reported too (``encoder_frames``: the ``view`` sink's items in). The client's CPU
 (it decodes every viewer's video and competes with the server on a small machine) and the rest
-of the machine's (``others_cpu_mean``, ``/proc/stat``) are printed so a contaminated run shows.
+of the machine's (``others_cpu_mean``, ``/proc/stat``) are printed so a contaminated run shows
+(per run; at the top level of the JSON line, the highest of the runs).
 
 Baselines measured in the same run: for the CPU, the 1-viewer run (``cpu_ratio_4_vs_1``: the
 encoder runs once per frame whatever the number of viewers); for the latency, the plain aiortc
