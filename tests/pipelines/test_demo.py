@@ -78,7 +78,6 @@ async def test_a_viewer_receives_the_video_and_the_motion() -> None:
     assert (frames[0].width, frames[0].height) == (320, 240)
     assert len(motion) >= 5
     for message in motion:
-        assert message["node"] == "motion"
         x0, y0, x1, y1 = message["box_xyxy"]
         assert 0 <= x0 < x1 <= 320
         assert 0 <= y0 < y1 <= 240
