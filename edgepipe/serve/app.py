@@ -5,6 +5,11 @@ WebRTC signalling (``/offer``, ``/whep``: :mod:`~edgepipe.serve.signalling`).
 :class:`~edgepipe.core.runtime.Runtime` (routes are registered in :func:`add_routes`, the one
 place to add more); :class:`HttpServer` is the runtime watcher that serves it while the nodes
 run and closes the socket when they are done (``edgepipe run --port N``).
+
+``/metrics`` and ``/health`` answer from a snapshot at most 0.5 s old
+(:class:`~edgepipe.serve.metrics.SnapshotCache`), so scrapers cannot load the pipeline. No route
+sends CORS headers: a page of another origin must never read an answer (see
+:mod:`~edgepipe.serve.security`, which also refuses a non-loopback ``Host`` on loopback).
 """
 
 from __future__ import annotations
@@ -14,15 +19,14 @@ import logging
 import socket
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
-from prometheus_client.exposition import generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.runtime import Runtime
 from edgepipe.serve import ice
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
-from edgepipe.serve.metrics import registry_for
+from edgepipe.serve.metrics import MetricsText, SnapshotCache
 from edgepipe.serve.security import middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
 from edgepipe.serve.stream import streams_of
@@ -32,7 +36,8 @@ log = logging.getLogger(__name__)
 RUNTIME = web.AppKey("runtime", Runtime)
 CONFIG = web.AppKey("config", ServeConfig)
 TRACKER = web.AppKey("tracker", ProgressTracker)
-REGISTRY = web.AppKey("registry", CollectorRegistry)
+SNAPSHOTS = web.AppKey("snapshots", SnapshotCache)
+METRICS = web.AppKey("metrics", MetricsText)
 
 
 def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Application:
@@ -42,7 +47,10 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app[RUNTIME] = runtime
     app[CONFIG] = config
     app[TRACKER] = ProgressTracker(config.stall_after_s)
-    app[REGISTRY] = registry_for(runtime.snapshot)
+    # /metrics, /health and the sampler share one snapshot per 0.5 s: a scraper hammering
+    # them does not load the pipeline.
+    app[SNAPSHOTS] = SnapshotCache(runtime.snapshot)
+    app[METRICS] = MetricsText(app[SNAPSHOTS])
     app[STREAMS] = streams_of(runtime.graph)
     add_routes(app)
     return app
@@ -57,7 +65,7 @@ def add_routes(app: web.Application) -> None:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[REGISTRY])
+    body = request.app[METRICS].body()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -67,7 +75,8 @@ async def health(request: web.Request) -> web.Response:
     urls = {} if request.app[CONFIG].needs_token else {
         n.node_id: url for n in runtime.graph.nodes if isinstance(url := getattr(n.target, "url", None), str)
     }  # fmt: skip
-    healthy, body = request.app[TRACKER].verdict(runtime.snapshot(), stopping=runtime.stopping, urls=urls)
+    snap = request.app[SNAPSHOTS]()
+    healthy, body = request.app[TRACKER].verdict(snap, stopping=runtime.stopping, urls=urls)
     return web.json_response(body, status=200 if healthy else 503)
 
 
@@ -136,7 +145,7 @@ class HttpServer:
             failed = False
             while True:  # /health answers from recent progress, sampled here between requests
                 try:
-                    tracker.sample(runtime.snapshot())
+                    tracker.sample(app[SNAPSHOTS]())
                 except Exception:  # a bug here must not stop the pipeline: /health goes stale
                     if not failed:
                         log.exception("sampling progress for /health failed")

@@ -30,6 +30,7 @@ from aiortc.rtcdatachannel import RTCDataChannel
 from edgepipe.core.errors import EdgepipeError
 from edgepipe.serve import ice, messages
 from edgepipe.serve.encoder import SharedEncoder
+from edgepipe.serve.inbound import ViewerInbox
 from edgepipe.serve.tracks import PacketTrack, forward_keyframe_requests
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class Viewer:
         self.viewer_id = viewer_id
         self.pc = pc
         self.tracks: dict[str, PacketTrack] = {}
+        self.inbox = ViewerInbox(viewer_id, self.tracks)  # what the viewer sends (a keyframe request)
         self.channel: RTCDataChannel | None = None
         self.max_buffered_bytes = max_buffered_bytes
         self.sent_messages = 0
@@ -174,6 +176,8 @@ class Viewers:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type=offer_type))
             channel = viewer.channel = pc.createDataChannel("results", ordered=True)
             channel.on("open", viewer._flush_sync)
+            viewer.inbox.listen(channel)
+            pc.on("datachannel", viewer.inbox.listen)
             if on_datachannel is not None:
                 pc.on("datachannel", lambda ch: on_datachannel(viewer, ch))
             pc.on("connectionstatechange", lambda: self._state_changed(viewer))
