@@ -27,7 +27,7 @@ from edgepipe.serve import ice
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
 from edgepipe.serve.metrics import MetricsText, SnapshotCache
-from edgepipe.serve.security import middlewares
+from edgepipe.serve.security import ServerLog, middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
 from edgepipe.serve.stream import streams_of
 
@@ -130,7 +130,7 @@ class HttpServer:
         sock = self._sock
         assert sock is not None
         app = build_app(runtime, self.config)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=ServerLog())
         await runner.setup()
         try:
             await web.SockSite(runner, sock).start()

@@ -21,6 +21,7 @@ send a JSON or SDP body with its content type at all (that needs a preflight, ne
 
 from __future__ import annotations
 
+import codecs
 import hmac
 import ipaddress
 import logging
@@ -28,6 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.log import server_logger
 from aiohttp.typedefs import Middleware
 
 from edgepipe.core.redact import redact_text
@@ -94,6 +97,7 @@ def middlewares(config: ServeConfig) -> list[Middleware]:
     @web.middleware
     async def bad_input(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
+            _check_charset(request)
             return await handler(request)
         except web.HTTPException:
             raise
@@ -147,6 +151,24 @@ def middlewares(config: ServeConfig) -> list[Middleware]:
     return [bad_input, loopback_host, body_size, auth]
 
 
+class ServerLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's server logger (``AppRunner(logger=ServerLog())``). A request its HTTP parser
+    refuses (a line too long, a bad header, not HTTP) is answered 400 by aiohttp and is the
+    client's error: one rate-limited warning line, no traceback. Anything else (a bug in a
+    handler: a 500) is logged as aiohttp logs it, traceback included."""
+
+    def __init__(self, logger: logging.Logger = server_logger) -> None:
+        super().__init__(logger, {})
+        self.refused = LogBudget(log)
+
+    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            reason = printable(redact_text(str(exc_info.message))[:120])
+            self.refused.warning("bad HTTP request from %s: %s", args[0] if args else "?", reason)
+        else:
+            super().exception(msg, *args, exc_info=exc_info, **kwargs)  # type: ignore[arg-type]
+
+
 def is_loopback_host(host: str) -> bool:
     """Whether a ``Host`` header names this machine by a loopback name or address, with or
     without a port: ``127.0.0.1[:port]`` (any 127.x), ``localhost[:port]``, ``[::1][:port]``."""
@@ -166,6 +188,17 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def _check_charset(request: web.Request) -> None:
+    """A ``charset`` that names no codec is the client's error: aiohttp's ``text()`` and
+    ``json()`` would raise LookupError (a 500) when a handler reads the body."""
+    charset = request.charset
+    if charset is not None:
+        try:
+            codecs.lookup(charset)
+        except LookupError:
+            raise ValueError(f"unknown charset {charset[:40]!r}") from None
 
 
 def _authorized(request: web.Request, token: str) -> bool:
