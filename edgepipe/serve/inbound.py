@@ -61,7 +61,7 @@ class ViewerInbox:
         """Messages that were not understood (garbage, unknown kinds, oversize)."""
         self._clock = clock
         self._t_keyframe = float("-inf")
-        self._log = LogBudget(log, lines=1)
+        self._log = LogBudget(log, lines=1, clock=clock)
 
     def listen(self, channel: RTCDataChannel) -> None:
         """Read every message ``channel`` receives."""

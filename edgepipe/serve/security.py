@@ -84,7 +84,7 @@ class LogBudget:
             msg += " (%d more like it not logged)"
             args = (*args, self.suppressed)
             self.suppressed = 0
-        self.logger.warning(msg, *args)
+        self.logger.warning(msg, *args, stacklevel=2)
         return True
 
 
