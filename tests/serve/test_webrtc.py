@@ -41,7 +41,7 @@ async def feed(enc: SharedEncoder, viewers: Viewers, sent_pts: list[int]) -> Non
         rgb[:, (seq * 8) % 600 : (seq * 8) % 600 + 40] = 255
         frame = from_rgb(rgb, source_id="cam", seq=seq)
         if await loop.run_in_executor(None, enc.encode, frame):
-            sent_pts.append(messages.pts_90k(None, frame.t_decoded_ns))
+            sent_pts.append(messages.pts_90k(frame.t_decoded_ns))
         items = [] if seq % 3 == 0 else [Detection(box=BOX, score=0.5, class_id=0, label="face")]
         viewers.publish(Detections(source_id="cam", seq=seq, pts=None, time_s=None, width=640, height=360,
                                    model="fake", items=items, t_decoded_ns=frame.t_decoded_ns))  # fmt: skip
@@ -89,7 +89,7 @@ async def test_a_viewer_receives_video_and_results_that_map_onto_it() -> None:
     assert {d["pts_90k"] for d in dets} & received_pts  # results land on frames the viewer saw
     assert all(d["pts_90k"] in sent_pts for d in dets)
     assert any(d["boxes"] == [] for d in dets)
-    assert [[*BOX, 0.5, "face"]] in [d["boxes"] for d in dets]
+    assert [[*BOX, 0.5, "face", None]] in [d["boxes"] for d in dets]
 
 
 async def test_two_viewers_share_one_encode_and_a_slow_one_slows_nobody() -> None:
