@@ -30,6 +30,7 @@ from edgepipe.serve.metrics import MetricsText, SnapshotCache
 from edgepipe.serve.security import ServerLog, middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
 from edgepipe.serve.stream import streams_of
+from edgepipe.serve.stream_metrics import StreamCollector
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app[SNAPSHOTS] = SnapshotCache(runtime.snapshot)
     app[METRICS] = MetricsText(app[SNAPSHOTS])
     app[STREAMS] = streams_of(runtime.graph)
+    app[REGISTRY].register(StreamCollector(app[STREAMS]))
     for stream in app[STREAMS]:  # sources' states and nodes' errors reach the viewers
         runtime.add_listener(stream.viewers.hear)
     add_routes(app)
