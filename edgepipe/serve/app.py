@@ -53,7 +53,7 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app[SNAPSHOTS] = SnapshotCache(runtime.snapshot)
     app[METRICS] = MetricsText(app[SNAPSHOTS])
     app[STREAMS] = streams_of(runtime.graph)
-    app[REGISTRY].register(StreamCollector(app[STREAMS]))
+    app[METRICS].registry.register(StreamCollector(app[STREAMS]))
     for stream in app[STREAMS]:  # sources' states and nodes' errors reach the viewers
         runtime.add_listener(stream.viewers.hear)
     add_routes(app)

@@ -68,7 +68,9 @@ class SnapshotCache:
 
 
 class MetricsText:
-    """The ``/metrics`` body, rendered once per snapshot that ``snapshots`` returns."""
+    """The ``/metrics`` body, rendered once per snapshot that ``snapshots`` returns. Collectors
+    added to ``registry`` (the viewers' figures) are read at the same renders: as old as the
+    snapshot, at most."""
 
     def __init__(self, snapshots: Callable[[], Snapshot]) -> None:
         self._snapshots = snapshots
