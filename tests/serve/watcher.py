@@ -20,7 +20,7 @@ class Watcher(Peer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.own = self.pc.createDataChannel("fuzz")
+        self.own = self.pc.createDataChannel("own")
         self.results_channel: asyncio.Future[RTCDataChannel] = asyncio.get_running_loop().create_future()
         self.pc.on("datachannel", self.results_channel.set_result)
         self.received: list[tuple[float, int]] = []
