@@ -165,6 +165,8 @@ class Viewers:
         self.limit = limit
         self.max_buffered_bytes = max_buffered_bytes
         self.viewers: dict[str, Viewer] = {}
+        self.inbound_left = {"keyframe": 0, "ignored": 0, "dropped": 0}
+        """What the viewers that left sent (:class:`~edgepipe.serve.inbound.ViewerInbox`'s counts)."""
         self.messages_sent = 0
         self.messages_dropped = 0
         """Data-channel messages not sent to a viewer: its channel was full or not open, or its
@@ -271,6 +273,13 @@ class Viewers:
         viewer = self.viewers.pop(viewer_id, None)
         if viewer is None:
             return False
+        inbox = viewer.inbox
+        for outcome, n in (
+            ("keyframe", inbox.keyframes),
+            ("ignored", inbox.ignored),
+            ("dropped", inbox.dropped),
+        ):
+            self.inbound_left[outcome] += n
         await viewer.close()
         log.info("viewer %s left", viewer_id)
         return True
@@ -279,6 +288,16 @@ class Viewers:
         """End every viewer (shutdown)."""
         for viewer_id in list(self.viewers):
             await self.close(viewer_id)
+
+    def inbound(self) -> dict[str, int]:
+        """What viewers sent since the start, by outcome (keyframe, ignored, dropped)."""
+        totals = dict(self.inbound_left)
+        for viewer in self.viewers.values():
+            inbox = viewer.inbox
+            totals["keyframe"] += inbox.keyframes
+            totals["ignored"] += inbox.ignored
+            totals["dropped"] += inbox.dropped
+        return totals
 
     def publish(self, item: Any) -> None:
         """Send one result (a frame's :class:`~edgepipe.vision.Detections`, a ``Message``: any
