@@ -233,6 +233,7 @@ class SharedEncoder:
             ctx.width, ctx.height = width, height
             ctx.pix_fmt = "yuv420p" if self.codec == "libx264" else "nv12"
             ctx.time_base = TIME_BASE_90K
+            ctx.framerate = Fraction(30)  # else libx264 budgets bit_rate over 1/time_base = 90000 fps
             ctx.bit_rate = self.bitrate_bps
             ctx.max_b_frames = 0
             if self.codec == "libx264":
