@@ -21,7 +21,7 @@ from edgepipe import Pipeline
 from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame
 from edgepipe.media.source import VideoSource
-from edgepipe.serve import HttpServer, ServeConfig
+from edgepipe.serve import HttpServer, ServeConfig, messages
 from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
 
@@ -206,54 +206,101 @@ def test_the_decoder_refuses_what_is_not_one_whole_msgpack_value(browser: Browse
 
 STATUS = "return window.edgepipeViewer"
 VIDEO = "const v = document.querySelector('video'); return v && [v.currentTime, v.videoWidth];"
+PLAYING = (
+    "const s = window.edgepipeViewer; const c = s && s.sources.camera;"
+    "return c && c.video === 'playing' && c.framesPresented >= arguments[0] && c.matchedByPts >= 10"
+    " && c.lastBoxCount === 1 && s;"
+)
+PICTURE = """const v = document.querySelector('video'); const c = document.createElement('canvas');
+[c.width, c.height] = [v.videoWidth, v.videoHeight];
+const ctx = c.getContext('2d'); ctx.drawImage(v, 0, 0);
+const d = ctx.getImageData(0, 0, c.width, c.height).data; let lo = 255, hi = 0;
+for (let i = 0; i < d.length; i += 4) { lo = Math.min(lo, d[i]); hi = Math.max(hi, d[i]); }
+return hi - lo;"""
+LOGS = """return {tokens: [...document.querySelectorAll('#tokens p')].map((p) => p.textContent),
+events: [...document.querySelectorAll('#events li')].map((li) => li.textContent),
+state: document.querySelector('.stats .state').textContent};"""
+SENT: list[Any] = [  # sent by the server on every viewer's results channel, as a pipeline's nodes do
+    {"v": 1, "kind": "source_state", "node": "camera", "source": "camera", "state": "live", "reason": ""},
+    {"v": 1, "kind": "token", "node": "describe", "request": 1, "text": "a cat"},
+    {"v": 1, "kind": "token", "node": "describe", "request": 1, "text": " on a mat"},
+    {"v": 1, "kind": "token", "node": "describe", "request": 2, "text": "a dog"},
+    {"v": 1, "kind": "event", "node": "describe", "what": "description", "text": "first"},
+    {"v": 1, "kind": "event", "node": "describe", "what": "description", "text": "second"},
+    {"v": 1, "kind": "something_new", "node": "x", "data": [1, 2]},  # counted, not shown
+    {"v": 2, "kind": "detections", "source": "camera"},  # a schema this page does not know: ignored
+    b"\xc1 not msgpack",  # malformed: counted, nothing else
+]
 
 
-def watch(url: str, profile: Path, screenshot: Path) -> dict[str, Any]:
-    """Open the page in Chromium; what it shows once video and results arrived."""
-    with Browser.start(profile) as b:
+def send(stream: WebRTCStream, loop: asyncio.AbstractEventLoop, sent: list[Any]) -> None:
+    async def on_loop() -> None:
+        for viewer in stream.viewers.viewers.values():
+            assert viewer.channel is not None
+            for m in sent:
+                viewer.channel.send(m if isinstance(m, bytes) else messages.pack(m))
+
+    asyncio.run_coroutine_threadsafe(on_loop(), loop).result(10)
+
+
+def watch(url: str, stream: WebRTCStream, loop: asyncio.AbstractEventLoop, tmp_path: Path) -> dict[str, Any]:
+    """Open the page in Chromium and record what it shows: video with results, the messages the
+    server sends, and a reconnection after the server ends the viewer."""
+    seen: dict[str, Any] = {}
+    with Browser.start(tmp_path / "profile") as b:
         b.get(f"{url}/?token={TOKEN}")
-        seen = b.wait_for(
-            "const s = window.edgepipeViewer; const c = s && s.sources.camera;"
-            "return c && c.framesPresented >= 30 && c.matchedByPts >= 10 && c.lastBoxCount === 1 && s;",
-            45,
-        )
-        assert seen, b.script(STATUS)
+        assert b.wait_for(PLAYING, 45, 30), b.script(STATUS)
         t0, width = b.script(VIDEO)
         b.wait_for(f"return document.querySelector('video').currentTime > {t0} + 0.5", 10)
-        t1, _ = b.script(VIDEO)
-        b.screenshot(screenshot)
-        return {
-            "status": b.script(STATUS),
-            "times": (t0, t1),
-            "width": width,
-            "text": b.script("return document.body.innerText"),
-            "notice_hidden": b.script("return document.querySelector('.notice').hidden"),
-        }
+        seen.update(times=(t0, b.script(VIDEO)[0]), width=width, contrast=b.script(PICTURE))
+        send(stream, loop, SENT)
+        b.wait_for("return window.edgepipeViewer.malformed > 0", 10)
+        seen.update(logs=b.script(LOGS), status=b.script(STATUS), text=b.script("return document.body.innerText"))
+        b.screenshot(tmp_path / "viewer.png")
+        asyncio.run_coroutine_threadsafe(stream.viewers.close_all(), loop).result(10)
+        shown = "const n = document.querySelector('.notice'); return !n.hidden && n.textContent;"
+        seen["notice"] = b.wait_for(shown, 10)
+        frames = seen["status"]["sources"]["camera"]["framesPresented"]
+        seen["again"] = b.wait_for(PLAYING, 30, frames + 30)
+    return seen
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_chromium_plays_the_video_with_the_detectors_boxes_over_it(tmp_path: Path) -> None:
     require_chromium()
-    shot = tmp_path / "viewer.png"
-    async with served(WebRTCStream()) as url:  # WebDriver calls block: they run in a thread
-        seen = await asyncio.to_thread(watch, url, tmp_path / "profile", shot)
+    stream = WebRTCStream()
+    async with served(stream) as url:  # WebDriver calls block: they run in a thread
+        seen = await asyncio.to_thread(watch, url, stream, asyncio.get_running_loop(), tmp_path)
     status = seen["status"]
     camera = status["sources"]["camera"]
     t0, t1 = seen["times"]
     assert t1 > t0, "the video plays"
     assert seen["width"] == camera["videoWidth"] == 640
     assert camera["videoHeight"] == 360
+    assert seen["contrast"] > 64, "the video shows the scene, not a flat picture"
     assert status["connection"] == "connected"
-    assert status["malformed"] == 0
     assert status["messages"]["sync"] == 1
     assert status["messages"]["detections"] >= 10
     # The box drawn is the detector's, for a frame matched through sync + RTP timestamps.
     assert camera["lastBoxes"] == [[*BOX, 0.75, "face"]]
     assert camera["drawnPts"] <= camera["framePts"]
     assert camera["fps"] > 0
-    assert seen["notice_hidden"], "the 'no video yet' notice is gone"
     assert "camera" in seen["text"]
-    png = shot.read_bytes()
+    # What the server sent besides detections: tokens per request, events newest first, state.
+    assert seen["logs"]["tokens"] == ["a cat on a mat", "a dog"]
+    assert [e.split("description", 1)[1] for e in seen["logs"]["events"]] == ["second", "first"]
+    assert seen["logs"]["state"] == "live"
+    assert status["sourceStates"] == {"camera": {"state": "live", "reason": ""}}
+    assert status["messages"]["something_new"] == 1
+    assert (status["ignored"], status["malformed"]) == (1, 1)
+    png = (tmp_path / "viewer.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(png) > 1000
+    # The server ended the viewer: the page said so, came back by itself and plays again.
+    assert seen["notice"] == "disconnected"
+    again = seen["again"]
+    assert again, "the page reconnected and plays again"
+    assert again["connects"] == 2
+    assert again["disconnects"] == 1
+    assert again["messages"]["sync"] == 2

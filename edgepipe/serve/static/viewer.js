@@ -29,7 +29,7 @@
   const $ = (id) => document.getElementById(id);
   const tiles = new Map();  // source -> Tile
   const status = { connection: "new", connects: 0, attempts: 0, messages: {}, ignored: 0, malformed: 0,
-    sourceStates: {}, tokenLines: 0, events: 0, lastError: null, viewers: null, limit: null };
+    disconnects: 0, sourceStates: {}, tokenLines: 0, events: 0, lastError: null, viewers: null, limit: null };
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -90,6 +90,7 @@
         captureToDisplayMs: null, videoWidth: 0, videoHeight: 0, video: "no video yet" };
       this.window = { t: performance.now(), frames: 0 };
       this.shownAt = 0;
+      this.live = false;
       this.reset();
       this.showState();
       if ("requestVideoFrameCallback" in this.video) {
@@ -109,11 +110,13 @@
 
     attach(track) {
       this.reset();
+      this.live = true;
       this.video.srcObject = new MediaStream([track]);
       this.video.play().catch(() => {});  // autoplay of muted video is allowed; retried on frames
     }
 
     disconnected() {
+      this.live = false;
       this.stats.video = "disconnected";
       this.notice.textContent = "disconnected";
       this.notice.hidden = false;
@@ -126,6 +129,7 @@
     }
 
     frame(meta) {
+      if (!this.live) return;  // a frame still shown from a connection that ended
       const v = this.video;
       const s = this.stats;
       s.framesPresented += 1;
@@ -342,6 +346,7 @@
     if (gen !== generation) return;  // an older connection's news
     generation += 1;
     teardown();
+    status.disconnects += 1;
     status.lastError = String(reason).slice(0, 300);
     setConnection("disconnected", status.lastError);
     for (const tile of tiles.values()) tile.disconnected();
@@ -370,6 +375,9 @@
         if (event.channel.label !== "results") return;
         event.channel.binaryType = "arraybuffer";
         event.channel.onmessage = (e) => onMessage(e.data);
+        // The server ends a viewer by closing its peer: the channel says so at once, the peer
+        // connection only once ICE consent runs out (seconds).
+        event.channel.onclose = () => fail(gen, "the server closed the results channel");
       };
       peer.onconnectionstatechange = () => {
         const state = peer.connectionState;
