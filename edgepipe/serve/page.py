@@ -24,6 +24,7 @@ from edgepipe.serve.signalling import STREAMS
 
 STATIC_FILES = {
     "msgpack.js": "text/javascript; charset=utf-8",
+    "tile.js": "text/javascript; charset=utf-8",
     "viewer.js": "text/javascript; charset=utf-8",
     "viewer.css": "text/css; charset=utf-8",
 }

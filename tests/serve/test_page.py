@@ -81,8 +81,8 @@ async def test_the_page_and_its_files_are_served_with_the_token_and_safe_headers
         assert f'src="static/viewer.js?token={TOKEN}"' in page
         assert "{{query}}" not in page
         assert "<script>" not in page
-        for name, kind in [("viewer.js", "text/javascript"), ("msgpack.js", "text/javascript"),
-                           ("viewer.css", "text/css")]:  # fmt: skip
+        for name, kind in [("viewer.js", "text/javascript"), ("tile.js", "text/javascript"),
+                           ("msgpack.js", "text/javascript"), ("viewer.css", "text/css")]:  # fmt: skip
             async with http.get(f"{url}/static/{name}?token={TOKEN}") as r:
                 assert r.status == 200
                 assert r.content_type == kind
@@ -107,7 +107,7 @@ async def test_on_loopback_without_a_token_the_page_links_its_files_plainly() ->
 
 def test_the_package_ships_the_page() -> None:
     names = {f.name for f in STATIC.iterdir()}
-    assert {"index.html", "viewer.js", "msgpack.js", "viewer.css"} <= names
+    assert {"index.html", "viewer.js", "tile.js", "msgpack.js", "viewer.css"} <= names
 
 
 # -- the msgpack decoder, in Chromium ---------------------------------------------------------
@@ -255,7 +255,9 @@ def watch(url: str, stream: WebRTCStream, loop: asyncio.AbstractEventLoop, tmp_p
         seen.update(times=(t0, b.script(VIDEO)[0]), width=width, contrast=b.script(PICTURE))
         send(stream, loop, SENT)
         b.wait_for("return window.edgepipeViewer.malformed > 0", 10)
-        seen.update(logs=b.script(LOGS), status=b.script(STATUS), text=b.script("return document.body.innerText"))
+        seen.update(
+            logs=b.script(LOGS), status=b.script(STATUS), text=b.script("return document.body.innerText")
+        )
         b.screenshot(tmp_path / "viewer.png")
         asyncio.run_coroutine_threadsafe(stream.viewers.close_all(), loop).result(10)
         shown = "const n = document.querySelector('.notice'); return !n.hidden && n.textContent;"
@@ -280,6 +282,7 @@ async def test_chromium_plays_the_video_with_the_detectors_boxes_over_it(tmp_pat
     assert camera["videoHeight"] == 360
     assert seen["contrast"] > 64, "the video shows the scene, not a flat picture"
     assert status["connection"] == "connected"
+    assert (status["viewers"], status["limit"]) == (1, 4)
     assert status["messages"]["sync"] == 1
     assert status["messages"]["detections"] >= 10
     # The box drawn is the detector's, for a frame matched through sync + RTP timestamps.
