@@ -228,6 +228,7 @@ SENT: list[Any] = [  # sent by the server on every viewer's results channel, as 
     {"v": 1, "kind": "event", "node": "describe", "what": "description", "text": "first"},
     {"v": 1, "kind": "event", "node": "describe", "what": "description", "text": "second"},
     {"v": 1, "kind": "something_new", "node": "x", "data": [1, 2]},  # counted, not shown
+    {"v": 1, "kind": "__proto__", "source": "__proto__", "state": "x"},  # a name, nothing more
     {"v": 2, "kind": "detections", "source": "camera"},  # a schema this page does not know: ignored
     b"\xc1 not msgpack",  # malformed: counted, nothing else
 ]

@@ -58,6 +58,7 @@
         framePts: null, matchedByPts: 0, matchedLatest: 0, pipelineLatencyMs: null,
         captureToDisplayMs: null, videoWidth: 0, videoHeight: 0, video: "no video yet" };
       this.window = { t: performance.now(), frames: 0 };
+      this.lastPresented = null;
       this.shownAt = 0;
       this.live = false;
       this.reset();
@@ -73,6 +74,7 @@
 
     reset() {  // a new connection: a new RTP clock and a new sync
       this.detections = [];
+      this.lastPresented = null;
       this.firstPts = null;
       this.rtp0 = null;
     }
@@ -126,12 +128,16 @@
         s.matchedLatest += 1;
       }
       this.draw(chosen);
-      this.countFps();
+      this.countFps(meta);
     }
 
-    countFps() {
+    countFps(meta) {
+      // presentedFrames counts frames the callback did not see too (it runs once per paint at most)
+      const presented = meta && finite(meta.presentedFrames) ? meta.presentedFrames : null;
+      const step = presented !== null && this.lastPresented !== null ? presented - this.lastPresented : 1;
+      this.lastPresented = presented;
       const now = performance.now();
-      this.window.frames += 1;
+      this.window.frames += step > 0 && step < 1000 ? step : 1;
       if (now - this.window.t >= 1000) {
         this.stats.fps = Math.round((this.window.frames * 10000) / (now - this.window.t)) / 10;
         this.window = { t: now, frames: 0 };

@@ -24,8 +24,9 @@
   const { Tile, el, stateBadge, finite } = window.edgepipeTile;
   const $ = (id) => document.getElementById(id);
   const tiles = new Map();  // source -> Tile
-  const status = { connection: "new", connects: 0, attempts: 0, messages: {}, ignored: 0, malformed: 0,
-    disconnects: 0, sourceStates: {}, tokenLines: 0, events: 0, lastError: null, viewers: null, limit: null };
+  // Keyed by names the server sends: no prototype, so a kind "__proto__" is just a kind.
+  const status = { connection: "new", connects: 0, attempts: 0, messages: Object.create(null), ignored: 0,
+    malformed: 0, disconnects: 0, sourceStates: Object.create(null), tokenLines: 0, events: 0, lastError: null, viewers: null, limit: null };
 
   class HttpError extends Error {}
 
