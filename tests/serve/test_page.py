@@ -249,6 +249,7 @@ def watch(url: str, stream: WebRTCStream, loop: asyncio.AbstractEventLoop, tmp_p
     server sends, and a reconnection after the server ends the viewer."""
     seen: dict[str, Any] = {}
     with Browser.start(tmp_path / "profile") as b:
+        b.grant_media(f"{url}/health")  # ICE on 127.0.0.1 (see Browser.grant_media)
         b.get(f"{url}/?token={TOKEN}")
         assert b.wait_for(PLAYING, 45, 30), b.script(STATUS)
         t0, width = b.script(VIDEO)
@@ -284,6 +285,7 @@ async def test_chromium_plays_the_video_with_the_detectors_boxes_over_it(tmp_pat
     assert seen["contrast"] > 64, "the video shows the scene, not a flat picture"
     assert status["connection"] == "connected"
     assert (status["viewers"], status["limit"]) == (1, 4)
+    assert status["route"] == {"local": "127.0.0.1", "remote": "127.0.0.1"}
     assert status["messages"]["sync"] == 1
     assert status["messages"]["detections"] >= 10
     # The box drawn is the detector's, for a frame matched through sync + RTP timestamps.

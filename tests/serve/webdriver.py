@@ -102,6 +102,14 @@ class Browser:
     def _session(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         return _call(self.driver_url, method, f"/session/{self.session_id}{path}", body)
 
+    def grant_media(self, origin: str) -> None:
+        """Grant camera and microphone to ``origin`` (navigates there: give a URL that answers).
+        Chromium gathers ICE candidates on every interface, loopback included, only for a page
+        with media permission; without it, only on the default route's (not 127.0.0.1)."""
+        self.get(origin)
+        for name in ("camera", "microphone"):
+            self._session("POST", "/permissions", {"descriptor": {"name": name}, "state": "granted"})
+
     def get(self, url: str) -> None:
         self._session("POST", "/url", {"url": url})
 

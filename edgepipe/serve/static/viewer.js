@@ -26,7 +26,8 @@
   const tiles = new Map();  // source -> Tile
   // Keyed by names the server sends: no prototype, so a kind "__proto__" is just a kind.
   const status = { connection: "new", connects: 0, attempts: 0, messages: Object.create(null), ignored: 0,
-    malformed: 0, disconnects: 0, sourceStates: Object.create(null), tokenLines: 0, events: 0, lastError: null, viewers: null, limit: null };
+    malformed: 0, disconnects: 0, sourceStates: Object.create(null), tokenLines: 0, events: 0, lastError: null, viewers: null, limit: null,
+    route: null };
 
   class HttpError extends Error {}
 
@@ -136,6 +137,20 @@
     }
   }
 
+  // The addresses of the candidate pair in use (shown in the header's tooltip).
+  function route(stats) {
+    for (const report of stats.values()) {
+      const pair = report.type === "transport" && stats.get(report.selectedCandidatePairId);
+      if (pair) {
+        const [local, remote] = [stats.get(pair.localCandidateId), stats.get(pair.remoteCandidateId)];
+        const found = { local: local ? local.address : null, remote: remote ? remote.address : null };
+        $("connection").title = `${found.local} → ${found.remote}`;
+        return found;
+      }
+    }
+    return null;
+  }
+
   function gathered(pc) {
     if (pc.iceGatheringState === "complete") return Promise.resolve();
     return new Promise((resolve) => {
@@ -198,6 +213,7 @@
           status.attempts = 0;
           setConnection("connected");
           api("streams").then(showStreams, () => {});  // the viewer count, this page included
+          peer.getStats().then((stats) => { status.route = route(stats); }, () => {});
         } else if (state === "failed" || state === "closed") {
           fail(gen, `peer connection ${state}`);
         } else if (state === "disconnected") {
