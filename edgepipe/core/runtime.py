@@ -112,6 +112,7 @@ class Runtime:
         self.graph = graph
         self.scheduler = scheduler
         self._results = results
+        self._listeners: list[Callable[[Message], None]] = []
         self.drain_timeout_s = drain_timeout_s
         self.stop_timeout_s = stop_timeout_s
         """Each node's stop() hook gets this long, whatever the drain deadline (sinks flush there)."""
@@ -186,10 +187,24 @@ class Runtime:
             self._done.set()
             self._changed.set()
 
+    def add_listener(self, listener: Callable[[Message], None]) -> None:
+        """Tell ``listener`` of every runtime event (a source's state, a node's error or
+        restart) as it happens, on the event loop. It must not block; what it raises is logged
+        once and the listener dropped (the WebRTC viewers listen: :mod:`edgepipe.serve`)."""
+        self._listeners.append(listener)
+
     async def emit_event(self, node_id: str, kind: str, data: Any) -> None:
-        """Record a runtime event (error, restart) in the results, if they are being written."""
+        """Record a runtime event (error, restart) in the results, if they are being written,
+        and tell the listeners."""
+        message = Message(kind=kind, data=data, node=node_id)
+        for listener in list(self._listeners):
+            try:
+                listener(message)
+            except Exception:
+                log.exception("a listener of runtime events failed; it hears no more")
+                self._listeners.remove(listener)
         if self._results is not None:
-            await self._results.write(Message(kind=kind, data=data, node=node_id), node_id)
+            await self._results.write(message, node_id)
 
     # -- the run ------------------------------------------------------------------------------
 

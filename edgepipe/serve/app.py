@@ -45,6 +45,8 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app[TRACKER] = ProgressTracker(config.stall_after_s)
     app[REGISTRY] = registry_for(runtime.snapshot)
     app[STREAMS] = streams_of(runtime.graph)
+    for stream in app[STREAMS]:  # sources' states and nodes' errors reach the viewers
+        runtime.add_listener(stream.viewers.hear)
     add_routes(app)
     return app
 
@@ -134,21 +136,28 @@ class HttpServer:
             log.info(
                 "serving %s/metrics, /health, /graph, /offer, /whep%s", self.url, _token_note(self.config)
             )
-            tracker = app[TRACKER]
-            failed = False
-            while True:  # /health answers from recent progress, sampled here between requests
-                try:
-                    tracker.sample(runtime.snapshot())
-                except Exception:  # a bug here must not stop the pipeline: /health goes stale
-                    if not failed:
-                        log.exception("sampling progress for /health failed")
-                    failed = True
-                await asyncio.sleep(SAMPLE_S)
+            async with asyncio.TaskGroup() as tg:
+                for stream in app[STREAMS]:
+                    tg.create_task(stream.viewers.run(), name="viewers")
+                await _sample_progress(app[TRACKER], runtime)
         finally:
             await close_viewers(app)
             await runner.cleanup()
             sock.close()
             self._sock = None
+
+
+async def _sample_progress(tracker: ProgressTracker, runtime: Runtime) -> None:
+    """/health answers from recent progress, sampled here between requests (until cancelled)."""
+    failed = False
+    while True:
+        try:
+            tracker.sample(runtime.snapshot())
+        except Exception:  # a bug here must not stop the pipeline: /health goes stale
+            if not failed:
+                log.exception("sampling progress for /health failed")
+            failed = True
+        await asyncio.sleep(SAMPLE_S)
 
 
 def _token_note(config: ServeConfig) -> str:

@@ -44,6 +44,15 @@ log = logging.getLogger(__name__)
 TIME_BASE_90K = Fraction(1, 90_000)
 ENCODE_WAIT_S = 0.5
 """The longest a live encode waits for the CPU budget; past it the frame is skipped (counted)."""
+SOFTWARE_OPTIONS: dict[str, dict[str, str]] = {
+    # x264's "baseline" is constrained baseline (no FMO/ASO), what browsers decode.
+    "libx264": {"preset": "veryfast", "tune": "zerolatency", "profile": "baseline", "forced-idr": "1",
+                "bf": "0", "level": "31"},
+    # VP8 for live viewing: realtime deadline, no frame lag (no alt-ref), fastest speed.
+    "libvpx": {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "auto-alt-ref": "0",
+               "error-resilient": "1"},
+}  # fmt: skip
+"""The FFmpeg encoders :class:`SharedEncoder` knows, with their live-viewing settings."""
 MIN_KEYFRAME_GAP_S = 0.25
 """Keyframe requests closer than this to the last keyframe wait for it: a viewer that keeps
 lagging must not turn every frame into an IDR for everyone."""
@@ -104,8 +113,9 @@ class Subscription:
 class SharedEncoder:
     """Encodes one source's frames to H.264 once, for every subscriber. Thread-safe.
 
-    ``codec`` is an FFmpeg encoder name (``libx264``). Nothing is encoded while there are no
-    subscribers. Raises :class:`~edgepipe.core.errors.OutputError` when the encoder cannot open.
+    ``codec`` is an FFmpeg encoder name (``libx264``; ``libvpx`` for VP8). Nothing is encoded
+    while there are no subscribers. Raises :class:`~edgepipe.core.errors.OutputError` when the
+    encoder cannot open.
     """
 
     def __init__(
@@ -231,15 +241,12 @@ class SharedEncoder:
         try:
             ctx: Any = av.CodecContext.create(self.codec, "w")
             ctx.width, ctx.height = width, height
-            ctx.pix_fmt = "yuv420p" if self.codec == "libx264" else "nv12"
+            ctx.pix_fmt = "nv12" if self.codec not in SOFTWARE_OPTIONS else "yuv420p"
             ctx.time_base = TIME_BASE_90K
             ctx.framerate = Fraction(30)  # else libx264 budgets bit_rate over 1/time_base = 90000 fps
             ctx.bit_rate = self.bitrate_bps
             ctx.max_b_frames = 0
-            if self.codec == "libx264":
-                # x264's "baseline" is constrained baseline (no FMO/ASO), what browsers decode.
-                ctx.options = {"preset": "veryfast", "tune": "zerolatency", "profile": "baseline",
-                               "forced-idr": "1", "bf": "0", "level": "31"}  # fmt: skip
+            ctx.options = dict(SOFTWARE_OPTIONS.get(self.codec, {}))
             ctx.open()
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             raise OutputError(f"cannot open {self.codec}: {exc}", path=f"webrtc:{self.source_id}") from exc
@@ -263,14 +270,16 @@ class SharedEncoder:
 
 
 class WebRTCOut:
-    """A sink that feeds one source's frames to a :class:`SharedEncoder`:
+    """A sink that feeds one source's frames to a :class:`SharedEncoder` (and its VP8
+    ``fallback``, for viewers without H.264; each encodes only while it has viewers):
     ``p.sink("webrtc", WebRTCOut(encoder), inputs=frames)`` (use ``policy="latest"``: a live
     view wants the newest frame, not every frame). Its calls run on the sink's worker thread."""
 
     priority = "high"
 
-    def __init__(self, encoder: SharedEncoder) -> None:
+    def __init__(self, encoder: SharedEncoder, fallback: SharedEncoder | None = None) -> None:
         self.encoder = encoder
+        self.fallback = fallback
         self.stream: Any = None
         """The :class:`~edgepipe.serve.stream.WebRTCStream` it belongs to, if any (the app
         finds the viewers there)."""
@@ -279,8 +288,12 @@ class WebRTCOut:
         try:
             ctx = current_node()
             self.encoder.ticket.set_owner(ctx.node_id, "encode", ctx.priority)
+            if self.fallback is not None:
+                self.fallback.ticket.set_owner(ctx.node_id, "encode", ctx.priority)
         except RuntimeError:
             pass
 
     def process(self, frame: Frame) -> None:
         self.encoder.encode(frame)
+        if self.fallback is not None:
+            self.fallback.encode(frame)

@@ -6,13 +6,37 @@ Every message is a msgpack map with ``v`` (the schema version, :data:`SCHEMA_VER
 ``detections`` (one per analysed frame, empty ones too, so a client can clear its boxes)::
 
     {"v": 1, "kind": "detections", "source": "cam", "seq": 42, "pts_90k": 123456,
-     "w": 640, "h": 360, "boxes": [[x1, y1, x2, y2, score, label], ...]}
+     "t_ms": 1764683001250.5, "latency_ms": 12.5, "inferred": true, "w": 640, "h": 360,
+     "boxes": [[x1, y1, x2, y2, score, label, track_id], ...]}
 
-    boxes are in the source frame's pixels (w x h); label is a string.
+    boxes are in the source frame's pixels (w x h); label is a string; track_id an int, or nil
+    when no tracker follows the object. ``t_ms`` is the wall-clock time (Unix ms) when the frame
+    left the decoder, the capture time edgepipe knows; ``latency_ms`` is from then to these
+    results (nil when unknown); ``inferred`` is false when the model skipped the frame and the
+    boxes are the tracker's prediction.
 
 ``sync`` (once per viewer per track, before that track's first ``detections``)::
 
     {"v": 1, "kind": "sync", "source": "cam", "first_pts_90k": 120000}
+
+``source_state`` (a source connected, stalled, reconnected or ended; a viewer also gets each
+source's latest state when its channel opens)::
+
+    {"v": 1, "kind": "source_state", "node": "camera", "source": "camera", "state": "live",
+     "reason": ""}
+
+``token`` (a piece of a language model's streamed text) and ``event`` (anything that happened:
+a description finished, a node failed)::
+
+    {"v": 1, "kind": "token", "node": "describe", "request": 3, "text": " a"}
+    {"v": 1, "kind": "event", "node": "describe", "what": "description", "text": "...", ...}
+
+Any other result (a ``Message(kind, data)``, a dict with a ``kind``, an object) becomes
+``{"v": 1, "kind": kind, "node": node, **data}`` when its data is a map, else
+``{"v": 1, "kind": kind, "node": node, "data": data}``: the same kinds and payloads as the
+JSON lines of ``--results`` (:mod:`edgepipe.core.results`). ``node`` (the node that emitted
+it) is there when it is known: the runtime's own messages (``source_state``, a node's
+``error``) always say it.
 
 Alignment with the video: aiortc starts each sender's RTP clock at a random offset, so a
 client cannot read pts off RTP timestamps directly. ``pts_90k`` is the frame's time on the
@@ -20,16 +44,20 @@ track's 90 kHz timeline (:func:`pts_90k`, the pts of the H.264 packet sent for t
 ``first_pts_90k`` is the pts of the first packet sent to this viewer on that track. With the RTP
 timestamp ``rtp0`` of the first frame the client received: ``pts = first_pts_90k + (rtp -
 rtp0) mod 2**32``, and a message belongs to the frame whose pts equals its ``pts_90k``.
+Messages that carry a ``pts_90k`` wait for their track's ``sync``: a viewer is sent none
+before its first video packet of that source.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import time
+from typing import Any
 
 import msgpack
 
-if TYPE_CHECKING:
-    from edgepipe.vision.detection import Detections
+from edgepipe.core.results import message_parts, to_jsonable
+from edgepipe.vision.detection import Detection, Detections
 
 SCHEMA_VERSION = 1
 """The ``v`` of every message; raised when a field changes meaning or goes away."""
@@ -46,18 +74,52 @@ def pts_90k(time_s: float | None, t_decoded_ns: int) -> int:
     return round(t_decoded_ns / _NS_PER_90K)
 
 
+def wall_ms(t_monotonic_ns: int) -> float:
+    """Wall-clock Unix milliseconds of a ``time.monotonic_ns`` instant (to 0.1 ms)."""
+    return round((time.time_ns() - (time.monotonic_ns() - t_monotonic_ns)) / 1e6, 1)
+
+
 def detections_message(dets: Detections) -> dict[str, Any]:
     """The ``detections`` message of one frame's results (see the module docstring)."""
+    latency = dets.latency_ms
     return {
         "v": SCHEMA_VERSION,
         "kind": "detections",
         "source": dets.source_id,
         "seq": dets.seq,
         "pts_90k": pts_90k(dets.time_s, dets.t_decoded_ns),
+        "t_ms": wall_ms(dets.t_decoded_ns) if dets.t_decoded_ns else None,
+        "latency_ms": round(latency, 1) if latency is not None else None,
+        "inferred": dets.inferred,
         "w": dets.width,
         "h": dets.height,
-        "boxes": [[round(x, 1) for x in d.box] + [round(d.score, 4), d.label] for d in dets.items],
+        "boxes": [_box(d) for d in dets.items],
     }
+
+
+def _box(d: Detection) -> list[Any]:
+    x1, y1, x2, y2 = d.box
+    return [round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), round(d.score, 4), d.label, d.track_id]
+
+
+def message_of(item: Any, node_id: str | None = None) -> dict[str, Any]:
+    """The data-channel message of any result item (see the module docstring): detections get
+    their own shape; everything else keeps the kind and payload of its ``--results`` line."""
+    if isinstance(item, Detections):
+        return detections_message(item)
+    node, kind, data, _t = message_parts(item)
+    message: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": kind}
+    if node or node_id:
+        message["node"] = node or node_id
+    if dataclasses.is_dataclass(data) or hasattr(data, "to_dict"):
+        data = to_jsonable(data)
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and key not in message:
+                message[key] = value
+    elif data is not None:
+        message["data"] = data
+    return message
 
 
 def sync_message(source_id: str, first_pts_90k: int) -> dict[str, Any]:
@@ -67,8 +129,17 @@ def sync_message(source_id: str, first_pts_90k: int) -> dict[str, Any]:
 
 def pack(message: dict[str, Any]) -> bytes:
     """msgpack bytes of one message."""
-    packed: bytes = msgpack.packb(message, use_bin_type=True)
+    packed: bytes = msgpack.packb(message, use_bin_type=True, default=_packable)
     return packed
+
+
+def _packable(value: Any) -> Any:
+    # What msgpack cannot hold as it is (numpy values, dataclasses, enums, paths) is converted
+    # as for the JSON lines; anything else becomes its repr, never an exception in a sink.
+    converted = to_jsonable(value)
+    if converted is value:
+        return repr(value)
+    return converted
 
 
 def unpack(data: bytes) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""What a pipeline shows its viewers: :class:`WebRTCStream`, one video per source (encoded once,
-whatever the number of viewers) and the results on each viewer's ``results`` data channel::
+"""What a pipeline shows its viewers: :class:`WebRTCStream`, one video per source (encoded once
+per codec whatever the number of viewers: H.264, and VP8 only while a viewer without H.264
+watches) and the results on each viewer's ``results`` data channel::
 
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)
@@ -32,14 +33,17 @@ class WebRTCStream:
         if source_id in self.viewers.encoders:
             raise ValueError(f"the stream already has a video named {source_id!r}")
         shared = SharedEncoder(source_id, **encoder)
+        fallback = SharedEncoder(source_id, **{**encoder, "codec": "libvpx"})
         self.viewers.encoders[source_id] = shared
-        out = WebRTCOut(shared)
+        self.viewers.fallback[source_id] = fallback
+        out = WebRTCOut(shared, fallback)
         out.stream = self
         return out
 
     def results(self, item: Any) -> None:
-        """A sink sending results (:class:`~edgepipe.vision.Detections`) to every viewer; never
-        blocks (a viewer whose channel is full loses messages, nobody waits)."""
+        """A sink sending results (:class:`~edgepipe.vision.Detections`, an LM's ``token`` and
+        ``event`` messages: any result, see :mod:`edgepipe.serve.messages`) to every viewer;
+        never blocks (a viewer whose channel is full loses messages, nobody waits)."""
         self.viewers.publish(item)
 
 

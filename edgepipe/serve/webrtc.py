@@ -6,10 +6,16 @@ every viewer (from any thread: a sink's worker thread), :meth:`Viewers.close` en
 and :meth:`Viewers.close_all` every one at shutdown. Beyond ``limit`` concurrent viewers
 :meth:`Viewers.answer` raises :class:`ViewerLimitError` (the app answers 503).
 
-Video is H.264 only for now: an offer without H.264 raises :class:`OfferError` (the VP8
-fallback, a frame track that aiortc encodes per viewer, is not written yet). Messages on the data
-channel follow :mod:`edgepipe.serve.messages`; a viewer whose channel has more than
-``max_buffered_bytes`` waiting loses messages rather than slowing anyone.
+Video is H.264 when the offer has it (every browser does), else VP8 from the source's fallback
+encoder (:attr:`Viewers.fallback`; aiortc packetizes VP8 packets as it does H.264 ones, so VP8
+viewers share one encode too); an offer with neither raises :class:`OfferError`. Messages on the
+data channel follow :mod:`edgepipe.serve.messages`; a viewer whose channel has more than
+``max_buffered_bytes`` waiting loses messages rather than slowing anyone. The runtime's own
+events (a source's state, a node's error) reach every viewer through :meth:`Viewers.hear`, and
+a viewer whose channel opens is sent each source's latest state first.
+
+:meth:`Viewers.run` (the HTTP server runs it in its task group) closes the peers whose
+connection failed and those that never connected.
 """
 
 from __future__ import annotations
@@ -21,19 +27,17 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiortc import RTCPeerConnection, RTCRtpCodecCapability, RTCRtpSender, RTCSessionDescription
 from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationError
 from aiortc.rtcdatachannel import RTCDataChannel
 
 from edgepipe.core.errors import EdgepipeError
+from edgepipe.core.results import Message
 from edgepipe.serve import ice, messages
 from edgepipe.serve.encoder import SharedEncoder
 from edgepipe.serve.tracks import PacketTrack, forward_keyframe_requests
-
-if TYPE_CHECKING:
-    from edgepipe.vision.detection import Detections
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +77,23 @@ class Viewer:
         self._first_pts[source_id] = pts_90k
         self._flush_sync()
 
+    def opened(self, states: Iterable[dict[str, Any]]) -> None:
+        """The channel is open: each source's latest state, then the syncs due."""
+        for message in states:
+            self._send(message)
+        self._flush_sync()
+
     def _flush_sync(self) -> None:
         for source_id, pts in self._first_pts.items():
             if source_id not in self._synced and self._send(messages.sync_message(source_id, pts)):
                 self._synced.add(source_id)
 
     def send_results(self, message: dict[str, Any]) -> bool:
-        """Send one results message (on the loop). A source's results wait for its ``sync``:
-        before the viewer's first packet of that source they are dropped (it shows no video
-        yet). False when the message was dropped."""
+        """Send one results message (on the loop). A source's results that carry a pts wait for
+        its ``sync``: before the viewer's first packet of that source they are dropped (it shows
+        no video yet). False when the message was dropped."""
         source_id = message.get("source")
-        if isinstance(source_id, str) and source_id in self.tracks:
+        if "pts_90k" in message and isinstance(source_id, str) and source_id in self.tracks:
             self._flush_sync()
             if source_id not in self._synced:
                 self.dropped_messages += 1
@@ -107,13 +117,18 @@ class Viewer:
         await self.pc.close()
 
 
-def _offers_h264(sdp: str) -> bool:
-    return "h264/90000" in sdp.lower()
+def _offered(sdp: str) -> str | None:
+    """The codec to send: ``h264`` when the offer has it, else ``vp8``, else None."""
+    lowered = sdp.lower()
+    for codec in ("h264", "vp8"):
+        if f" {codec}/90000" in lowered:
+            return codec
+    return None
 
 
-def _h264_codecs() -> list[RTCRtpCodecCapability]:
+def _codecs(codec: str) -> list[RTCRtpCodecCapability]:
     capabilities = RTCRtpSender.getCapabilities("video")
-    return [c for c in capabilities.codecs if c.mimeType.lower() in ("video/h264", "video/rtx")]
+    return [c for c in capabilities.codecs if c.mimeType.lower() in (f"video/{codec}", "video/rtx")]
 
 
 class Viewers:
@@ -126,18 +141,24 @@ class Viewers:
         self,
         encoders: Iterable[SharedEncoder] = (),
         *,
+        fallback: Iterable[SharedEncoder] = (),
         limit: int = 4,
         max_buffered_bytes: int = 256 * 1024,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
         self.encoders: dict[str, SharedEncoder] = {e.source_id: e for e in encoders}
+        """H.264, by source."""
+        self.fallback: dict[str, SharedEncoder] = {e.source_id: e for e in fallback}
+        """VP8, by source: for peers that offer no H.264."""
         self.limit = limit
         self.max_buffered_bytes = max_buffered_bytes
         self.viewers: dict[str, Viewer] = {}
+        self.states: dict[str, dict[str, Any]] = {}
+        """Each source's latest ``source_state`` message, for viewers that join later."""
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._closing: set[asyncio.Task[bool]] = set()  # peers closing after they failed
+        self._failed: asyncio.Queue[str] = asyncio.Queue(4 * limit)  # closed by run()
 
     async def answer(
         self,
@@ -154,8 +175,13 @@ class Viewers:
             raise ViewerLimitError(self.limit)
         if offer_type != "offer":
             raise OfferError(f"expected an offer, not {offer_type!r}")
-        if self.encoders and not _offers_h264(offer_sdp):
-            raise OfferError("the offer has no H.264 (VP8 is not sent yet)")
+        codec = _offered(offer_sdp)
+        encoders = self.encoders
+        if codec == "vp8" and self.fallback:
+            encoders = self.fallback
+        elif self.encoders and codec != "h264":
+            sent = "H.264 or VP8" if self.fallback else "H.264"
+            raise OfferError(f"the offer has no video codec we send ({sent})")
         self._loop = asyncio.get_running_loop()
         ice.restrict_host_addresses()
         pc = RTCPeerConnection(ice.configuration())
@@ -163,17 +189,17 @@ class Viewers:
         self.viewers[viewer.viewer_id] = viewer
         try:
             # Transceivers made before the offer is applied take its video m-lines, and their
-            # codec preferences decide what is negotiated there: H.264 only (packets go out as
-            # they are; any other codec would be handed H.264 to packetize).
-            for source_id, encoder in self.encoders.items():
+            # codec preferences decide what is negotiated there: the encoder's codec only
+            # (packets go out as they are; another codec would be handed them to packetize).
+            for source_id, encoder in encoders.items():
                 track = PacketTrack(encoder, on_first=functools.partial(viewer.first_packet, source_id))
                 viewer.tracks[source_id] = track
                 transceiver = pc.addTransceiver(track, direction="sendonly")
-                transceiver.setCodecPreferences(_h264_codecs())
+                transceiver.setCodecPreferences(_codecs(codec or "h264"))
                 forward_keyframe_requests(transceiver.sender, encoder)
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type=offer_type))
             channel = viewer.channel = pc.createDataChannel("results", ordered=True)
-            channel.on("open", viewer._flush_sync)
+            channel.on("open", lambda: viewer.opened(list(self.states.values())))
             if on_datachannel is not None:
                 pc.on("datachannel", lambda ch: on_datachannel(viewer, ch))
             pc.on("connectionstatechange", lambda: self._state_changed(viewer))
@@ -185,7 +211,8 @@ class Viewers:
         except BaseException:
             await self.close(viewer.viewer_id)
             raise
-        log.info("viewer %s connected (%d of %d)", viewer.viewer_id, len(self.viewers), self.limit)
+        shown = codec or "no video"
+        log.info("viewer %s answered, %s (%d of %d)", viewer.viewer_id, shown, len(self.viewers), self.limit)
         return viewer, pc.localDescription
 
     async def _drop_stuck(self) -> None:
@@ -200,9 +227,27 @@ class Viewers:
 
     def _state_changed(self, viewer: Viewer) -> None:
         if viewer.pc.connectionState in ("failed", "closed") and viewer.viewer_id in self.viewers:
-            task = asyncio.get_running_loop().create_task(self.close(viewer.viewer_id))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            # closed by run(); a full queue means run() is behind or not running: close_all()
+            # at shutdown ends the viewer then
+            with contextlib.suppress(asyncio.QueueFull):
+                self._failed.put_nowait(viewer.viewer_id)
+
+    async def run(self) -> None:
+        """Close the viewers whose connection failed, and every second those that never
+        connected; until cancelled. The HTTP server runs it in its task group."""
+        while True:
+            viewer_id = None
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+            # arrives as the get() completes, and this loop would then never end
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    viewer_id = await self._failed.get()
+            try:
+                if viewer_id is not None and await self.close(viewer_id):
+                    log.info("viewer %s: connection failed", viewer_id)
+                await self._drop_stuck()
+            except Exception:  # one peer's close must not end the upkeep of the others
+                log.exception("closing viewer %s failed", viewer_id)
 
     async def close(self, viewer_id: str) -> bool:
         """End one viewer; False if there was none of that id."""
@@ -217,17 +262,26 @@ class Viewers:
         """End every viewer (shutdown)."""
         for viewer_id in list(self.viewers):
             await self.close(viewer_id)
-        if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
 
-    def publish(self, dets: Detections) -> None:
-        """Send one frame's results to every viewer. Any thread; never blocks."""
+    def publish(self, item: Any) -> None:
+        """Send one result (a frame's :class:`~edgepipe.vision.Detections`, a ``Message``: any
+        item :func:`~edgepipe.serve.messages.message_of` takes) to every viewer. Any thread;
+        never blocks."""
         loop = self._loop
         if loop is None or not self.viewers:
             return
-        message = messages.detections_message(dets)
+        message = messages.message_of(item)
         with contextlib.suppress(RuntimeError):  # the loop is closed: shutting down
             loop.call_soon_threadsafe(self._send_all, message)
+
+    def hear(self, event: Message) -> None:
+        """A runtime event (:meth:`~edgepipe.core.runtime.Runtime.add_listener`, on the loop):
+        sent to every viewer; a source's state is also kept for viewers that join later."""
+        message = messages.message_of(event)
+        if event.kind == "source_state" and isinstance(source := message.get("source"), str):
+            message.pop("url", None)  # the page has no use for it; redacted, but still an address
+            self.states[source] = message
+        self._send_all(message)
 
     def _send_all(self, message: dict[str, Any]) -> None:
         for viewer in list(self.viewers.values()):

@@ -70,7 +70,7 @@ def check_results(viewer: Viewer, frames: list[Any]) -> None:
     assert len(dets) >= 10
     made = dict(produced)
     for d in dets:  # the boxes are the detector's own, for the frame of that pts
-        assert d["boxes"] == [[*made[d["pts_90k"]], 0.5, "face"]]
+        assert d["boxes"] == [[*made[d["pts_90k"]], 0.5, "face", None]]
     received = {sync["first_pts_90k"] + (f.pts - frames[0].pts) % 2**32 for f in frames}
     assert {d["pts_90k"] for d in dets} & received, "results map onto frames the viewer received"
 

@@ -89,7 +89,7 @@ async def test_a_viewer_receives_video_and_results_that_map_onto_it() -> None:
     assert {d["pts_90k"] for d in dets} & received_pts  # results land on frames the viewer saw
     assert all(d["pts_90k"] in sent_pts for d in dets)
     assert any(d["boxes"] == [] for d in dets)
-    assert [[*BOX, 0.5, "face"]] in [d["boxes"] for d in dets]
+    assert [[*BOX, 0.5, "face", None]] in [d["boxes"] for d in dets]
 
 
 async def test_two_viewers_share_one_encode_and_a_slow_one_slows_nobody() -> None:
