@@ -8,6 +8,7 @@ import asyncio
 import base64
 import importlib.resources
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,9 +34,11 @@ STATIC = importlib.resources.files("edgepipe.serve") / "static"
 
 
 def detector(frame: Frame) -> Detections:
+    latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
     return Detections(source_id=frame.source_id, seq=frame.seq, pts=frame.pts, time_s=frame.time_s,
                       width=frame.width, height=frame.height, model="fake", t_decoded_ns=frame.t_decoded_ns,
-                      items=[Detection(box=tuple(BOX), score=0.75, class_id=0, label="face")])  # fmt: skip
+                      latency_ms=latency_ms,
+                      items=[Detection(box=tuple(BOX), score=0.75, class_id=0, label="face", track_id=7)])  # fmt: skip
 
 
 @asynccontextmanager
@@ -221,7 +224,6 @@ LOGS = """return {tokens: [...document.querySelectorAll('#tokens p')].map((p) =>
 events: [...document.querySelectorAll('#events li')].map((li) => li.textContent),
 state: document.querySelector('.stats .state').textContent};"""
 SENT: list[Any] = [  # sent by the server on every viewer's results channel, as a pipeline's nodes do
-    {"v": 1, "kind": "source_state", "node": "camera", "source": "camera", "state": "live", "reason": ""},
     {"v": 1, "kind": "token", "node": "describe", "request": 1, "text": "a cat"},
     {"v": 1, "kind": "token", "node": "describe", "request": 1, "text": " on a mat"},
     {"v": 1, "kind": "token", "node": "describe", "request": 2, "text": "a dog"},
@@ -289,11 +291,13 @@ async def test_chromium_plays_the_video_with_the_detectors_boxes_over_it(tmp_pat
     assert status["messages"]["sync"] == 1
     assert status["messages"]["detections"] >= 10
     # The box drawn is the detector's, for a frame matched through sync + RTP timestamps.
-    assert camera["lastBoxes"] == [[*BOX, 0.75, "face"]]
+    assert camera["lastBoxes"] == [[*BOX, 0.75, "face", 7]]
     assert camera["drawnPts"] <= camera["framePts"]
     assert camera["fps"] > 0
+    assert camera["pipelineLatencyMs"] >= 0
+    assert camera["captureToDisplayMs"] > 0  # one machine, one clock: shown after it was captured
     assert "camera" in seen["text"]
-    # What the server sent besides detections: tokens per request, events newest first, state.
+    # Tokens per request and events newest first (sent above); the state is the source's own.
     assert seen["logs"]["tokens"] == ["a cat on a mat", "a dog"]
     assert [e.split("description", 1)[1] for e in seen["logs"]["events"]] == ["second", "first"]
     assert seen["logs"]["state"] == "live"
