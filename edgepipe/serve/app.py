@@ -27,6 +27,7 @@ from edgepipe.serve.page import add_page
 from edgepipe.serve.security import middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
 from edgepipe.serve.stream import streams_of
+from edgepipe.serve.stream_metrics import StreamCollector
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app[TRACKER] = ProgressTracker(config.stall_after_s)
     app[REGISTRY] = registry_for(runtime.snapshot)
     app[STREAMS] = streams_of(runtime.graph)
+    app[REGISTRY].register(StreamCollector(app[STREAMS]))
     for stream in app[STREAMS]:  # sources' states and nodes' errors reach the viewers
         runtime.add_listener(stream.viewers.hear)
     add_routes(app)

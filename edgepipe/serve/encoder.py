@@ -1,15 +1,17 @@
-"""One H.264 encoder per source, its packets fanned out to every viewer (encode once, send to many).
+"""One encoder per source, its packets fanned out to every viewer (encode once, send to many).
 
 aiortc 1.16 sends an ``av.Packet`` that a track's ``recv()`` returns without encoding it again
 (``RTCRtpSender._next_encoded_frame`` only packetizes it), so a :class:`SharedEncoder` encodes
 each frame once and each viewer's :class:`~edgepipe.serve.tracks.PacketTrack` reads the same
 packets from its own :class:`Subscription`.
 
-Settings are for live viewing, not for files: zero-latency tuning, no B-frames, constrained
-baseline profile, Annex B (SPS/PPS repeated before every IDR), an IDR at least every
-``keyframe_interval_s`` and soon after :meth:`SharedEncoder.request_keyframe` (a viewer joins,
-lags or sends PLI/FIR). Packets carry pts in a 90 kHz time base (:func:`~edgepipe.serve.messages.
-pts_90k`), the timeline of the data channel's results.
+H.264 on a hardware encoder where one works here, libx264 otherwise (VP8, libvpx, for peers
+without H.264: :mod:`~edgepipe.serve.codecs`). Settings are for live viewing, not for files:
+zero-latency tuning, no B-frames, constrained baseline profile, Annex B (SPS/PPS repeated
+before every IDR), an IDR at least every ``keyframe_interval_s`` and soon after
+:meth:`SharedEncoder.request_keyframe` (a viewer joins, lags or sends PLI/FIR). Packets carry
+pts in a 90 kHz time base (:func:`~edgepipe.serve.messages.pts_90k`), the timeline of the data
+channel's results.
 
 Threads: :meth:`SharedEncoder.encode` blocks (the CPU budget gate, then libx264) and runs on a
 worker thread (:class:`WebRTCOut` is a sink, so the runtime calls it on the sink's thread);
@@ -37,6 +39,7 @@ from edgepipe.core.errors import OutputError
 from edgepipe.media.encode import to_av_nv12
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
+from edgepipe.serve.codecs import open_live
 from edgepipe.serve.messages import pts_90k
 
 log = logging.getLogger(__name__)
@@ -44,15 +47,6 @@ log = logging.getLogger(__name__)
 TIME_BASE_90K = Fraction(1, 90_000)
 ENCODE_WAIT_S = 0.5
 """The longest a live encode waits for the CPU budget; past it the frame is skipped (counted)."""
-SOFTWARE_OPTIONS: dict[str, dict[str, str]] = {
-    # x264's "baseline" is constrained baseline (no FMO/ASO), what browsers decode.
-    "libx264": {"preset": "veryfast", "tune": "zerolatency", "profile": "baseline", "forced-idr": "1",
-                "bf": "0", "level": "31"},
-    # VP8 for live viewing: realtime deadline, no frame lag (no alt-ref), fastest speed.
-    "libvpx": {"deadline": "realtime", "cpu-used": "8", "lag-in-frames": "0", "auto-alt-ref": "0",
-               "error-resilient": "1"},
-}  # fmt: skip
-"""The FFmpeg encoders :class:`SharedEncoder` knows, with their live-viewing settings."""
 MIN_KEYFRAME_GAP_S = 0.25
 """Keyframe requests closer than this to the last keyframe wait for it: a viewer that keeps
 lagging must not turn every frame into an IDR for everyone."""
@@ -89,6 +83,7 @@ class Subscription:
                 self._queue.get_nowait()
             self.waiting_keyframe = True
             self.lagged += 1
+            self.encoder.lagged += 1
             self.encoder.request_keyframe()
             return
         self._queue.put_nowait(packet)
@@ -113,8 +108,9 @@ class Subscription:
 class SharedEncoder:
     """Encodes one source's frames to H.264 once, for every subscriber. Thread-safe.
 
-    ``codec`` is an FFmpeg encoder name (``libx264``; ``libvpx`` for VP8). Nothing is encoded
-    while there are no subscribers. Raises :class:`~edgepipe.core.errors.OutputError` when the
+    ``codec`` is ``auto`` (the best H.264 encoder here, hardware where one works) or an FFmpeg
+    encoder name (``libx264``; ``libvpx`` for VP8; see :mod:`~edgepipe.serve.codecs`). Nothing
+    is encoded while there are no subscribers. Raises :class:`~edgepipe.core.errors.OutputError` when the
     encoder cannot open.
     """
 
@@ -122,7 +118,7 @@ class SharedEncoder:
         self,
         source_id: str,
         *,
-        codec: str = "libx264",
+        codec: str = "auto",
         bitrate_bps: int = 2_000_000,
         keyframe_interval_s: float = 2.0,
         queue_packets: int = 8,
@@ -142,6 +138,8 @@ class SharedEncoder:
         """Frames encoded (once each, however many viewers)."""
         self.skipped = 0
         """Frames not encoded because the CPU budget did not admit them in time."""
+        self.lagged = 0
+        """Times a viewer fell behind and was flushed to the next keyframe (all viewers)."""
         self.ticket = Ticket(source_id, "encode", 2)
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()  # guards _subs and the keyframe flag
@@ -220,8 +218,8 @@ class SharedEncoder:
             self._open(*size)
         assert self._size is not None
         av_frame = to_av_nv12(frame, *self._size)
-        # Strictly increasing: a camera clock that goes back must not stall the encoder.
-        pts = max(pts_90k(frame.time_s, frame.t_decoded_ns), self._last_pts + 1)
+        # Strictly increasing (decode times are; a frame given twice must not stall the encoder).
+        pts = max(pts_90k(frame.t_decoded_ns), self._last_pts + 1)
         self._last_pts = pts
         av_frame.pts = pts
         av_frame.time_base = TIME_BASE_90K
@@ -239,21 +237,13 @@ class SharedEncoder:
 
     def _open(self, width: int, height: int) -> None:
         try:
-            ctx: Any = av.CodecContext.create(self.codec, "w")
-            ctx.width, ctx.height = width, height
-            ctx.pix_fmt = "nv12" if self.codec not in SOFTWARE_OPTIONS else "yuv420p"
-            ctx.time_base = TIME_BASE_90K
-            ctx.framerate = Fraction(30)  # else libx264 budgets bit_rate over 1/time_base = 90000 fps
-            ctx.bit_rate = self.bitrate_bps
-            ctx.max_b_frames = 0
-            ctx.options = dict(SOFTWARE_OPTIONS.get(self.codec, {}))
-            ctx.open()
+            ctx = open_live(self.codec, width, height, self.bitrate_bps, TIME_BASE_90K)
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             raise OutputError(f"cannot open {self.codec}: {exc}", path=f"webrtc:{self.source_id}") from exc
         if self._ctx is not None:
             log.info("%s: frame size changed to %dx%d; encoder reopened", self.source_id, width, height)
         else:
-            log.info("streaming %s with %s (%dx%d)", self.source_id, self.codec, width, height)
+            log.info("streaming %s with %s (%dx%d)", self.source_id, ctx.codec.name, width, height)
         self._ctx, self._size = ctx, (width, height)
         self._last_keyframe_s = float("-inf")  # a new encoder starts with an IDR
 

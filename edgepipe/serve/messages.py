@@ -65,12 +65,14 @@ SCHEMA_VERSION = 1
 _NS_PER_90K = 1_000_000_000 / 90_000
 
 
-def pts_90k(time_s: float | None, t_decoded_ns: int) -> int:
-    """A frame's time on a track's 90 kHz timeline: its media time where the stream has one,
-    else when it left the decoder (``time.monotonic_ns``). Frames and their results map to the
-    same value, which is what lets results meet their video."""
-    if time_s is not None:
-        return round(time_s * 90_000)
+def pts_90k(t_decoded_ns: int) -> int:
+    """A frame's time on a track's 90 kHz timeline: when it left the decoder
+    (``time.monotonic_ns``). Frames and their results map to the same value, which is what lets
+    results meet their video.
+
+    Not the stream's media time: that restarts when an RTSP camera is reconnected or a file
+    loops, and jumps with a camera's clock, and a track's timeline must only go forward. The
+    decode time does, and it is the viewer's clock too: a live view shows frames as they come."""
     return round(t_decoded_ns / _NS_PER_90K)
 
 
@@ -87,7 +89,7 @@ def detections_message(dets: Detections) -> dict[str, Any]:
         "kind": "detections",
         "source": dets.source_id,
         "seq": dets.seq,
-        "pts_90k": pts_90k(dets.time_s, dets.t_decoded_ns),
+        "pts_90k": pts_90k(dets.t_decoded_ns),
         "t_ms": wall_ms(dets.t_decoded_ns) if dets.t_decoded_ns else None,
         "latency_ms": round(latency, 1) if latency is not None else None,
         "inferred": dets.inferred,

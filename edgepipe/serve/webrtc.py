@@ -154,6 +154,10 @@ class Viewers:
         self.limit = limit
         self.max_buffered_bytes = max_buffered_bytes
         self.viewers: dict[str, Viewer] = {}
+        self.messages_sent = 0
+        self.messages_dropped = 0
+        """Data-channel messages not sent to a viewer: its channel was full or not open, or its
+        video had not started (all viewers, since the start)."""
         self.states: dict[str, dict[str, Any]] = {}
         """Each source's latest ``source_state`` message, for viewers that join later."""
         self._ids = itertools.count(1)
@@ -285,4 +289,7 @@ class Viewers:
 
     def _send_all(self, message: dict[str, Any]) -> None:
         for viewer in list(self.viewers.values()):
-            viewer.send_results(message)
+            if viewer.send_results(message):
+                self.messages_sent += 1
+            else:
+                self.messages_dropped += 1

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from edgepipe.media.frame import Frame, from_rgb
+from edgepipe.serve import messages
 from edgepipe.serve.encoder import SharedEncoder
 
 pytestmark = pytest.mark.usefixtures("libx264")
@@ -100,3 +103,21 @@ async def test_encoding_after_close_is_a_no_op() -> None:
     enc.subscribe()  # a viewer arriving as the pipeline stops
     await encode(enc, 1)
     assert enc.encodes == 1
+
+
+async def test_a_camera_whose_media_time_restarts_keeps_a_forward_timeline() -> None:
+    # An RTSP camera reconnected starts its media time again; the track's pts (the decode time,
+    # which the results carry too) goes on forward, one frame interval apart, never bunched up.
+    enc = SharedEncoder("cam")
+    sub = enc.subscribe()
+    loop = asyncio.get_running_loop()
+    frames = []
+    for seq, pts in enumerate([300, 301, 302, 0, 1]):  # 1/30 s units: 10 s, then 0 again
+        f = frame(seq)
+        f.pts, f.time_base = pts, Fraction(1, 30)
+        frames.append(f)
+        await loop.run_in_executor(None, enc.encode, f)
+        await asyncio.sleep(0.03)
+    pts = [(await sub.get()).pts for _ in frames]
+    assert pts == [messages.pts_90k(f.t_decoded_ns) for f in frames]
+    assert all(b - a > 1_000 for a, b in itertools.pairwise(pts))  # > 11 ms apart: real intervals

@@ -48,10 +48,12 @@ def test_what_msgpack_cannot_hold_is_converted_not_raised() -> None:
 
 
 def test_empty_detections_are_a_message_too() -> None:
-    dets = Detections(source_id="cam", seq=0, pts=0, time_s=2.0, width=8, height=8, model="m")
+    dets = Detections(source_id="cam", seq=0, pts=0, time_s=2.0, width=8, height=8, model="m",
+                      t_decoded_ns=5_000_000_000)  # fmt: skip
     message = messages.detections_message(dets)
     assert message["boxes"] == []
-    assert message["pts_90k"] == 180_000  # media time wins over decode time
+    # the decode time, not the media time (which restarts when a camera is reconnected)
+    assert message["pts_90k"] == 450_000
 
 
 @pytest.mark.parametrize("data", [b"", b"\xc1", b"\x93\x01\x02\x03", messages.pack({"v": 99, "kind": "x"})])

@@ -32,7 +32,7 @@ def detector(frame: Frame) -> Detections:
     dets = Detections(source_id=frame.source_id, seq=frame.seq, pts=frame.pts, time_s=frame.time_s,
                       width=frame.width, height=frame.height, model="fake", t_decoded_ns=frame.t_decoded_ns,
                       items=[Detection(box=box, score=0.5, class_id=0, label="face")])  # fmt: skip
-    produced.append((messages.pts_90k(frame.time_s, frame.t_decoded_ns), box))
+    produced.append((messages.pts_90k(frame.t_decoded_ns), box))
     return dets
 
 

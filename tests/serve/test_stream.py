@@ -12,6 +12,7 @@ import aiohttp
 import av
 import pytest
 from aiortc import RTCRtpReceiver, RTCSessionDescription
+from prometheus_client.parser import text_string_to_metric_families
 
 from edgepipe import Message, Pipeline
 from edgepipe.core.run import run_async
@@ -100,6 +101,8 @@ async def test_the_data_channel_carries_states_tokens_and_events() -> None:
         await peer.frames(5)
         tokens = await wait_for_messages(peer, "token", 3)
         events = await wait_for_messages(peer, "event", 1)
+        async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as r:
+            families = {f.name: f for f in text_string_to_metric_families(await r.text())}
         await peer.pc.close()
     states = [m for m in peer.messages if m["kind"] == "source_state"]
     # a viewer that joins later is told each source's latest state, with the node that said it
@@ -109,3 +112,9 @@ async def test_the_data_channel_carries_states_tokens_and_events() -> None:
     assert all(t["text"].startswith(" w") and isinstance(t["request"], int) for t in tokens)
     assert events[0]["what"] == "description"
     assert events[0]["text"] == "all quiet"
+    # /metrics has the viewers' side too (serve/stream_metrics.py)
+    assert families["edgepipe_webrtc_viewers"].samples[0].value == 1
+    encodes = {s.labels["codec"]: s.value for s in families["edgepipe_webrtc_encodes"].samples}
+    assert encodes["h264"] >= 5
+    assert encodes["vp8"] == 0
+    assert families["edgepipe_webrtc_messages_sent"].samples[0].value >= len(tokens) + len(events)

@@ -41,7 +41,7 @@ async def feed(enc: SharedEncoder, viewers: Viewers, sent_pts: list[int]) -> Non
         rgb[:, (seq * 8) % 600 : (seq * 8) % 600 + 40] = 255
         frame = from_rgb(rgb, source_id="cam", seq=seq)
         if await loop.run_in_executor(None, enc.encode, frame):
-            sent_pts.append(messages.pts_90k(None, frame.t_decoded_ns))
+            sent_pts.append(messages.pts_90k(frame.t_decoded_ns))
         items = [] if seq % 3 == 0 else [Detection(box=BOX, score=0.5, class_id=0, label="face")]
         viewers.publish(Detections(source_id="cam", seq=seq, pts=None, time_s=None, width=640, height=360,
                                    model="fake", items=items, t_decoded_ns=frame.t_decoded_ns))  # fmt: skip
