@@ -5,6 +5,11 @@ WebRTC signalling (``/offer``, ``/whep``: :mod:`~edgepipe.serve.signalling`).
 :class:`~edgepipe.core.runtime.Runtime` (routes are registered in :func:`add_routes`, the one
 place to add more); :class:`HttpServer` is the runtime watcher that serves it while the nodes
 run and closes the socket when they are done (``edgepipe run --port N``).
+
+``/metrics`` and ``/health`` answer from a snapshot at most 0.5 s old
+(:class:`~edgepipe.serve.metrics.SnapshotCache`), so scrapers cannot load the pipeline. No route
+sends CORS headers: a page of another origin must never read an answer (see
+:mod:`~edgepipe.serve.security`, which also refuses a non-loopback ``Host`` on loopback).
 """
 
 from __future__ import annotations
@@ -14,17 +19,16 @@ import logging
 import socket
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
-from prometheus_client.exposition import generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.runtime import Runtime
 from edgepipe.serve import ice
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
-from edgepipe.serve.metrics import registry_for
+from edgepipe.serve.metrics import MetricsText, SnapshotCache
 from edgepipe.serve.page import add_page
-from edgepipe.serve.security import middlewares
+from edgepipe.serve.security import ServerLog, middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
 from edgepipe.serve.stream import streams_of
 from edgepipe.serve.stream_metrics import StreamCollector
@@ -34,7 +38,8 @@ log = logging.getLogger(__name__)
 RUNTIME = web.AppKey("runtime", Runtime)
 CONFIG = web.AppKey("config", ServeConfig)
 TRACKER = web.AppKey("tracker", ProgressTracker)
-REGISTRY = web.AppKey("registry", CollectorRegistry)
+SNAPSHOTS = web.AppKey("snapshots", SnapshotCache)
+METRICS = web.AppKey("metrics", MetricsText)
 
 
 def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Application:
@@ -44,9 +49,12 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app[RUNTIME] = runtime
     app[CONFIG] = config
     app[TRACKER] = ProgressTracker(config.stall_after_s)
-    app[REGISTRY] = registry_for(runtime.snapshot)
+    # /metrics, /health and the sampler share one snapshot per 0.5 s: a scraper hammering
+    # them does not load the pipeline.
+    app[SNAPSHOTS] = SnapshotCache(runtime.snapshot)
+    app[METRICS] = MetricsText(app[SNAPSHOTS])
     app[STREAMS] = streams_of(runtime.graph)
-    app[REGISTRY].register(StreamCollector(app[STREAMS]))
+    app[METRICS].registry.register(StreamCollector(app[STREAMS]))
     for stream in app[STREAMS]:  # sources' states and nodes' errors reach the viewers
         runtime.add_listener(stream.viewers.hear)
     add_routes(app)
@@ -63,7 +71,7 @@ def add_routes(app: web.Application) -> None:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[REGISTRY])
+    body = request.app[METRICS].body()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -73,7 +81,8 @@ async def health(request: web.Request) -> web.Response:
     urls = {} if request.app[CONFIG].needs_token else {
         n.node_id: url for n in runtime.graph.nodes if isinstance(url := getattr(n.target, "url", None), str)
     }  # fmt: skip
-    healthy, body = request.app[TRACKER].verdict(runtime.snapshot(), stopping=runtime.stopping, urls=urls)
+    snap = request.app[SNAPSHOTS]()
+    healthy, body = request.app[TRACKER].verdict(snap, stopping=runtime.stopping, urls=urls)
     return web.json_response(body, status=200 if healthy else 503)
 
 
@@ -127,7 +136,7 @@ class HttpServer:
         sock = self._sock
         assert sock is not None
         app = build_app(runtime, self.config)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=ServerLog())
         await runner.setup()
         try:
             await web.SockSite(runner, sock).start()
@@ -141,7 +150,7 @@ class HttpServer:
             async with asyncio.TaskGroup() as tg:
                 for stream in app[STREAMS]:
                     tg.create_task(stream.viewers.run(), name="viewers")
-                await _sample_progress(app[TRACKER], runtime)
+                await _sample_progress(app[TRACKER], app[SNAPSHOTS])
         finally:
             await close_viewers(app)
             await runner.cleanup()
@@ -149,12 +158,12 @@ class HttpServer:
             self._sock = None
 
 
-async def _sample_progress(tracker: ProgressTracker, runtime: Runtime) -> None:
+async def _sample_progress(tracker: ProgressTracker, snapshots: SnapshotCache) -> None:
     """/health answers from recent progress, sampled here between requests (until cancelled)."""
     failed = False
     while True:
         try:
-            tracker.sample(runtime.snapshot())
+            tracker.sample(snapshots())
         except Exception:  # a bug here must not stop the pipeline: /health goes stale
             if not failed:
                 log.exception("sampling progress for /health failed")

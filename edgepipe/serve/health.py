@@ -8,6 +8,11 @@ while the process, the event loop and the heartbeat are all fine.
 A source is healthy when its node is running, its ``source`` gauge (if its code reports one) is
 ``live``, and it produced an item within ``stall_after_s``. Before its first item it is
 unhealthy too: nothing flows yet.
+
+The app judges from a snapshot up to :data:`~edgepipe.serve.metrics.SNAPSHOT_MAX_AGE_S` (0.5 s)
+old, shared with ``/metrics`` (:class:`~edgepipe.serve.metrics.SnapshotCache`): a probe or a
+scraper polling in a loop costs the pipeline one snapshot per 0.5 s, and a stall is seen at most
+that much later.
 """
 
 from __future__ import annotations

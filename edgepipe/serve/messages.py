@@ -38,6 +38,10 @@ JSON lines of ``--results`` (:mod:`edgepipe.core.results`). ``node`` (the node t
 it) is there when it is known: the runtime's own messages (``source_state``, a node's
 ``error``) always say it.
 
+A viewer may send one message itself, on any data channel: ``{"v": 1, "kind": "keyframe"}``
+(``"source"`` optional) asks for an IDR soon (:mod:`edgepipe.serve.inbound`); anything else it
+sends is dropped and counted.
+
 Alignment with the video: aiortc starts each sender's RTP clock at a random offset, so a
 client cannot read pts off RTP timestamps directly. ``pts_90k`` is the frame's time on the
 track's 90 kHz timeline (:func:`pts_90k`, the pts of the H.264 packet sent for that frame) and

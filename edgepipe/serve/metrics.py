@@ -12,15 +12,22 @@ Families (all prefixed ``edgepipe_``): per node ``node_items_in_total``,
 ``lane_depth``, ``lane_max_depth``, ``lane_capacity``, ``lane_put_total``,
 ``lane_lost_total`` (``reason``: dropped, shed, aged); the scheduler's ``sched_*`` figures
 when there is one; ``uptime_seconds``.
+
+Scrapes do not load the pipeline: the app reads the snapshot through a :class:`SnapshotCache`
+(one ``runtime.snapshot()`` per :data:`SNAPSHOT_MAX_AGE_S`, shared with ``/health``) and
+:class:`MetricsText` renders the exposition once per snapshot, so a scraper hammering
+``/metrics`` gets the same bytes for up to 0.5 s, whatever its rate.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from edgepipe.core.redact import redact_text
@@ -29,6 +36,61 @@ from edgepipe.core.runtime import Snapshot
 P = "edgepipe_"
 NODE = ["node", "kind"]
 LANE = ["node", "lane", "policy"]
+SNAPSHOT_MAX_AGE_S = 0.5
+"""The oldest snapshot ``/metrics`` and ``/health`` answer from."""
+
+
+class SnapshotCache:
+    """``snapshot()`` taken at most once per ``max_age_s`` (:data:`SNAPSHOT_MAX_AGE_S`): calls
+    in between get the same :class:`Snapshot`. ``taken`` counts the real calls. Event loop only."""
+
+    def __init__(
+        self,
+        snapshot: Callable[[], Snapshot],
+        max_age_s: float = SNAPSHOT_MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not max_age_s >= 0:
+            raise ValueError(f"max_age_s must be >= 0, not {max_age_s}")
+        self.max_age_s = max_age_s
+        self.taken = 0
+        self._snapshot = snapshot
+        self._clock = clock
+        self._last: Snapshot | None = None
+        self._t_last = float("-inf")
+
+    def __call__(self) -> Snapshot:
+        now = self._clock()
+        if self._last is None or now - self._t_last >= self.max_age_s:
+            self._last, self._t_last = self._snapshot(), now
+            self.taken += 1
+        return self._last
+
+
+class MetricsText:
+    """The ``/metrics`` body, rendered once per snapshot that ``snapshots`` returns. Collectors
+    added to ``registry`` (the viewers' figures) are read at the same renders: as old as the
+    snapshot, at most."""
+
+    def __init__(self, snapshots: Callable[[], Snapshot]) -> None:
+        self._snapshots = snapshots
+        self._snap: Snapshot | None = None
+        self._body = b""
+        self.registry = registry_for(self._current)
+        self.rendered = 0
+        """Times the exposition was generated (tests)."""
+
+    def _current(self) -> Snapshot:
+        assert self._snap is not None
+        return self._snap
+
+    def body(self) -> bytes:
+        snap = self._snapshots()
+        if snap is not self._snap:
+            self._snap = snap
+            self._body = generate_latest(self.registry)
+            self.rendered += 1
+        return self._body
 
 
 class SnapshotCollector(Collector):

@@ -4,7 +4,9 @@ Families (prefixed ``edgepipe_webrtc_``): ``viewers`` and ``viewer_limit``;
 ``encodes_total``, ``encode_skipped_total`` (the CPU budget did not admit the frame in time)
 and ``viewer_lags_total`` (a viewer fell behind and was flushed to the next keyframe), each by
 ``source`` and ``codec``; ``messages_sent_total`` and ``messages_dropped_total`` on the data
-channels. Read at scrape time from the streams, like the snapshot's families.
+channels; ``viewer_messages_total`` (``outcome``: keyframe, ignored, dropped) for what viewers
+sent (:mod:`~edgepipe.serve.inbound`). Read at scrape time from the streams, like the
+snapshot's families.
 """
 
 from __future__ import annotations
@@ -66,3 +68,11 @@ class StreamCollector(Collector):
             "Data-channel messages a viewer did not get: its channel was full or not open yet.",
             value=sum(v.messages_dropped for v in viewers),
         )
+        inbound = CounterMetricFamily(
+            P + "viewer_messages",
+            "Messages viewers sent: keyframe requests passed on or ignored (too soon), or dropped.",
+            labels=["outcome"],
+        )
+        for outcome in ("keyframe", "ignored", "dropped"):
+            inbound.add_metric([outcome], sum(v.inbound()[outcome] for v in viewers))
+        yield inbound

@@ -16,7 +16,7 @@ class Peer:
     def __init__(self) -> None:
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         self.pc.addTransceiver("video", direction="recvonly")
-        self.pc.createDataChannel("client")
+        self.channel = self.pc.createDataChannel("client")
         self.messages: list[dict[str, Any]] = []
         self.track: asyncio.Future[MediaStreamTrack] = asyncio.get_running_loop().create_future()
         self.pc.on("track", self.track.set_result)

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from edgepipe.core.channel import ChannelStats
 from edgepipe.core.metrics import NodeStats
 from edgepipe.core.runtime import Snapshot
-from edgepipe.serve.metrics import registry_for
+from edgepipe.serve.metrics import MetricsText, SnapshotCache, registry_for
 
 SCHED = {
     "cores": 4, "target": 0.7, "target_now": 0.7, "cpu": 0.42, "temp_c": None, "level": 1, "rungs": 3,
@@ -49,3 +50,85 @@ def test_lanes_gauges_and_latency_are_exported() -> None:
     latency = {s.labels["quantile"]: s.value for s in families["edgepipe_node_latency_seconds"].samples}
     assert latency == {"0.5": 0.001, "0.95": 0.002, "0.99": 0.003}
     assert families["edgepipe_node_items_out"].samples[0].labels["node"] == "rtsp://u:***@cam"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_snapshot_is_taken_at_most_once_per_max_age() -> None:
+    clock = Clock()
+    taken: list[Snapshot] = []
+
+    def snapshot() -> Snapshot:
+        taken.append(_snapshot(None))
+        return taken[-1]
+
+    cache = SnapshotCache(snapshot, max_age_s=0.5, clock=clock)
+    first = cache()
+    clock.now += 0.49
+    assert cache() is first
+    assert len(taken) == cache.taken == 1
+    clock.now += 0.01
+    assert cache() is not first
+    assert cache.taken == 2
+    with pytest.raises(ValueError, match="max_age_s"):
+        SnapshotCache(snapshot, max_age_s=-1)
+
+
+def test_the_exposition_is_rendered_once_per_snapshot() -> None:
+    snaps = [_snapshot(None)]
+    text = MetricsText(lambda: snaps[-1])
+    body = text.body()
+    assert text.body() is body
+    assert text.rendered == 1
+    snaps.append(_snapshot(SCHED))
+    assert b"edgepipe_sched_cpu_ratio" in text.body()
+    assert text.rendered == 2
+
+
+async def test_a_scraper_hammering_metrics_and_health_does_not_load_the_pipeline() -> None:
+    import time
+
+    import aiohttp
+    from aiohttp import web
+
+    from edgepipe.core.runtime import Runtime
+    from edgepipe.serve import build_app
+    from edgepipe.serve.app import METRICS, SNAPSHOTS
+
+    from .conftest import Camera, pipeline
+
+    runtime = Runtime(pipeline(Camera()).validate())
+    calls = 0
+    own = runtime.snapshot
+
+    def counted() -> Snapshot:
+        nonlocal calls
+        calls += 1
+        return own()
+
+    runtime.snapshot = counted  # type: ignore[method-assign]
+    app = build_app(runtime)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            t0 = time.monotonic()
+            for i in range(300):
+                async with session.get(url + ("/metrics" if i % 2 else "/health")) as r:
+                    assert r.status in (200, 503)
+                    await r.read()
+            elapsed = time.monotonic() - t0
+    finally:
+        await runner.cleanup()
+    assert calls == app[SNAPSHOTS].taken
+    assert calls <= elapsed / 0.5 + 1, (calls, elapsed)  # one per 0.5 s, not one per request
+    assert app[METRICS].rendered <= calls

@@ -18,7 +18,7 @@ from edgepipe import Message, Pipeline
 from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame
 from edgepipe.media.source import VideoSource
-from edgepipe.serve import HttpServer, ServeConfig
+from edgepipe.serve import HttpServer, ServeConfig, messages
 from edgepipe.serve.stream import WebRTCStream
 
 from .peers import Peer
@@ -101,6 +101,9 @@ async def test_the_data_channel_carries_states_tokens_and_events() -> None:
         await peer.frames(5)
         tokens = await wait_for_messages(peer, "token", 3)
         events = await wait_for_messages(peer, "event", 1)
+        peer.channel.send(messages.pack({"v": 1, "kind": "keyframe"}))
+        peer.channel.send(b"\xc1 not msgpack")
+        await asyncio.sleep(1.0)  # /metrics reads a snapshot at most 0.5 s old
         async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as r:
             families = {f.name: f for f in text_string_to_metric_families(await r.text())}
         await peer.pc.close()
@@ -118,3 +121,5 @@ async def test_the_data_channel_carries_states_tokens_and_events() -> None:
     assert encodes["h264"] >= 5
     assert encodes["vp8"] == 0
     assert families["edgepipe_webrtc_messages_sent"].samples[0].value >= len(tokens) + len(events)
+    inbound = {s.labels["outcome"]: s.value for s in families["edgepipe_webrtc_viewer_messages"].samples}
+    assert inbound == {"keyframe": 1, "ignored": 0, "dropped": 1}
