@@ -27,6 +27,7 @@ from edgepipe.serve import ice
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
 from edgepipe.serve.metrics import MetricsText, SnapshotCache
+from edgepipe.serve.page import add_page
 from edgepipe.serve.security import ServerLog, middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
 from edgepipe.serve.stream import streams_of
@@ -66,6 +67,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/health", health)
     app.router.add_get("/graph", graph)
     add_signalling(app)
+    add_page(app, app[CONFIG])
 
 
 async def metrics(request: web.Request) -> web.Response:
