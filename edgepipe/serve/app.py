@@ -144,9 +144,12 @@ class HttpServer:
             shown = f"[{host}]" if ":" in host else host
             self.url = f"http://{shown}:{port}"
             self.ready.set()
-            log.info(
-                "serving %s/metrics, /health, /graph, /offer, /whep%s", self.url, _token_note(self.config)
+            routes = (
+                "/ (the viewer page), /metrics, /health, /graph, /offer, /whep"
+                if app[STREAMS]
+                else ("/metrics, /health, /graph")
             )
+            log.info("serving %s%s%s", self.url, routes, _token_note(self.config))
             async with asyncio.TaskGroup() as tg:
                 for stream in app[STREAMS]:
                     tg.create_task(stream.viewers.run(), name="viewers")
