@@ -1,14 +1,40 @@
-"""Serving a running pipeline: over HTTP (``/metrics``, ``/health``, ``/graph``) and over WebRTC
-(one shared encoder per source: :mod:`~edgepipe.serve.encoder`, :mod:`~edgepipe.serve.webrtc`;
-not routed by the app yet).
+"""Serving a running pipeline: over HTTP (``/`` the viewer page, ``/metrics``, ``/health``,
+``/graph``) and over WebRTC (one shared encoder per source and codec:
+:mod:`~edgepipe.serve.encoder`, :mod:`~edgepipe.serve.webrtc`, :mod:`~edgepipe.serve.stream`).
 
 ``edgepipe run FILE --port N`` starts it; in code, pass ``HttpServer(ServeConfig(port=N))`` as a
 watcher of the run.
+
+Nothing heavy is imported until it is used: a pipeline that declares a
+:class:`~edgepipe.serve.stream.WebRTCStream` but runs without ``--port`` never loads aiohttp,
+aiortc or prometheus-client (about 30 MB on an edge box).
 """
 
 from __future__ import annotations
 
-from edgepipe.serve.app import HttpServer, add_routes, build_app
-from edgepipe.serve.config import ServeConfig, ServeConfigError, ServeError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from edgepipe.serve.app import HttpServer, add_routes, build_app
+    from edgepipe.serve.config import ServeConfig, ServeConfigError, ServeError
 
 __all__ = ["HttpServer", "ServeConfig", "ServeConfigError", "ServeError", "add_routes", "build_app"]
+
+_HOMES = {
+    "HttpServer": "edgepipe.serve.app",
+    "add_routes": "edgepipe.serve.app",
+    "build_app": "edgepipe.serve.app",
+    "ServeConfig": "edgepipe.serve.config",
+    "ServeConfigError": "edgepipe.serve.config",
+    "ServeError": "edgepipe.serve.config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -28,8 +28,8 @@ source's latest state when its channel opens)::
 ``token`` (a piece of a language model's streamed text) and ``event`` (anything that happened:
 a description finished, a node failed)::
 
-    {"v": 1, "kind": "token", "node": "describe", "request": 3, "text": " a"}
-    {"v": 1, "kind": "event", "node": "describe", "what": "description", "text": "...", ...}
+    {"v": 1, "kind": "token", "request": 3, "text": " a"}
+    {"v": 1, "kind": "event", "what": "description", "text": "...", ...}
 
 Any other result (a ``Message(kind, data)``, a dict with a ``kind``, an object) becomes
 ``{"v": 1, "kind": kind, "node": node, **data}`` when its data is a map, else

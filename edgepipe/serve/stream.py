@@ -13,11 +13,13 @@ viewers' offers (``POST /offer``, WHEP ``POST /whep``) with it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.graph import Graph
 from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
-from edgepipe.serve.webrtc import Viewers
+
+if TYPE_CHECKING:
+    from edgepipe.serve.webrtc import Viewers
 
 
 class WebRTCStream:
@@ -25,17 +27,36 @@ class WebRTCStream:
 
     def __init__(self, *, limit: int = 4) -> None:
         """``limit``: viewers at once; one more is answered 503."""
-        self.viewers = Viewers(limit=limit)
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        self.limit = limit
+        self.encoders: dict[str, SharedEncoder] = {}
+        """H.264, by source."""
+        self.fallback: dict[str, SharedEncoder] = {}
+        """VP8, by source (for viewers that offer no H.264)."""
+        self._viewers: Viewers | None = None
+
+    @property
+    def viewers(self) -> Viewers:
+        """The viewers, made when the server first asks: a pipeline run without ``--port``
+        never imports aiortc (nor encodes anything: encoders without subscribers are idle)."""
+        if self._viewers is None:
+            from edgepipe.serve.webrtc import Viewers
+
+            viewers = Viewers(limit=self.limit)
+            viewers.encoders, viewers.fallback = self.encoders, self.fallback  # the same maps
+            self._viewers = viewers
+        return self._viewers
 
     def video(self, source_id: str, **encoder: Any) -> WebRTCOut:
         """A sink encoding ``source_id``'s frames for every viewer (``encoder``: options of
         :class:`~edgepipe.serve.encoder.SharedEncoder`)."""
-        if source_id in self.viewers.encoders:
+        if source_id in self.encoders:
             raise ValueError(f"the stream already has a video named {source_id!r}")
         shared = SharedEncoder(source_id, **encoder)
         fallback = SharedEncoder(source_id, **{**encoder, "codec": "libvpx"})
-        self.viewers.encoders[source_id] = shared
-        self.viewers.fallback[source_id] = fallback
+        self.encoders[source_id] = shared
+        self.fallback[source_id] = fallback
         out = WebRTCOut(shared, fallback)
         out.stream = self
         return out
@@ -44,7 +65,9 @@ class WebRTCStream:
         """A sink sending results (:class:`~edgepipe.vision.Detections`, an LM's ``token`` and
         ``event`` messages: any result, see :mod:`edgepipe.serve.messages`) to every viewer;
         never blocks (a viewer whose channel is full loses messages, nobody waits)."""
-        self.viewers.publish(item)
+        viewers = self._viewers
+        if viewers is not None:  # no server asked: nobody can be watching
+            viewers.publish(item)
 
 
 def streams_of(graph: Graph) -> list[WebRTCStream]:

@@ -4,6 +4,8 @@ what reaches the data channel besides detections: sources' states, tokens, event
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -123,3 +125,19 @@ async def test_the_data_channel_carries_states_tokens_and_events() -> None:
     assert families["edgepipe_webrtc_messages_sent"].samples[0].value >= len(tokens) + len(events)
     inbound = {s.labels["outcome"]: s.value for s in families["edgepipe_webrtc_viewer_messages"].samples}
     assert inbound == {"keyframe": 1, "ignored": 0, "dropped": 1}
+
+
+def test_a_stream_without_a_server_loads_no_web_stack() -> None:
+    # A pipeline that declares a stream but runs without --port pays for none of it (~30 MB).
+    code = (
+        "import sys\n"
+        "from edgepipe.serve.stream import WebRTCStream\n"
+        "stream = WebRTCStream()\n"
+        "out = stream.video('camera')\n"
+        "stream.results({'kind': 'x'})\n"
+        "print(sorted(m for m in ('aiortc', 'aiohttp', 'prometheus_client') if m in sys.modules))\n"
+        "stream.viewers\n"
+        "print('aiortc' in sys.modules)\n"
+    )
+    lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert lines.split("\n")[:2] == ["[]", "True"]
