@@ -174,7 +174,7 @@ class Detector:
     def open(self) -> None:
         """Resolve, load and warm up the model (:func:`~edgepipe.vision.model.load_model`).
         Blocking (a registry model may be fetched)."""
-        if self.session is not None:
+        if self.session is not None and not self.session.closed:
             return
         model = load_model(self.model, self.session_config, adapter=self.adapter, labels=self.labels,
                            input_size=self.input_size, owner=self._owner)  # fmt: skip
@@ -199,9 +199,14 @@ class Detector:
         })  # fmt: skip
 
     def stop(self) -> None:
+        """Forget the streams and let the model and its tensors go (out of the memory plan;
+        ``session.stats`` stay readable); :meth:`start` loads it again (a restart)."""
         self._tracks.clear()
         self._counts.clear()
         phases().forget(self)
+        self._steps = None
+        if self.session is not None:
+            self.session.close()
 
     def governor_knobs(self, node_id: str, priority: int) -> list[EveryKnob]:
         """The interval, for the governor (pinned when ``pin_every``, or without a tracker to
