@@ -141,6 +141,7 @@ class Detector:
         self.frames = 0
         self.inferred = 0
         self._steps: _Steps | None = None
+        self._last_format: TensorFormat | None = None
         self._tracks = SourceTrackers()
         self._counts: dict[str, int] = {}
         self._gauges: dict[str, Any] = {}
@@ -153,8 +154,8 @@ class Detector:
     @property
     def input_format(self) -> TensorFormat | None:
         """The model's input for the newest frame size seen (None before the first frame the
-        model sees)."""
-        return self._steps.tensors.input_format if self._steps is not None else None
+        model sees; after :meth:`stop`, the last one)."""
+        return self._steps.tensors.input_format if self._steps is not None else self._last_format
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -204,6 +205,8 @@ class Detector:
         self._tracks.clear()
         self._counts.clear()
         phases().forget(self)
+        if self._steps is not None:
+            self._last_format = self._steps.tensors.input_format
         self._steps = None
         if self.session is not None:
             self.session.close()
