@@ -228,6 +228,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
 
         watchers.append(heartbeat(args.health_file))
     log.info("running '%s' from %s (%d nodes)", graph.name, args.file, len(graph.nodes))
+    stream_module = sys.modules.get("edgepipe.serve.stream")  # imported by pipelines that stream only
+    if args.port is None and stream_module is not None and stream_module.streams_of(graph):
+        log.info("to watch it: add --port 8080, then open http://127.0.0.1:8080/")
     from edgepipe.sched import Scheduler
 
     scheduler = Scheduler(graph, headroom=args.headroom, governed=not args.no_governor)

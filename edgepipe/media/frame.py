@@ -16,7 +16,7 @@ import threading
 import time
 import weakref
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -119,6 +119,7 @@ class FramePool:
 class Frame(Leased):
     """One decoded picture. Planes are read-only views unless the frame says ``writable``."""
 
+    result: ClassVar[bool] = False  # a picture, not a result: --results writes no line for it
     __slots__ = (
         "_holder",
         "_pool",

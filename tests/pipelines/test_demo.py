@@ -3,9 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import av
+import pytest
 
 from edgepipe import Message, load_pipeline
 from edgepipe.testing import ListSink, run_pipeline
+
+from .viewing import connect, messages_of, served, video_feeds
 
 DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "demo.py"
 
@@ -57,3 +60,24 @@ def test_demo_without_detection_needs_no_model(tmp_path: Path, monkeypatch) -> N
     report = run_pipeline(pipeline, duration_s=0.5)
     assert "faces" not in {n.node_id for n in report.stats.nodes}
     assert report.stats.node("motion").items_out > 0
+
+
+def test_viewers_see_the_annotated_picture_when_there_is_one() -> None:
+    plain = ["--source", "synthetic://320x240@30", "--detect", "none"]
+    assert video_feeds(load_pipeline(DEMO, plain)) == {"view": ("camera",)}
+    assert video_feeds(load_pipeline(DEMO, [*plain, "--record", "out.mp4"])) == {"view": ("annotate",)}
+
+
+@pytest.mark.usefixtures("libx264")
+async def test_a_viewer_receives_the_video_and_the_motion() -> None:
+    async with served(load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--detect", "none"])) as run:
+        peer = await connect(run.url)
+        frames = await peer.frames(10)
+        motion = await messages_of(peer, "motion", 5)
+        await peer.pc.close()
+    assert (frames[0].width, frames[0].height) == (320, 240)
+    assert len(motion) >= 5
+    for message in motion:
+        x0, y0, x1, y1 = message["box_xyxy"]
+        assert 0 <= x0 < x1 <= 320
+        assert 0 <= y0 < y1 <= 240

@@ -14,6 +14,8 @@ import tiny_lm
 from edgepipe import Message, PipelineFileError, load_pipeline
 from edgepipe.testing import ListSink, run_pipeline
 
+from .viewing import connect, messages_of, served, video_feeds
+
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "describe_scene.py"
 
@@ -114,3 +116,21 @@ def test_a_camera_that_cannot_be_reached_is_reported(model: Path, centerface: Pa
     assert state["last_frame_s"] is None
     assert re.search(r"\(camera: (re)?connecting( \(.+\))?, no frames yet", events[-1]["prompt"])
     assert "no input" in events[-1]["prompt"]
+
+
+@pytest.mark.usefixtures("libx264")
+async def test_a_viewer_gets_the_video_faces_tokens_and_descriptions(model: Path, centerface: Path) -> None:
+    args = ["--source", "synthetic://320x240@15", "--model", str(model), "--every-s", "0.5", "--window-s", "1",
+            "--max-new-tokens", "4"]  # fmt: skip
+    assert video_feeds(load_pipeline(PIPELINE, args)) == {"view": ("camera",)}
+    async with served(load_pipeline(PIPELINE, args)) as run:
+        peer = await connect(run.url)
+        frames = await peer.frames(10)
+        events = await messages_of(peer, "event", 2)
+        await peer.pc.close()
+    assert (frames[0].width, frames[0].height) == (320, 240)
+    event = events[1]  # asked for after the first was sent: the viewer had every token of it
+    assert event["what"] == "description"
+    tokens = [m for m in peer.messages if m["kind"] == "token" and m["request"] == event["request"]]
+    assert "".join(t["text"] for t in tokens) == event["text"]  # the streamed text is the description
+    assert any(m["kind"] == "detections" for m in peer.messages)  # the faces (none here) go too

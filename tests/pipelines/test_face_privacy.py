@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import av
 import numpy as np
+import pytest
 
 from edgepipe import load_pipeline
+from edgepipe.media.frame import from_rgb
 from edgepipe.testing import ListSink, run_pipeline
-from edgepipe.vision import Detections
+from edgepipe.vision import Detections, Detector
+
+from .viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
 
@@ -45,3 +50,54 @@ def test_faces_are_pixelated_in_the_recording(tmp_path: Path, make_clip, centerf
             assert detail_after < 0.5 * detail_before, (result.seq, detail_before, detail_after)
             checked += 1
     assert checked >= 10
+
+
+THRESHOLD = 0.35  # the pipeline's default --threshold
+
+
+def faces_in(frames: list[np.ndarray]) -> list[int]:
+    """CenterFace (the pipeline's model, at its threshold) on each RGB picture: the faces found."""
+    detector = Detector("centerface", score_threshold=THRESHOLD)
+    detector.open()
+    return [len(detector.process(from_rgb(rgb, seq=i))) for i, rgb in enumerate(frames)]
+
+
+def picture_difference(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.int16) - b).mean())
+
+
+@pytest.mark.usefixtures("libx264")
+async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
+    fps = 10
+    clip = make_clip("privacy_view.mp4", width=640, height=360, fps=fps, seconds=5)
+    args = ["--source", str(clip), "--output", "", "--realtime"]
+    assert video_feeds(load_pipeline(PIPELINE, args)) == {"view": ("blur",)}  # the blurred branch only
+    async with served(load_pipeline(PIPELINE, args)) as run:
+        peer = await connect(run.url)
+        received = await peer.frames(40)
+        # Which source frame each received one is: the detections of the frame of that pts
+        # (the data channel's mapping) give its number.
+        [sync] = await messages_of(peer, "sync", 1)
+        pts = [sync["first_pts_90k"] + (f.pts - received[0].pts) % 2**32 for f in received]
+        for _ in range(100):  # the results of the last frames may still be on their way
+            seq_of = {d["pts_90k"]: d["seq"] for d in peer.messages if d["kind"] == "detections"}
+            if set(pts[1:]) <= set(seq_of):  # the first frame's went before the viewer's sync
+                break
+            await asyncio.sleep(0.05)
+        await peer.pc.close()
+    found = [(f, seq_of[t] - 1) for f, t in zip(received, pts, strict=True) if t in seq_of]  # seq from 1
+    assert len(found) >= 39
+    pictures = [f.to_ndarray(format="rgb24") for f, _ in found]
+    index = [i for _, i in found]
+    with_faces = [d for d in peer.messages if d["kind"] == "detections" and d["boxes"]]
+    assert len(with_faces) >= 20  # the faces go on the data channel
+    with av.open(str(clip)) as src:
+        originals = [f.to_ndarray(format="rgb24") for f in src.decode(video=0)]
+    in_source = faces_in([originals[i] for i in index])
+    assert sum(n > 0 for n in in_source) >= 25, in_source  # the viewer watched while faces were in view
+    # The viewer is sent the camera's picture (H.264 and the pixelated faces aside) ...
+    differences = [picture_difference(p, originals[i]) for p, i in zip(pictures, index, strict=True)]
+    assert max(differences) < 8, differences
+    # ... and CenterFace finds no face in it.
+    in_view = faces_in(pictures)
+    assert in_view == [0] * len(pictures), list(zip(index, in_source, in_view, strict=True))

@@ -1,0 +1,47 @@
+"""Any source to the browser: a camera (synthetic by default), an RTSP stream, a file or
+/dev/video0 streamed over WebRTC, with the detector's boxes on the data channel if you want them.
+
+    edgepipe run pipelines/rtsp_to_webrtc.py --port 8080      # then open http://127.0.0.1:8080/
+    edgepipe run pipelines/rtsp_to_webrtc.py --detect centerface --threshold 0.4 --port 8080
+    edgepipe run pipelines/rtsp_to_webrtc.py --source rtsp://192.0.2.10/stream --port 8080
+    edgepipe run pipelines/rtsp_to_webrtc.py --source clip.mp4 --loop --detect centerface --port 8080
+    edgepipe run pipelines/rtsp_to_webrtc.py --source /dev/video0 --detect centerface --every 2 --port 8080
+
+The video is the camera's own picture, encoded once (H.264) whatever the number of viewers (4 at
+most), and nothing at all while nobody watches. ``--detect`` takes a model name (``centerface``)
+or an .onnx path; the detector reads the camera through a ``latest`` queue of one on its own
+branch, so a slow model skips frames and never delays the video, and every analysed frame's
+boxes (empty ones too, so a viewer clears its overlay) go to each viewer's ``results`` data
+channel, stamped with the frame's pts. With ``--every N`` the model runs on one frame in N and a
+tracker carries the boxes between. A file plays at its own frame rate, as a camera would
+(``--loop`` plays it again and again). It needs the runtime dependencies only.
+"""
+
+from __future__ import annotations
+
+from edgepipe import Pipeline
+from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
+from edgepipe.serve.stream import WebRTCStream
+from edgepipe.vision import Detector
+
+
+def pipeline(
+    source: str = SYNTHETIC_DEFAULT,
+    detect: str = "none",
+    every: int = 3,
+    threshold: float = 0.5,
+    loop: bool = False,
+    viewers: int = 4,
+    decoder: str = "auto",
+) -> Pipeline:
+    """camera -> viewers (video); with --detect MODEL, camera -> detector -> viewers (results)."""
+    p = Pipeline("rtsp_to_webrtc")
+    camera = p.source("camera", VideoSource(source, decoder=decoder, realtime=True, loop=loop))
+    stream = WebRTCStream(limit=viewers)
+    # A viewer wants the newest picture: the encoder takes the latest frame and holds no other.
+    p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
+    if detect != "none":
+        boxes = p.stage("detect", Detector(detect, score_threshold=threshold, every=every), inputs=camera,
+                        policy="latest", queue_size=1, timeout_s=5.0)  # fmt: skip
+        p.sink("view_results", stream.results, inputs=boxes, queue_size=16, blocking=False)
+    return p
