@@ -23,6 +23,7 @@ from edgepipe.core.malloc import fix_mmap_threshold
 from edgepipe.core.redact import RedactingFilter
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
+from edgepipe.health import seconds
 
 log = logging.getLogger("edgepipe")
 
@@ -122,7 +123,11 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     health_p.add_argument("file", metavar="PATH")
-    health_p.add_argument("--max-age", type=float, default=30.0, metavar="SECONDS")
+    health_p.add_argument("--max-age", type=seconds, default=30.0, metavar="SECONDS",
+                          help="the heartbeat may be this old (default 30)")  # fmt: skip
+    health_p.add_argument("--max-idle", type=seconds, metavar="SECONDS",
+                          help="fail when no item moved for this long (default: the slowest source's "
+                          "frame interval + 5 s)")  # fmt: skip
     return parser
 
 
@@ -160,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "health":
         from edgepipe.health import check
 
-        healthy, reason = check(args.file, args.max_age)
+        healthy, reason = check(args.file, args.max_age, args.max_idle)
         print(reason, file=sys.stdout if healthy else sys.stderr)
         return EXIT_OK if healthy else EXIT_FAILED
     _setup_logging(args.debug, args.quiet)

@@ -61,7 +61,8 @@ class GuardedRuns:
         ticket: how each run is admitted to the CPU budget (:mod:`edgepipe.sched.gate`).
         """
         self.ticket = ticket
-        self.session = session
+        self.session: ort.InferenceSession | None = session
+        """None once the model was let go (:meth:`Session.close`)."""
         self.stats = stats
         self.name = name
         self.inputs = inputs
@@ -81,7 +82,7 @@ class GuardedRuns:
         attempts = 1 + max(0, retries)
         for attempt in range(attempts):
             try:
-                outputs: list[np.ndarray] = self._guarded(self.session.run, (names, feeds), timeout_s, feeds)
+                outputs: list[np.ndarray] = self._guarded(self.live().run, (names, feeds), timeout_s, feeds)
                 return outputs
             except ModelInputError:
                 raise
@@ -95,7 +96,14 @@ class GuardedRuns:
         """A run with inputs and outputs bound (an ``IOBinding``). Same deadline, counting and
         errors as :meth:`run`, never retried (a terminated run may have written part of its
         outputs)."""
-        self._guarded(self.session.run_with_iobinding, (binding,), timeout_s, None)
+        self._guarded(self.live().run_with_iobinding, (binding,), timeout_s, None)
+
+    def live(self) -> ort.InferenceSession:
+        """The session; :class:`InferError` once it was closed."""
+        session = self.session
+        if session is None:
+            raise InferError("the session is closed (its node stopped); start it again", model=self.name)
+        return session
 
     def _guarded(self, fn: Any, args: tuple[Any, ...], timeout_s: float | None,
                  feeds: Mapping[str, np.ndarray] | None) -> Any:  # fmt: skip
