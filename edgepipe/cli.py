@@ -13,9 +13,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from edgepipe import __version__, cli_bench, cli_models, cli_plan
+from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import load_pipeline
@@ -146,6 +147,28 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
     )
     for handler in logging.getLogger().handlers:  # a password in a source URL is never logged
         handler.addFilter(RedactingFilter())
+
+
+SETTLE_S = 1.0
+"""How long the command waits at exit for a model call in progress (a load or a run cannot be
+interrupted; past this it is abandoned)."""
+
+
+def entry() -> NoReturn:
+    """The ``edgepipe`` command: :func:`main`, then an exit that never aborts. A model call
+    still in progress on a worker thread when the run ended (a camera that could not be opened
+    stops the run while the detector loads) is waited for; one that outlasts :data:`SETTLE_S`
+    is left behind with ``os._exit``: a normal exit would destroy the C++ library under it
+    (exit 134; :mod:`edgepipe.core.native`)."""
+    code = main()
+    left = native.settle(SETTLE_S)
+    if not left:
+        sys.exit(code)
+    print(f"edgepipe: {', '.join(left)} still in progress at exit: left behind", file=sys.stderr)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 from edgepipe.core.errors import error_text
+from edgepipe.core.native import Native
 from edgepipe.infer.diagnose import run_error
 from edgepipe.infer.errors import InferError, InferTimeout, ModelInputError
 from edgepipe.infer.loading import ORT_QUIET
@@ -69,6 +70,7 @@ class GuardedRuns:
         self._t_start = t_start
         self._free_options: list[ort.RunOptions] = []
         self._first_lock = threading.Lock()
+        self._native = Native(f"a run of model {name}")
 
     def run(
         self, feeds: Mapping[str, np.ndarray], names: list[str], timeout_s: float | None, retries: int
@@ -129,7 +131,8 @@ class GuardedRuns:
         token = WATCHDOG.arm(options, timeout_s) if timeout_s is not None else None
         t0 = time.perf_counter()
         try:
-            result = fn(*args, options)
+            with self._native:  # the process must not exit under a run (see core/native.py)
+                result = fn(*args, options)
         except Exception as exc:
             terminated = token is not None and not WATCHDOG.disarm(token)
             elapsed = time.perf_counter() - t0
