@@ -4,14 +4,14 @@ No full-resolution RGB image is ever made. Two ways:
 
 - ``numpy`` (the default, ``method="auto"``): each output pixel takes its nearest source
   pixel from the Y plane, chroma is read at half the output height, and the colour conversion
-  (the frame's own matrix and range: BT.601 or BT.709, limited or full) and the normalization
-  run at the output size only, written straight into the tensor. Integer
+  (the frame's own matrix and range: BT.601 or BT.709, limited or full; precomputed factors)
+  and the normalization run at the output size only, written straight into the tensor. Integer
   scale ratios (1080p -> 640 is 3) are strided views of the planes: nothing is gathered.
 - ``swscale``: FFmpeg's swscale scales the decoder's own frame (kept by the :class:`Frame`)
   with a bilinear filter and converts it to planar RGB at the output size in one pass (told the
-  frame's matrix and range, so that both ways read a frame alike); numpy
-  writes the three planes into the tensor. Filtered, so less aliasing on large downscales; it
-  needs a decoder frame behind the :class:`Frame` (not synthetic video, not copies).
+  frame's matrix and range, so both ways read a frame alike); numpy writes the three planes
+  into the tensor. Filtered, so less aliasing on large downscales; it needs a decoder frame
+  behind the :class:`Frame` (not synthetic video, not copies).
 
 ``scripts/bench_detect.py`` measures both, an ONNX preprocessing graph, and OpenCV's
 ``cvtColor`` + ``resize``: numpy was the fastest on the machines measured so far, so ``auto``
@@ -103,9 +103,9 @@ class Letterbox:
         (the array is also returned), clipped to the picture."""
         xs, ys = xy[..., 0::2], xy[..., 1::2]
         xs -= self.left
-        xs *= self.src_width / self.width
+        xs /= self.scale_x
         ys -= self.top
-        ys *= self.src_height / self.height
+        ys /= self.scale_y
         np.clip(xs, 0, self.src_width, out=xs)
         np.clip(ys, 0, self.src_height, out=ys)
         return xy
