@@ -51,6 +51,14 @@ def open_error(src: SourceURL, exc: BaseException, timeout_s: float) -> SourceEr
     return SourceError(f"cannot open: {reason}", url=url, retryable=src.live or src.is_network)
 
 
+def copy_colour_tags(source: Any, ctx: Any) -> None:
+    """Give a named decoder's context the stream's colour tags: a container's (MP4 ``colr``)
+    reach only the stream's own context, and a bitstream need not repeat them, so without this
+    its frames would say nothing and be read by the guess."""
+    ctx.colorspace, ctx.color_range = source.colorspace, source.color_range
+    ctx.color_primaries, ctx.color_trc = source.color_primaries, source.color_trc
+
+
 class StreamDecoder:
     """One open input and the decoder of its first video stream."""
 
@@ -127,6 +135,7 @@ class StreamDecoder:
             try:
                 ctx = av.codec.CodecContext.create(self.choice.decoder, "r")
                 ctx.extradata = self.stream.codec_context.extradata
+                copy_colour_tags(self.stream.codec_context, ctx)
                 self._ctx = ctx
             except (av.error.FFmpegError, ValueError) as exc:
                 self.close()
