@@ -9,9 +9,10 @@ first frames) or mid-stream, and it has failed. The source then swaps the decode
 (:meth:`~edgepipe.media.chooser.DecoderChooser.failover`): the input stays open and the source
 stays ``live``.
 
-The watch keeps the packets since the last keyframe (up to :data:`KEEP_MAX`): the new decoder
-is fed them first, so that it starts at a keyframe, and what it decodes again of frames already
-delivered is left out (by timestamp, else by count).
+The watch keeps the packets since the last keyframe before the failure began (up to
+:data:`KEEP_MAX`): the new decoder is fed them first, so that it starts at a keyframe and no
+picture is lost, and what it decodes again of frames already delivered is left out (by
+timestamp, else by count).
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ class DecoderWatch:
             return
         if packet.is_keyframe:
             self._keyed = True
-            self._keep.clear()
-            self._overflow = False
-            self._delivered = 0
+            if not self._streak:  # while failing, keep from the keyframe before the failure
+                self._keep.clear()
+                self._overflow = False
+                self._delivered = 0
         if not self._keyed or self._overflow:
             return
         if len(self._keep) < KEEP_MAX:
