@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -321,3 +324,52 @@ async def test_a_skip_source_whose_decode_thread_died_opens_again(
     assert cam.errors == 1
     assert cam.gauges["source"] == "ended"
     assert len(sink.seen) == 10 + 60  # the 10 frames before, then the file from its start
+
+
+_STUCK_PIPELINE = """
+from edgepipe import Pipeline
+from edgepipe.media import VideoSource
+
+
+def pipeline(source: str) -> Pipeline:
+    p = Pipeline("stuck")
+    p.sink("out", lambda frame: None, inputs=p.source("cam", VideoSource(source, timeout_s=10)))
+    return p
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["http", "rtsp"])
+def test_a_source_stuck_opening_does_not_hold_up_the_end_of_a_timed_run(tmp_path: Path, scheme: str) -> None:
+    # A server that accepts and never answers: the open waits for its 10 s deadline, which
+    # nothing can cut short; the run must end on time anyway (the opening thread is abandoned).
+    pipeline_file = tmp_path / "stuck.py"
+    pipeline_file.write_text(_STUCK_PIPELINE)
+    duration_s, drain_s = 3.0, 0.5
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        url = f"{scheme}://127.0.0.1:{server.getsockname()[1]}/cam.mp4"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "edgepipe", "run", str(pipeline_file), "--source", url,
+             "--duration", str(duration_s), "--drain-timeout", str(drain_s)],
+            stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        try:
+            started = None
+            for line in proc.stderr:  # the run starts after the imports: timed from there
+                if "running 'stuck'" in line:
+                    started = time.monotonic()
+                    break
+            assert started is not None, "the run did not start"
+            rest = proc.stderr.read()
+            code = proc.wait(timeout=30)
+            took_s = time.monotonic() - started
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stderr.close()
+    assert code == 0, rest
+    assert took_s <= duration_s + drain_s + 1.0, (took_s, rest)
+    assert "stopped while opening" in rest
