@@ -103,7 +103,7 @@ def test_signal_stops_gracefully_with_sinks_flushed_and_results_complete(tmp_pat
     assert all(r["node"] == "relay" for r in records)
 
 
-def test_duration_stops_the_demo_cleanly(tmp_path: Path) -> None:
+def test_duration_stops_the_demo_cleanly(tmp_path: Path, centerface: Path) -> None:  # model cached first
     results = tmp_path / "r.jsonl"
     result = edgepipe(
         "run",
@@ -125,7 +125,7 @@ def test_duration_stops_the_demo_cleanly(tmp_path: Path) -> None:
     assert "camera" in result.stderr
 
 
-def test_results_to_stdout(tmp_path: Path) -> None:
+def test_results_to_stdout(tmp_path: Path, centerface: Path) -> None:  # model cached first
     result = edgepipe(
         "run",
         "pipelines/demo.py",

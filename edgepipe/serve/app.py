@@ -27,6 +27,7 @@ from edgepipe.serve import ice
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
 from edgepipe.serve.metrics import MetricsText, SnapshotCache
+from edgepipe.serve.page import add_page
 from edgepipe.serve.security import ServerLog, middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
 from edgepipe.serve.stream import streams_of
@@ -66,6 +67,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/health", health)
     app.router.add_get("/graph", graph)
     add_signalling(app)
+    add_page(app, app[CONFIG])
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -142,9 +144,12 @@ class HttpServer:
             shown = f"[{host}]" if ":" in host else host
             self.url = f"http://{shown}:{port}"
             self.ready.set()
-            log.info(
-                "serving %s/metrics, /health, /graph, /offer, /whep%s", self.url, _token_note(self.config)
+            routes = (
+                "/ (the viewer page), /metrics, /health, /graph, /offer, /whep"
+                if app[STREAMS]
+                else ("/metrics, /health, /graph")
             )
+            log.info("serving %s%s%s", self.url, routes, _token_note(self.config))
             async with asyncio.TaskGroup() as tg:
                 for stream in app[STREAMS]:
                     tg.create_task(stream.viewers.run(), name="viewers")

@@ -65,6 +65,7 @@ def _open(name: str, width: int, height: int, bitrate_bps: int, time_base: Fract
     ctx.width, ctx.height = width, height
     ctx.pix_fmt = "yuv420p" if name in SOFTWARE else "nv12"
     ctx.time_base = time_base
+    ctx.framerate = Fraction(30)  # else libx264 budgets bit_rate over 1/time_base = 90000 fps
     ctx.bit_rate = bitrate_bps
     ctx.max_b_frames = 0
     ctx.options = dict(LIVE_OPTIONS.get(name, {}))

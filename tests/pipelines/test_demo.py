@@ -24,8 +24,8 @@ def test_demo_sees_motion_in_the_synthetic_scene() -> None:
         assert x1 - x0 >= 8  # the square moves 4 px a frame: a real region, not a speck
 
 
-def test_demo_records_an_annotated_clip(tmp_path: Path) -> None:
-    out = tmp_path / "annotated.mp4"
+def test_demo_records_an_annotated_clip(tmp_path: Path, centerface: Path) -> None:
+    out = tmp_path / "annotated.mp4"  # the model is in the cache first: 1.5 s are for the video
     pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--record", str(out)])
     run_pipeline(pipeline, duration_s=1.5)
     with av.open(str(out)) as container:

@@ -1,0 +1,213 @@
+// One source's tile of the viewer page: its <video>, a <canvas> over it with the boxes of the
+// results of the frame on screen, and its figures (fps, latencies, state).
+//
+// Results meet their frame through the sync message (edgepipe.serve.messages): with the RTP
+// timestamp rtp0 of the first frame shown on a track, a frame's pts = first_pts_90k + (rtp - rtp0)
+// mod 2**32, and the frame shows the latest detections with pts_90k <= its pts. Without
+// requestVideoFrameCallback's rtpTimestamp it shows the latest detections.
+"use strict";
+
+(function () {
+  const MAX_DETECTIONS = 120;  // a few seconds of results waiting for their frame
+  const MAX_BOXES = 256;  // drawn per frame
+  const STALE_90K = 2 * 90000;  // results older than their frame by this much are not drawn
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function stateBadge(node, state) {
+    node.textContent = state;
+    node.className = `state ${String(state).replace(/[^a-z]/g, "")}`;
+  }
+
+  const finite = (x) => typeof x === "number" && Number.isFinite(x);
+  const colours = ["#ff4d4d", "#4dd2ff", "#ffd24d", "#7dff4d", "#ff4dd2", "#b84dff"];
+  function colour(label) {
+    let h = 0;
+    for (const c of String(label)) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+    return colours[h % colours.length];
+  }
+
+  class Tile {
+    constructor(source) {
+      this.source = source;
+      this.root = el("div", "tile");
+      const screen = el("div", "screen");
+      this.video = el("video");
+      Object.assign(this.video, { muted: true, autoplay: true, playsInline: true });
+      this.canvas = el("canvas");
+      this.notice = el("div", "notice", "no video yet");
+      screen.append(this.video, this.canvas, this.notice);
+      const stats = el("div", "stats");
+      this.fields = {};
+      stats.append(el("span", "name", source));
+      for (const [key, label] of [["state", ""], ["fps", "fps"], ["latency", "pipeline"],
+        ["c2d", "capture→display (same clock)"], ["boxes", "boxes"]]) {
+        const span = el("span");
+        this.fields[key] = el("span", "", "–");
+        if (label) span.append(`${label} `);
+        span.append(this.fields[key]);
+        stats.append(span);
+      }
+      this.root.append(screen, stats);
+      this.stats = { framesPresented: 0, fps: 0, lastBoxCount: null, lastBoxes: [], drawnPts: null,
+        framePts: null, matchedByPts: 0, matchedLatest: 0, pipelineLatencyMs: null,
+        captureToDisplayMs: null, videoWidth: 0, videoHeight: 0, video: "no video yet" };
+      this.window = { t: performance.now(), frames: 0 };
+      this.lastPresented = null;
+      this.shownAt = 0;
+      this.live = false;
+      this.reset();
+      this.showState(null);
+      if ("requestVideoFrameCallback" in this.video) {
+        const onFrame = (now, meta) => { this.frame(meta); this.video.requestVideoFrameCallback(onFrame); };
+        this.video.requestVideoFrameCallback(onFrame);
+      } else {
+        const tick = () => { if (this.video.readyState >= 2) this.frame(null); requestAnimationFrame(tick); };
+        requestAnimationFrame(tick);
+      }
+    }
+
+    reset() {  // a new connection: a new RTP clock and a new sync
+      this.detections = [];
+      this.lastPresented = null;
+      this.firstPts = null;
+      this.rtp0 = null;
+    }
+
+    attach(track) {
+      this.reset();
+      this.live = true;
+      this.video.srcObject = new MediaStream([track]);
+      this.video.play().catch(() => {});  // autoplay of muted video is allowed; retried on frames
+    }
+
+    disconnected() {
+      this.live = false;
+      this.stats.video = "disconnected";
+      this.notice.textContent = "disconnected";
+      this.notice.hidden = false;
+      this.clear();
+    }
+
+    addDetections(m) {
+      this.detections.push(m);
+      if (this.detections.length > MAX_DETECTIONS) this.detections.splice(0, this.detections.length - MAX_DETECTIONS);
+    }
+
+    frame(meta) {
+      if (!this.live) return;  // a frame still shown from a connection that ended
+      const v = this.video;
+      const s = this.stats;
+      s.framesPresented += 1;
+      s.videoWidth = v.videoWidth;
+      s.videoHeight = v.videoHeight;
+      if (s.video !== "playing") {
+        s.video = "playing";
+        this.notice.hidden = true;
+      }
+      let pts = null;
+      if (meta && finite(meta.rtpTimestamp)) {
+        if (this.rtp0 === null) this.rtp0 = meta.rtpTimestamp;
+        if (this.firstPts !== null) pts = this.firstPts + ((meta.rtpTimestamp - this.rtp0) >>> 0);
+      }
+      s.framePts = pts;
+      let chosen = null;
+      if (pts !== null) {
+        for (let i = this.detections.length - 1; i >= 0; i--) {
+          if (this.detections[i].pts_90k <= pts) { chosen = this.detections[i]; break; }
+        }
+        if (chosen && pts - chosen.pts_90k > STALE_90K) chosen = null;
+        if (chosen) s.matchedByPts += 1;
+      } else if (this.detections.length) {
+        chosen = this.detections[this.detections.length - 1];
+        s.matchedLatest += 1;
+      }
+      this.draw(chosen);
+      this.countFps(meta);
+    }
+
+    countFps(meta) {
+      // presentedFrames counts frames the callback did not see too (it runs once per paint at most)
+      const presented = meta && finite(meta.presentedFrames) ? meta.presentedFrames : null;
+      const step = presented !== null && this.lastPresented !== null ? presented - this.lastPresented : 1;
+      this.lastPresented = presented;
+      const now = performance.now();
+      this.window.frames += step > 0 && step < 1000 ? step : 1;
+      if (now - this.window.t >= 1000) {
+        this.stats.fps = Math.round((this.window.frames * 10000) / (now - this.window.t)) / 10;
+        this.window = { t: now, frames: 0 };
+      }
+      if (now - this.shownAt >= 250) {
+        this.shownAt = now;
+        const s = this.stats;
+        this.fields.fps.textContent = s.fps.toFixed(1);
+        this.fields.latency.textContent = s.pipelineLatencyMs === null ? "–" : `${s.pipelineLatencyMs.toFixed(0)} ms`;
+        this.fields.c2d.textContent = s.captureToDisplayMs === null ? "–" : `${s.captureToDisplayMs.toFixed(0)} ms`;
+        this.fields.boxes.textContent = s.lastBoxCount === null ? "–" : String(s.lastBoxCount);
+      }
+    }
+
+    showState(st) {
+      stateBadge(this.fields.state, st ? st.state : "state unknown");
+      this.fields.state.title = st && st.reason ? st.reason : "";
+    }
+
+    clear() {
+      const ctx = this.canvas.getContext("2d");
+      ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
+    }
+
+    draw(m) {
+      const v = this.video;
+      const c = this.canvas;
+      const ratio = window.devicePixelRatio || 1;
+      const cw = Math.round(c.clientWidth * ratio);
+      const ch = Math.round(c.clientHeight * ratio);
+      if (c.width !== cw || c.height !== ch) Object.assign(c, { width: cw, height: ch });
+      const ctx = c.getContext("2d");
+      ctx.clearRect(0, 0, cw, ch);
+      const s = this.stats;
+      if (!m) { s.lastBoxCount = null; return; }
+      s.drawnPts = m.pts_90k;
+      s.lastBoxCount = m.boxes.length;
+      s.lastBoxes = m.boxes.slice(0, 8);
+      s.pipelineLatencyMs = finite(m.latency_ms) ? m.latency_ms : null;
+      s.captureToDisplayMs = finite(m.t_ms) ? Date.now() - m.t_ms : null;
+      if (!v.videoWidth || !v.videoHeight) return;
+      // The video's picture inside the element (object-fit: contain), then the message's w x h onto it.
+      const scale = Math.min(cw / v.videoWidth, ch / v.videoHeight);
+      const pw = v.videoWidth * scale;
+      const ph = v.videoHeight * scale;
+      const ox = (cw - pw) / 2;
+      const oy = (ch - ph) / 2;
+      const sx = pw / m.w;
+      const sy = ph / m.h;
+      ctx.lineWidth = Math.max(2, 2 * ratio);
+      ctx.font = `${Math.round(13 * ratio)}px system-ui, sans-serif`;
+      ctx.textBaseline = "bottom";
+      for (const b of m.boxes.slice(0, MAX_BOXES)) {
+        const [x1, y1, x2, y2, score, label, track] = b;
+        const x = ox + x1 * sx;
+        const y = oy + y1 * sy;
+        const text = `${label} ${score.toFixed(2)}${track === null || track === undefined ? "" : ` #${track}`}`;
+        ctx.strokeStyle = ctx.fillStyle = colour(label);
+        ctx.strokeRect(x, y, (x2 - x1) * sx, (y2 - y1) * sy);
+        const tw = ctx.measureText(text).width + 6 * ratio;
+        const th = 16 * ratio;
+        const ty = y - th < 0 ? y + th : y;
+        ctx.fillRect(x - ctx.lineWidth / 2, ty - th, tw, th);
+        ctx.fillStyle = "#000";
+        ctx.fillText(text, x + 3 * ratio, ty - 2 * ratio);
+      }
+    }
+  }
+
+  Object.defineProperty(window, "edgepipeTile", {
+    value: Object.freeze({ Tile, el, stateBadge, finite }), enumerable: true,
+  });
+})();
