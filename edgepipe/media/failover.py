@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgepipe.media.decode import describe_ffmpeg_error
+
 FAIL_AFTER = 30
 """Packets in a row without a frame (raised or empty) that make a hardware decoder failed: about
 one second of video, more than any decoder's delay (frame threads hold up to 16)."""
@@ -65,7 +67,7 @@ class DecoderWatch:
             self._keep.clear()
             self._overflow = True
 
-    def outcome(self, frames: int, error: str | None) -> bool:
+    def outcome(self, frames: int, error: BaseException | None) -> bool:
         """Record what the packet gave (``frames``, or the ``error`` it raised); True when the
         decoder has now failed."""
         if not self.watching:
@@ -79,7 +81,7 @@ class DecoderWatch:
         self._streak += 1
         if error is not None:
             self._errors += 1
-            self.last_error = error
+            self.last_error = describe_ffmpeg_error(error)
         return self._streak >= self.fail_after
 
     @property

@@ -148,7 +148,7 @@ class Reconnector:
             if outlet.wait(min(self._knock_s, left)):
                 return -1.0
             if _accepts(target, self._knock_s):
-                log.debug("%s: the server's port accepts again; opening now", outlet.url)
+                log.debug("%s: the server's port accepts again; opening now", redact_url(outlet.url))
                 return self._backoff_initial_s
         return min(backoff * 2, self._backoff_max_s)
 
@@ -173,7 +173,7 @@ class Reconnector:
                     frames = decoder.decode(packet)
                 except av.error.FFmpegError as exc:
                     status.corrupt += 1  # a damaged packet: skip it, the next keyframe heals
-                    if not watch.outcome(0, describe_ffmpeg_error(exc)):
+                    if not watch.outcome(0, exc):
                         continue
                     frames = self._fail_over(decoder, watch)
                 else:

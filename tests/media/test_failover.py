@@ -30,12 +30,12 @@ def test_packets_before_the_first_keyframe_do_not_count() -> None:
     watch = DecoderWatch(3)
     for i in range(3, 5):  # joined mid-GOP: no decoder gives a picture yet
         watch.packet(_packet(i))
-        assert not watch.outcome(0, "no frame")
+        assert not watch.outcome(0, ValueError("no frame"))
     for i in range(5, 7):
         watch.packet(_packet(i))
         assert not watch.outcome(0, None)  # a decoder's delay: not yet a failure
     watch.packet(_packet(7))
-    assert watch.outcome(0, "Invalid data")
+    assert watch.outcome(0, ValueError("Invalid data"))
     assert watch.reason == "3 packets in a row without a frame (Invalid data)"
     assert watch.errors == 1
 
@@ -47,7 +47,7 @@ def test_a_frame_resets_the_count_and_a_software_decoder_is_not_watched() -> Non
         assert not watch.outcome(frames, None)
     idle = DecoderWatch(1, watching=False)
     idle.packet(_packet(0))
-    assert not idle.outcome(0, "broken")
+    assert not idle.outcome(0, ValueError("broken"))
     assert idle.restart(watching=False) == []
 
 
@@ -59,7 +59,7 @@ def test_the_replacement_starts_at_the_keyframe_before_the_failure_and_repeats_n
         if i < 7:
             watch.outcome(1, None)
             watch.delivered(_frame(i))
-        elif watch.outcome(0, "broken"):
+        elif watch.outcome(0, ValueError("broken")):
             break
     kept = watch.restart(watching=True)
     assert [p.pts for p in kept] == list(range(5, 11))  # from keyframe 5, not 10
@@ -76,8 +76,8 @@ def test_too_long_a_gop_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
         watch.outcome(1, None)
     assert watch.restart(watching=True) == []  # the replacement waits for the next keyframe
     watch.packet(_packet(1, gop=100))
-    assert not watch.outcome(0, "no frame")
-    assert not watch.outcome(0, "no frame")  # still no keyframe: nothing counts
+    assert not watch.outcome(0, ValueError("no frame"))
+    assert not watch.outcome(0, ValueError("no frame"))  # still no keyframe: nothing counts
 
 
 class BreakingContext:
