@@ -60,6 +60,7 @@ from typing import Any
 
 import msgpack
 
+from edgepipe.core.redact import redact, redact_text
 from edgepipe.core.results import message_parts, to_jsonable
 from edgepipe.vision.detection import Detection, Detections
 
@@ -91,7 +92,7 @@ def detections_message(dets: Detections) -> dict[str, Any]:
     return {
         "v": SCHEMA_VERSION,
         "kind": "detections",
-        "source": dets.source_id,
+        "source": redact_text(dets.source_id),
         "seq": dets.seq,
         "pts_90k": pts_90k(dets.t_decoded_ns),
         "t_ms": wall_ms(dets.t_decoded_ns) if dets.t_decoded_ns else None,
@@ -125,7 +126,11 @@ def message_of(item: Any, node_id: str | None = None) -> dict[str, Any]:
                 message[key] = value
     elif data is not None:
         message["data"] = data
-    return message
+    try:
+        redacted: dict[str, Any] = redact(message)  # no password of a source URL reaches a viewer
+    except RecursionError:  # a payload that contains itself: say so rather than fail the sink
+        return {"v": SCHEMA_VERSION, "kind": kind, "data": "unencodable (the payload contains itself)"}
+    return redacted
 
 
 def sync_message(source_id: str, first_pts_90k: int) -> dict[str, Any]:

@@ -95,3 +95,10 @@ async def test_writer_keeps_order_across_flushes(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     assert [json.loads(line)["data"]["i"] for line in lines] == list(range(5000))
     assert writer.lines_written == 5000
+
+
+def test_a_password_quoted_in_a_result_is_masked() -> None:
+    # A runtime error's text quotes the camera URL as the library said it.
+    line = encode(Message("error", {"message": "cannot reach rtsp://admin:hunter2pw@10.0.0.7/live"}), "probe")
+    assert "hunter2pw" not in line
+    assert json.loads(line)["data"]["message"] == "cannot reach rtsp://admin:***@10.0.0.7/live"
