@@ -65,7 +65,7 @@ async def whep(request: web.Request) -> web.Response:
 
 async def whep_delete(request: web.Request) -> web.Response:
     stream = _stream(request)
-    if not await stream.viewers.close(request.match_info["viewer"]):
+    if not await stream.viewers.close(request.match_info["viewer"], "DELETE"):
         raise web.HTTPNotFound(text="no such viewer\n")
     return web.Response(status=200)
 

@@ -61,12 +61,14 @@ class PacketTrack(MediaStreamTrack):
             self.subscription.close()
 
 
-def forward_keyframe_requests(sender: RTCRtpSender, encoder: SharedEncoder) -> None:
-    """Make this sender's PLI/FIR handling also request a keyframe from ``encoder``."""
+def forward_keyframe_requests(sender: RTCRtpSender, request: Callable[[], None]) -> None:
+    """Make this sender's PLI/FIR handling also call ``request()`` (which asks the shared
+    encoder for a keyframe, within the viewer's limit: :meth:`~edgepipe.serve.inbound.
+    ViewerInbox.rtcp_keyframe`)."""
     own: Callable[[], None] = sender._send_keyframe
 
     def send_keyframe() -> None:
         own()
-        encoder.request_keyframe()
+        request()
 
     sender._send_keyframe = send_keyframe  # type: ignore[method-assign]

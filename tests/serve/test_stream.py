@@ -17,11 +17,12 @@ from aiortc import RTCRtpReceiver, RTCSessionDescription
 from prometheus_client.parser import text_string_to_metric_families
 
 from edgepipe import Message, Pipeline
+from edgepipe.core.errors import PipelineError
 from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame
 from edgepipe.media.source import VideoSource
 from edgepipe.serve import HttpServer, ServeConfig, messages
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.stream import WebRTCStream, streams_of
 
 from .peers import Peer
 
@@ -167,3 +168,12 @@ async def test_a_password_in_an_error_never_reaches_a_viewer() -> None:
     assert errors, "the node's errors reach the viewer"
     assert all("hunter2pw" not in str(m) for m in peer.messages)
     assert "admin:***@192.0.2.10" in errors[0]["message"]
+
+
+def test_a_pipeline_feeds_one_stream_not_two() -> None:
+    p = Pipeline("two")
+    camera = p.source("camera", VideoSource("synthetic://320x240@30"))
+    p.sink("a", WebRTCStream().video("camera"), inputs=camera, policy="latest", queue_size=1)
+    p.sink("b", WebRTCStream().video("camera"), inputs=camera, policy="latest", queue_size=1)
+    with pytest.raises(PipelineError, match="feeds 2 WebRTCStream objects; use one"):
+        streams_of(p.validate())

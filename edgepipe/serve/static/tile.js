@@ -64,10 +64,15 @@
       this.reset();
       this.showState(null);
       if ("requestVideoFrameCallback" in this.video) {
-        const onFrame = (now, meta) => { this.frame(meta); this.video.requestVideoFrameCallback(onFrame); };
+        // finally: one bad message must not stop the overlay for the rest of the session
+        const onFrame = (now, meta) => {
+          try { this.frame(meta); } finally { this.video.requestVideoFrameCallback(onFrame); }
+        };
         this.video.requestVideoFrameCallback(onFrame);
       } else {
-        const tick = () => { if (this.video.readyState >= 2) this.frame(null); requestAnimationFrame(tick); };
+        const tick = () => {
+          try { if (this.video.readyState >= 2) this.frame(null); } finally { requestAnimationFrame(tick); }
+        };
         requestAnimationFrame(tick);
       }
     }
@@ -191,10 +196,14 @@
       ctx.font = `${Math.round(13 * ratio)}px system-ui, sans-serif`;
       ctx.textBaseline = "bottom";
       for (const b of m.boxes.slice(0, MAX_BOXES)) {
-        const [x1, y1, x2, y2, score, label, track] = b;
+        if (!Array.isArray(b) || b.length < 5) continue;  // a box the schema does not know
+        const [x1, y1, x2, y2, score] = b.slice(0, 5).map(Number);
+        if (![x1, y1, x2, y2, score].every(Number.isFinite)) continue;
+        const label = typeof b[5] === "string" ? b[5] : "";
+        const track = Number.isInteger(b[6]) ? b[6] : null;
         const x = ox + x1 * sx;
         const y = oy + y1 * sy;
-        const text = `${label} ${score.toFixed(2)}${track === null || track === undefined ? "" : ` #${track}`}`;
+        const text = `${label} ${score.toFixed(2)}${track === null ? "" : ` #${track}`}`;
         ctx.strokeStyle = ctx.fillStyle = colour(label);
         ctx.strokeRect(x, y, (x2 - x1) * sx, (y2 - y1) * sy);
         const tw = ctx.measureText(text).width + 6 * ratio;
