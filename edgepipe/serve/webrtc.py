@@ -73,10 +73,12 @@ class Viewer:
         self.sent_messages = 0
         self.dropped_messages = 0
         self._first_pts: dict[str, int] = {}
+        self._rtp_offsets: dict[str, int | None] = {}
         self._synced: set[str] = set()
 
-    def first_packet(self, source_id: str, pts_90k: int) -> None:
+    def first_packet(self, source_id: str, pts_90k: int, rtp_offset: int | None) -> None:
         self._first_pts[source_id] = pts_90k
+        self._rtp_offsets[source_id] = rtp_offset
         self._flush_sync()
 
     def opened(self, states: Iterable[dict[str, Any]]) -> None:
@@ -87,7 +89,8 @@ class Viewer:
 
     def _flush_sync(self) -> None:
         for source_id, pts in self._first_pts.items():
-            if source_id not in self._synced and self._send(messages.sync_message(source_id, pts)):
+            sync = messages.sync_message(source_id, pts, self._rtp_offsets.get(source_id))
+            if source_id not in self._synced and self._send(sync):
                 self._synced.add(source_id)
 
     def send_results(self, message: dict[str, Any]) -> bool:
@@ -213,6 +216,7 @@ class Viewers:
                 track = PacketTrack(encoder, on_first=functools.partial(viewer.first_packet, source_id))
                 viewer.tracks[source_id] = track
                 transceiver = pc.addTransceiver(track, direction="sendonly")
+                track.sender = transceiver.sender
                 transceiver.setCodecPreferences(_codecs(codec or "h264"))
                 forward_keyframe_requests(
                     transceiver.sender, functools.partial(viewer.inbox.rtcp_keyframe, encoder)

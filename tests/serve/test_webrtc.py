@@ -83,6 +83,13 @@ async def test_a_viewer_receives_video_and_results_that_map_onto_it() -> None:
     rtp0 = frames[0].pts
     received_pts = {first_pts + (f.pts - rtp0) % 2**32 for f in frames}
     assert received_pts <= set(sent_pts)
+    # The sender's RTP clock offset gives the same pts without relying on the first frame. (An
+    # aiortc receiver counts its frames' pts from the first RTP timestamp it got, which its
+    # timestamp mapper keeps; a browser gives the RTP timestamp itself.)
+    (receiver,) = [t.receiver for t in client.pc.getTransceivers() if t.kind == "video"]
+    rtp_first = receiver._RTCRtpReceiver__timestamp_mapper._origin
+    offset = sync[0]["rtp_offset"]
+    assert {first_pts + (rtp_first + f.pts - offset - first_pts) % 2**32 for f in frames} == received_pts
     dets = [m for m in client.messages if m["kind"] == "detections"]
     assert len(dets) >= 10
     assert client.messages.index(sync[0]) < client.messages.index(dets[0])

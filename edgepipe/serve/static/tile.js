@@ -1,9 +1,10 @@
 // One source's tile of the viewer page: its <video>, a <canvas> over it with the boxes of the
 // results of the frame on screen, and its figures (fps, latencies, state).
 //
-// Results meet their frame through the sync message (edgepipe.serve.messages): with the RTP
-// timestamp rtp0 of the first frame shown on a track, a frame's pts = first_pts_90k + (rtp - rtp0)
-// mod 2**32, and the frame shows the latest detections with pts_90k <= its pts. Without
+// Results meet their frame through the sync message (edgepipe.serve.messages): a frame's pts =
+// first_pts_90k + (rtp - rtp_offset - first_pts_90k) mod 2**32 (or, from a server that sends no
+// rtp_offset, first_pts_90k + (rtp - rtp0) mod 2**32 with the RTP timestamp rtp0 of the first
+// frame shown), and the frame shows the latest detections with pts_90k <= its pts. Without
 // requestVideoFrameCallback's rtpTimestamp it shows the latest detections.
 "use strict";
 
@@ -81,6 +82,7 @@
       this.detections = [];
       this.lastPresented = null;
       this.firstPts = null;
+      this.rtpOffset = null;
       this.rtp0 = null;
     }
 
@@ -118,7 +120,11 @@
       let pts = null;
       if (meta && finite(meta.rtpTimestamp)) {
         if (this.rtp0 === null) this.rtp0 = meta.rtpTimestamp;
-        if (this.firstPts !== null) pts = this.firstPts + ((meta.rtpTimestamp - this.rtp0) >>> 0);
+        if (this.firstPts !== null && this.rtpOffset !== null) {
+          pts = this.firstPts + ((meta.rtpTimestamp - this.rtpOffset - this.firstPts) >>> 0);
+        } else if (this.firstPts !== null) {
+          pts = this.firstPts + ((meta.rtpTimestamp - this.rtp0) >>> 0);
+        }
       }
       s.framePts = pts;
       let chosen = null;
