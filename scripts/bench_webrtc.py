@@ -317,7 +317,8 @@ def main() -> int:
     for name, (met, value) in judge(result).items():
         ok = ok and met
         print(f"  {'PASS' if met else 'MISS'}  {name:36} {_fmt(value)}")
-    result |= {"target_latency_p99_ms": TARGET_LATENCY_P99_MS, "target_cpu_ratio": TARGET_CPU_RATIO, "ok": ok}
+    result |= {"target_latency_p99_ms": TARGET_LATENCY_P99_MS, "target_cpu_ratio": TARGET_CPU_RATIO,
+               "target_delivered": TARGET_DELIVERED, "ok": ok}  # fmt: skip
     print(json.dumps(result))
     return 0 if ok else 1
 
