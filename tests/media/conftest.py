@@ -1,56 +1,14 @@
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rtsp_camera import SYSTEM_PYTHON, RtspServer, free_port  # the server's own module, in scripts/
 
 REPO = Path(__file__).resolve().parents[2]
-SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RtspServer:
-    """GStreamer's RTSP server in a subprocess, on 127.0.0.1; can be killed and restarted."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.url = f"rtsp://127.0.0.1:{port}/cam"
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self) -> None:
-        script = Path(__file__).with_name("rtsp_server.py")
-        self.proc = subprocess.Popen([SYSTEM_PYTHON, str(script), str(self.port)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)  # fmt: skip
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if line != "ready":
-            self.proc.kill()
-            raise RuntimeError(
-                f"RTSP server did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}"
-            )
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError("RTSP server is not accepting connections")
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.communicate(timeout=5)  # reaps it and closes its pipes
-            self.proc = None
+__all__ = ["SYSTEM_PYTHON", "RtspServer", "free_port"]  # imported by the RTSP tests
 
 
 @pytest.fixture
