@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from edgepipe.cli import main
+from edgepipe.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -16,9 +16,10 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from edgepipe import __version__, cli_bench, cli_models, cli_plan
+from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import load_pipeline
@@ -27,6 +28,7 @@ from edgepipe.core.params import check_writable_file
 from edgepipe.core.redact import RedactingFilter
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
+from edgepipe.health import seconds
 
 log = logging.getLogger("edgepipe")
 
@@ -127,7 +129,11 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     health_p.add_argument("file", metavar="PATH")
-    health_p.add_argument("--max-age", type=float, default=30.0, metavar="SECONDS")
+    health_p.add_argument("--max-age", type=seconds, default=30.0, metavar="SECONDS",
+                          help="the heartbeat may be this old (default 30)")  # fmt: skip
+    health_p.add_argument("--max-idle", type=seconds, metavar="SECONDS",
+                          help="fail when no item moved for this long (default: the slowest source's "
+                          "frame interval + 5 s)")  # fmt: skip
     return parser
 
 
@@ -148,6 +154,28 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
         handler.addFilter(RedactingFilter())
 
 
+SETTLE_S = 1.0
+"""How long the command waits at exit for a model call in progress (a load or a run cannot be
+interrupted; past this it is abandoned)."""
+
+
+def entry() -> NoReturn:
+    """The ``edgepipe`` command: :func:`main`, then an exit that never aborts. A model call
+    still in progress on a worker thread when the run ended (a camera that could not be opened
+    stops the run while the detector loads) is waited for; one that outlasts :data:`SETTLE_S`
+    is left behind with ``os._exit``: a normal exit would destroy the C++ library under it
+    (exit 134; :mod:`edgepipe.core.native`)."""
+    code = main()
+    left = native.settle(SETTLE_S)
+    if not left:
+        sys.exit(code)
+    print(f"edgepipe: {', '.join(left)} still in progress at exit: left behind", file=sys.stderr)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
@@ -165,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "health":
         from edgepipe.health import check
 
-        healthy, reason = check(args.file, args.max_age)
+        healthy, reason = check(args.file, args.max_age, args.max_idle)
         print(reason, file=sys.stdout if healthy else sys.stderr)
         return EXIT_OK if healthy else EXIT_FAILED
     _setup_logging(args.debug, args.quiet)

@@ -121,6 +121,11 @@ def make_clip(
         stream.options = {"crf": str(crf), "preset": "veryfast", "g": str(gop or fps)}
         if encoder == "libx265":
             stream.options["x265-params"] = "log-level=error"
+        # PyAV turns the RGB frames into YUV with swscale's default, BT.601 limited range: the
+        # stream says so (untagged, an HD clip would be read as BT.709).
+        ctx = stream.codec_context
+        ctx.colorspace = ctx.color_primaries = ctx.color_trc = 6  # SMPTE 170M: BT.601
+        ctx.color_range = 1  # limited (MPEG)
         for rgb in frames(width, height, count, fps, seed):
             for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
                 container.mux(packet)

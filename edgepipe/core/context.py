@@ -36,6 +36,8 @@ class NodeContext:
     priority: int = 1
     """The node's :class:`~edgepipe.core.spec.Priority` (0 low, 1 normal, 2 high): heavy calls
     it makes (model runs) are admitted to the CPU budget with it."""
+    stop_timeout_s: float = 5.0
+    """How long its ``stop()`` hook may take before the runtime abandons it."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

@@ -106,6 +106,7 @@ class NodeRunner:
                 run_blocking,
                 consumer_holds=tuple(self.holds),
                 priority=int(self.spec.priority),
+                stop_timeout_s=self.host.stop_timeout_s,
             )
         return self._context
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 
+from edgepipe.core import native
 from edgepipe.infer import onnxfile, providers
 from edgepipe.infer.cache import cache_dir
 from edgepipe.infer.config import SessionConfig
@@ -152,9 +153,10 @@ class _Loader:
         self, source: str | bytes, wanted: _Wanted, options: ort.SessionOptions
     ) -> ort.InferenceSession:
         try:
-            session = ort.InferenceSession(
-                source, options, providers=[p for p, _ in wanted], provider_options=[o for _, o in wanted]
-            )
+            with native.Native(f"loading model {self.name}"):  # exiting meanwhile would abort (134)
+                session = ort.InferenceSession(
+                    source, options, providers=[p for p, _ in wanted], provider_options=[o for _, o in wanted]
+                )
         except Exception as exc:  # ONNX Runtime raises its own pybind types, all plain Exceptions
             raise load_error(exc, self.path, [p for p, _ in wanted]) from exc
         got = session.get_providers()

@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 from edgepipe.core.errors import error_text
+from edgepipe.core.native import Native
 from edgepipe.infer.diagnose import run_error
 from edgepipe.infer.errors import InferError, InferTimeout, ModelInputError
 from edgepipe.infer.loading import ORT_QUIET
@@ -61,13 +62,15 @@ class GuardedRuns:
         ticket: how each run is admitted to the CPU budget (:mod:`edgepipe.sched.gate`).
         """
         self.ticket = ticket
-        self.session = session
+        self.session: ort.InferenceSession | None = session
+        """None once the model was let go (:meth:`Session.close`)."""
         self.stats = stats
         self.name = name
         self.inputs = inputs
         self._t_start = t_start
         self._free_options: list[ort.RunOptions] = []
         self._first_lock = threading.Lock()
+        self._native = Native(f"a run of model {name}")
 
     def run(
         self, feeds: Mapping[str, np.ndarray], names: list[str], timeout_s: float | None, retries: int
@@ -81,7 +84,7 @@ class GuardedRuns:
         attempts = 1 + max(0, retries)
         for attempt in range(attempts):
             try:
-                outputs: list[np.ndarray] = self._guarded(self.session.run, (names, feeds), timeout_s, feeds)
+                outputs: list[np.ndarray] = self._guarded(self.live().run, (names, feeds), timeout_s, feeds)
                 return outputs
             except ModelInputError:
                 raise
@@ -95,7 +98,14 @@ class GuardedRuns:
         """A run with inputs and outputs bound (an ``IOBinding``). Same deadline, counting and
         errors as :meth:`run`, never retried (a terminated run may have written part of its
         outputs)."""
-        self._guarded(self.session.run_with_iobinding, (binding,), timeout_s, None)
+        self._guarded(self.live().run_with_iobinding, (binding,), timeout_s, None)
+
+    def live(self) -> ort.InferenceSession:
+        """The session; :class:`InferError` once it was closed."""
+        session = self.session
+        if session is None:
+            raise InferError("the session is closed (its node stopped); start it again", model=self.name)
+        return session
 
     def _guarded(self, fn: Any, args: tuple[Any, ...], timeout_s: float | None,
                  feeds: Mapping[str, np.ndarray] | None) -> Any:  # fmt: skip
@@ -121,7 +131,8 @@ class GuardedRuns:
         token = WATCHDOG.arm(options, timeout_s) if timeout_s is not None else None
         t0 = time.perf_counter()
         try:
-            result = fn(*args, options)
+            with self._native:  # the process must not exit under a run (see core/native.py)
+                result = fn(*args, options)
         except Exception as exc:
             terminated = token is not None and not WATCHDOG.disarm(token)
             elapsed = time.perf_counter() - t0

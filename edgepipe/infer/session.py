@@ -58,27 +58,41 @@ class Session:
         self.ticket = Ticket(self.name, "model", 1, units=max(1, min(self.threads, budget.units)))
         """How this model's runs are admitted to the CPU budget; the node that runs it names
         itself with ``ticket.set_owner(node_id, kind, priority)``."""
-        self._session, self.optimized_path = load_session(
+        # Held by the guarded runs alone, so that close() lets it go.
+        session, self.optimized_path = load_session(
             self.path, self.config, name=self.name, threads=self.threads
         )
-        self.providers: list[str] = list(self._session.get_providers())
-        self.inputs = [spec_of(i) for i in self._session.get_inputs()]
-        self.outputs = [spec_of(o) for o in self._session.get_outputs()]
+        self.providers: list[str] = list(session.get_providers())
+        self._provider_options: dict[str, Any] = session.get_provider_options()
+        self.inputs = [spec_of(i) for i in session.get_inputs()]
+        self.outputs = [spec_of(o) for o in session.get_outputs()]
         self.output_names = [o.name for o in self.outputs]
         self._runs = GuardedRuns(
-            self._session, self.stats, name=self.name, inputs=self.inputs, t_start=t_start,
+            session, self.stats, name=self.name, inputs=self.inputs, t_start=t_start,
             ticket=self.ticket,
         )  # fmt: skip
         # The weights, as the plan (``--plan``) estimates them: the file and its external data.
-        memory_plan().reserve(owner or self.name, f"model weights ({self.path.name}, file size)",
-                              weights_bytes(self.path), holder=self, device=device_label(self.device),
-                              hint="use a smaller model")  # fmt: skip
+        self._reservation = memory_plan().reserve(
+            owner or self.name, f"model weights ({self.path.name}, file size)", weights_bytes(self.path),
+            holder=self, device=device_label(self.device), hint="use a smaller model",
+        )  # fmt: skip
         self.stats.load_ms = (time.perf_counter() - t_start) * 1000
         log.info(
             "model %s: loaded in %.0f ms on %s, %d thread%s%s", self.name, self.stats.load_ms,
             self.providers[0], self.threads, "" if self.threads == 1 else "s",
             " (cached optimized graph)" if self.optimized_path else "",
         )  # fmt: skip
+
+    def close(self) -> None:
+        """Let the model go: ONNX Runtime's session is dropped (freed once a run still under way
+        on another thread returns) and the weights leave the memory plan. Later runs raise
+        :class:`InferError`. Again is harmless."""
+        self._runs.session = None
+        self._reservation.release()
+
+    @property
+    def closed(self) -> bool:
+        return self._runs.session is None
 
     def input(self, index: int = 0) -> TensorSpec:
         return self.inputs[index]
@@ -100,12 +114,12 @@ class Session:
         """``(device_type, device_id)`` of the first provider's memory, as IO binding names it:
         where a buffer bound run after run should live (see :func:`providers.memory_device`)."""
         first = self.providers[0]
-        return providers.memory_device(first, self._session.get_provider_options().get(first))
+        return providers.memory_device(first, self._provider_options.get(first))
 
     def io_binding(self) -> Any:
         """An ONNX Runtime ``IOBinding`` for :meth:`run_bound` (inputs and outputs bound to
         buffers the caller owns and reuses)."""
-        return self._session.io_binding()
+        return self._runs.live().io_binding()
 
     def run_bound(self, binding: Any, timeout_s: float | None = None) -> None:
         """Run with inputs and outputs bound (``io_binding()``): nothing is copied in or

@@ -37,12 +37,13 @@ class KVCache:
         self._per = per
         count = layout.layers * 2 * copies * per
         # One allocation for everything: the whole plan is visible in nbytes.
-        self._arena = ort.OrtValue.ortvalue_from_shape_and_type([count], np.float32, device[0], device[1])
+        arena = ort.OrtValue.ortvalue_from_shape_and_type([count], np.float32, device[0], device[1])
+        self._arena: ort.OrtValue | None = arena
         if self.on_host:
             # Touched now, so that the pages are resident from start-up (no growth later) and
             # the positions a request has not written read as zeros.
-            self._arena.numpy().fill(0.0)
-        base = int(self._arena.data_ptr())
+            arena.numpy().fill(0.0)
+        base = int(arena.data_ptr())
         stride = per * _F32
         # Addresses worked out once: a step only picks which of the two is the past.
         self._ptrs = [
@@ -50,6 +51,16 @@ class KVCache:
             for i in range(layout.layers)
         ]
         self._turn = 0  # every layer swaps at every step: one flag for all
+
+    def close(self) -> None:
+        """Free the buffers (a worker's :meth:`~edgepipe.lm.LMWorker.close`). Only once no
+        step runs: a bound run writes straight into them. Again is harmless."""
+        self._arena = None
+        self._ptrs = []
+
+    @property
+    def closed(self) -> bool:
+        return self._arena is None
 
     @property
     def on_host(self) -> bool:
@@ -85,6 +96,8 @@ class KVCache:
         """The cached keys or values of the first ``tokens`` positions (for tests and tools): a
         view on the host, a copy from a device."""
         lay = self.layout
+        if self._arena is None:
+            raise ValueError("the KV cache was closed")
         flat = self._arena.numpy()  # a view of host memory; from a device, a copy of it all
         per = self._per
         copy = 0 if lay.cache == "shared" else self._turn

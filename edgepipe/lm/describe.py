@@ -89,8 +89,10 @@ class Describe:
             return
         gauges["model"] = self.worker.model.name
 
-    def stop(self) -> None:
-        self.worker.close()
+    async def stop(self) -> None:
+        """Close the worker; returns once the model and its KV cache are freed (out of the
+        memory plan). :meth:`start` loads them again: a restart."""
+        await self.worker.aclose()
 
     def governor_knobs(self, node_id: str, priority: int) -> list[PaceKnob]:
         """The model's pace: the share of time its steps may take."""

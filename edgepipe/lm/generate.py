@@ -81,6 +81,11 @@ class LanguageModel:
         """The latest request's figures."""
         self._cancel = threading.Event()
 
+    def close(self) -> None:
+        """Free the KV cache and the model (see :meth:`DecoderRunner.close`). Blocking; call it
+        on the thread that runs the steps, once none runs."""
+        self.runner.close()
+
     def cancel(self) -> None:
         """Ask the running request to stop (from any thread): it ends before its next model run,
         between prompt chunks too."""

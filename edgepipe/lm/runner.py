@@ -77,6 +77,7 @@ class DecoderRunner:
             reservation.release()
             raise
         weakref.finalize(self.cache, reservation.release)
+        self._kv_reservation = reservation
         self.prefill_chunk = max(1, min(prefill_chunk, self.max_seq_len))
         self.tokens = 0
         """Positions filled in the cache by the current request."""
@@ -118,6 +119,14 @@ class DecoderRunner:
     @property
     def vocab(self) -> int:
         return self.layout.vocab
+
+    def close(self) -> None:
+        """Free the KV cache and let the model go, both out of the memory plan. Blocking; on
+        the thread that runs the steps, once none runs (a step writes into the cache)."""
+        self._binding = None
+        self.cache.close()
+        self._kv_reservation.release()
+        self.session.close()
 
     def reset(self) -> None:
         """Forget the current request (the cache is reused, not cleared)."""

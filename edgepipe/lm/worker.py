@@ -14,6 +14,9 @@ cancelled) ends its request at the next token, or between two chunks of a long p
 model on a camera box takes only the share of a core it is given and detection keeps its
 frames. The time held back is ``stats.paced_ms``; TPOT counts model time only.
 
+:meth:`close` stops it and frees the model and its KV cache (out of the memory plan too) as
+soon as no step runs; :meth:`start` loads them again, so a node that runs a worker can restart.
+
 Stop early with ``contextlib.aclosing`` (``async with aclosing(worker.generate(p)) as pieces``):
 an async generator abandoned by ``break`` is only closed when it is garbage-collected, and until
 then it holds the worker.
@@ -25,6 +28,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncGenerator, Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +74,18 @@ class LMWorker:
         self.requests = 0
         self.last_stats = GenerationStats()
         self._closed = False
+        self._released: Future[None] | None = None
+        """The closed model being freed on the old thread (a restart waits for it)."""
 
     async def start(self) -> None:
-        """Load the model and allocate its cache (on the worker's thread)."""
+        """Load the model and allocate its cache (on the worker's thread). After
+        :meth:`close`, again: a restart (the closed model's memory is freed first)."""
+        if self._closed:
+            released, self._released = self._released, None
+            if released is not None:  # its memory back in the plan before it is reserved again
+                await asyncio.wrap_future(released)
+            self._thread = DaemonThreadPool(1, f"lm-{self.model.name}", spare_workers=0)
+            self._closed = False
         if self.lm is None:
             try:  # the node that runs it holds the KV cache in the memory plan
                 ctx = current_node()
@@ -80,9 +93,13 @@ class LMWorker:
             except RuntimeError:
                 owner, priority = "", 0
             loop = asyncio.get_running_loop()
-            self.lm = await loop.run_in_executor(self._thread, self._load, owner)
+            lm = await loop.run_in_executor(self._thread, self._load, owner)
+            if self._closed:  # closed while it loaded (its thread is shut): it goes at once
+                lm.close()
+                raise LMError("the worker was closed while its model loaded", model=str(self.model))
+            self.lm = lm
             # Its steps enter the CPU budget as token decode, at the node's priority.
-            self.lm.runner.session.ticket.set_owner(owner or self.model.name, "lm", priority)
+            lm.runner.session.ticket.set_owner(owner or self.model.name, "lm", priority)
 
     def tickets(self) -> list[Ticket]:
         """How the model's steps are admitted to the CPU budget (empty before loading)."""
@@ -93,11 +110,26 @@ class LMWorker:
                              session=self.session_config, owner=owner)  # fmt: skip
 
     def close(self) -> None:
-        """Stop taking requests; a running one ends at its next token."""
+        """Stop taking requests; a running one ends at its next token. The model and its KV
+        cache are freed (and leave the memory plan) on the worker's thread as soon as no step
+        runs there. :meth:`start` loads them again."""
+        if self._closed:
+            return
         self._closed = True
-        if self.lm is not None:
-            self.lm.cancel()
-        self._thread.shutdown(wait=False, cancel_futures=True)
+        lm, self.lm = self.lm, None
+        if lm is not None:
+            lm.cancel()
+            # Queued behind a step under way, which writes into the cache: freed after it.
+            self._released = self._thread.submit(lm.close)
+        self._thread.shutdown(wait=False)
+
+    async def aclose(self) -> None:
+        """:meth:`close`, and wait until the model and its cache are freed (after a step under
+        way: its deadline bounds the wait)."""
+        self.close()
+        released = self._released
+        if released is not None:
+            await asyncio.wrap_future(released)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -115,7 +147,7 @@ class LMWorker:
         async with self._admitted, self._running:
             self._check_open()
             await self.start()
-            lm = self.lm
+            lm, pool = self.lm, self._thread  # this model's own thread, whatever a restart makes
             assert lm is not None
             loop = asyncio.get_running_loop()
             rate = self.max_tokens_per_s
@@ -135,7 +167,7 @@ class LMWorker:
                             await asyncio.sleep(delay)
                             paced += loop.time() - t_sleep
                     try:
-                        piece = await loop.run_in_executor(self._thread, next, steps, END)
+                        piece = await loop.run_in_executor(pool, next, steps, END)
                     except RuntimeError as exc:  # the pool refused the step: closed meanwhile
                         self._check_open()
                         raise LMError(
@@ -151,10 +183,13 @@ class LMWorker:
                 if paced:
                     lm.stats.paced_ms = paced * 1000
                 lm.cancel()  # a step still running on the thread (a long prefill) stops at its next chunk
-                if not self._closed:
+                if pool is self._thread and not self._closed:
                     # Closing runs on the worker's thread too: the generator may be mid-step there.
-                    await asyncio.shield(loop.run_in_executor(self._thread, _close, steps))
+                    await asyncio.shield(loop.run_in_executor(pool, _close, steps))
                 self.last_stats = lm.stats
+                # A traceback that keeps this frame (a cancelled caller's) must not keep the
+                # model from being freed when the worker closes.
+                del lm, steps
 
     async def complete(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                        overflow: Overflow = "refuse") -> str:  # fmt: skip

@@ -5,6 +5,10 @@ The input is opened in software first: that tells the codec, and it is the fallb
 codec (a trial decode, remembered for the life of the process). A decoder asked for by name is
 tried on a small clip first. A hardware decoder that cannot open the input falls back to
 software, and says why.
+
+A hardware decoder that passed the trial clip may still fail on the real stream (10-bit HEVC,
+4:4:4): :meth:`DecoderChooser.failover` replaces it in the open input with the next candidate
+that works here (software last), and the source keeps that choice when it reopens the input.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ class Opened(NamedTuple):
     """``h264+cuda``, ``h264_v4l2m2m``, ``h264 (software)`` …"""
     why: str
     """Why this decoder: the reason for a fallback to software, or empty."""
+    hardware: bool = False
+    """Whether it decodes on hardware, which may fail on the stream (see :meth:`~DecoderChooser.failover`)."""
 
 
 class DecoderChooser:
@@ -47,6 +53,10 @@ class DecoderChooser:
         self.rtsp_transport = rtsp_transport
         self.options = dict(options or {})
         self._prepared: StreamDecoder | None = None
+        self._rejected: set[str] = set()
+        """Labels of the decoders that failed on this input: never chosen again for it."""
+        self._settled: hw.DecoderChoice | None = None
+        """What a failover switched to: used from then on, reopens included."""
 
     def _stream_decoder(self, choice: hw.DecoderChoice | None = None) -> StreamDecoder:
         return StreamDecoder(self.src, choice=choice, timeout_s=self.timeout_s,
@@ -76,13 +86,18 @@ class DecoderChooser:
             software.open()  # first in software: it tells the codec, and it is the fallback anyway
         codec = software.codec
         software_label = f"{codec} (software)"
-        if self.decoder == "auto":
+        settled = self._settled if self._settled is not None and self._settled.codec == codec else None
+        if settled is not None:
+            choice, why = settled, "chosen when the first decoder failed on this stream"
+        elif self.decoder == "auto":
             choice, why = choose(codec)
         else:
             choice, why = hw.parse_choice(codec, self.decoder) or hw.DecoderChoice(codec), "as configured"
+        if choice.is_hardware and choice.label in self._rejected:
+            choice, why = hw.DecoderChoice(codec), f"{choice.label} failed on this stream"
         if not choice.is_hardware:
-            return Opened(software, software_label, why if self.decoder == "auto" else "")
-        if self.decoder != "auto":
+            return Opened(software, software_label, why if self.decoder == "auto" or settled else "")
+        if self.decoder != "auto" and settled is None:
             # An asked-for decoder is tried on a small clip first: some fail only at the first
             # packet (a CUDA decoder without a GPU), which would otherwise look like corruption.
             trial = try_decoder(codec, choice)
@@ -96,4 +111,34 @@ class DecoderChooser:
         except DecoderError as exc:
             software.open()
             return Opened(software, software_label, str(exc))
-        return Opened(hardware, choice.label, why)
+        return Opened(hardware, choice.label, why, hardware=True)
+
+    def failover(self, decoder: StreamDecoder) -> Opened | None:
+        """Replace the hardware decoder of the open ``decoder``, which failed on this stream,
+        with the next candidate that decodes the trial clip here (software last); None when
+        it was not a hardware decoder (nothing to fall back to). The failed one is not used
+        for this input again. Blocks for the trials (milliseconds each)."""
+        current = decoder.choice
+        if current is None or not current.is_hardware:
+            return None
+        codec = decoder.codec
+        self._rejected.add(current.label)
+        for choice in self._next_choices(codec, current):
+            if choice.is_hardware and not try_decoder(codec, choice).works:
+                self._rejected.add(choice.label)
+                continue
+            try:
+                decoder.switch(choice)
+            except DecoderError:
+                self._rejected.add(choice.label)
+                continue
+            self._settled = choice
+            return Opened(decoder, choice.label, "", hardware=choice.is_hardware)
+        return None
+
+    def _next_choices(self, codec: str, current: hw.DecoderChoice) -> list[hw.DecoderChoice]:
+        """The candidates after ``current`` in order of preference, not yet failed; software last."""
+        order = hw.candidates(codec)
+        if current in order:
+            order = order[order.index(current) + 1 :]
+        return [c for c in order if c.label not in self._rejected] + [hw.DecoderChoice(codec)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,9 +35,21 @@ def describe_ffmpeg_error(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def open_error(src: SourceURL, exc: BaseException, timeout_s: float) -> SourceError:
-    """A clear SourceError for a failed open; network failures are retryable."""
+def open_error(src: SourceURL, exc: BaseException, timeout_s: float, elapsed_s: float = 0.0) -> SourceError:
+    """A clear SourceError for a failed open; network failures are retryable. ``elapsed_s``:
+    how long the open took (one cut short by its deadline says so, whatever FFmpeg said)."""
     url = src.url
+    if src.is_network and elapsed_s >= timeout_s * 0.95:
+        # An RTSP server that accepts the connection and says nothing: FFmpeg's RTSP client
+        # reports the interrupted read as "Invalid data found when processing input".
+        address = src.tcp_address()
+        server = f"the server at {address[0]}:{address[1]}" if address else "the server"
+        return SourceError(
+            f"no answer within {timeout_s:g} s (the open timed out); check that {server} is up and "
+            f"serves this URL, or give it longer with timeout_s",
+            url=url,
+            retryable=True,
+        )
     if isinstance(exc, av.error.FileNotFoundError) and src.kind == "file":
         return SourceError("no such file", url=url)
     if isinstance(exc, av.error.InvalidDataError) and src.kind == "file":
@@ -49,6 +62,14 @@ def open_error(src: SourceURL, exc: BaseException, timeout_s: float) -> SourceEr
         return SourceError("permission denied", url=url)
     reason = describe_ffmpeg_error(exc)
     return SourceError(f"cannot open: {reason}", url=url, retryable=src.live or src.is_network)
+
+
+def copy_colour_tags(source: Any, ctx: Any) -> None:
+    """Give a named decoder's context the stream's colour tags: a container's (MP4 ``colr``)
+    reach only the stream's own context, and a bitstream need not repeat them, so without this
+    its frames would say nothing and be read by the guess."""
+    ctx.colorspace, ctx.color_range = source.colorspace, source.color_range
+    ctx.color_primaries, ctx.color_trc = source.color_primaries, source.color_trc
 
 
 class StreamDecoder:
@@ -90,6 +111,7 @@ class StreamDecoder:
             raise SourceError("no such camera device", url=src.url, retryable=True)
         fmt = "v4l2" if src.kind == "v4l2" else None
         hwaccel = self.choice.hwaccel_settings() if self.choice is not None else None
+        t0 = time.monotonic()
         try:
             self.container = av.open(
                 src.target,
@@ -107,7 +129,7 @@ class StreamDecoder:
                     codec=self.choice.codec if self.choice else "?",
                     decoder=self.choice.label if self.choice else None,
                 ) from exc
-            raise open_error(src, exc, self.timeout_s) from exc
+            raise open_error(src, exc, self.timeout_s, time.monotonic() - t0) from exc
         video = self.container.streams.video
         if not video:
             self.close()
@@ -127,6 +149,7 @@ class StreamDecoder:
             try:
                 ctx = av.codec.CodecContext.create(self.choice.decoder, "r")
                 ctx.extradata = self.stream.codec_context.extradata
+                copy_colour_tags(self.stream.codec_context, ctx)
                 self._ctx = ctx
             except (av.error.FFmpegError, ValueError) as exc:
                 self.close()
@@ -143,6 +166,30 @@ class StreamDecoder:
             raise DecoderError(
                 "no decoder for this stream's codec in this FFmpeg build", url=src.url, codec="?"
             )
+
+    def switch(self, choice: hw.DecoderChoice) -> None:
+        """Decode the open input's next packets with ``choice`` (a hardware decoder that failed
+        mid-stream is replaced this way, without reopening the input). The new decoder starts
+        from the stream's parameters: feed it from a keyframe. Raises :class:`DecoderError`."""
+        params = self.stream.codec_context
+        codec = str(params.name)
+        try:
+            ctx = av.codec.CodecContext.create(
+                choice.decoder or codec, "r", hwaccel=choice.hwaccel_settings()
+            )
+            ctx.extradata = params.extradata
+            copy_colour_tags(params, ctx)  # tags kept in the container only are not lost
+            if not choice.is_hardware:
+                ctx.thread_type = "AUTO"
+        except (av.error.FFmpegError, OSError, RuntimeError, ValueError) as exc:
+            raise DecoderError(
+                f"{choice.label} cannot decode here: {describe_ffmpeg_error(exc)}",
+                url=self.src.url,
+                codec=codec,
+                decoder=choice.label,
+            ) from exc
+        self._ctx = ctx
+        self.choice = choice
 
     @property
     def codec(self) -> str:

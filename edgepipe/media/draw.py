@@ -4,27 +4,46 @@ Everything here writes into the planes it is given, so give it a frame you own (
 :func:`writable_copy`, or an encoder's input buffer): a decoder's own frames are read-only,
 because it still uses their pixels as references for the frames that follow.
 
-Colours are (Y, U, V) triples; :data:`COLORS` has a few. Boxes are ``(x0, y0, x1, y1)`` in
-pixels, clipped to the frame.
+Colours are (R, G, B) triples, 0..255; :data:`COLORS` has a few. Each is converted for the
+frame it is drawn on (its matrix, BT.601 or BT.709, and its range), so green is the same green on
+an SD camera, an HD one and a full-range webcam. Boxes are ``(x0, y0, x1, y1)`` in pixels,
+clipped to the frame.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
+from edgepipe.media.colour import Matrix, ycbcr
 from edgepipe.media.font import GLYPH_H, GLYPH_W, glyph
 from edgepipe.media.frame import NV12, Frame, nv12_views
 
 Color = tuple[int, int, int]
+"""(R, G, B), 0..255."""
 
 COLORS: dict[str, Color] = {
-    "green": (149, 43, 21),
-    "red": (81, 90, 240),
-    "yellow": (210, 16, 146),
-    "blue": (41, 240, 110),
-    "white": (235, 128, 128),
-    "black": (16, 128, 128),
+    "green": (0, 255, 0),
+    "red": (255, 0, 0),
+    "yellow": (255, 255, 0),
+    "blue": (0, 0, 255),
+    "white": (255, 255, 255),
+    "black": (0, 0, 0),
 }
+
+
+@lru_cache(maxsize=256)
+def yuv_of(color: Color, matrix: Matrix, full_range: bool) -> tuple[int, int, int]:
+    """``color`` as the (Y, U, V) codes of frames in ``matrix`` and range (cached: drawing the
+    same colour on every frame converts it once)."""
+    y, u, v = ycbcr(matrix, full_range).to_yuv(*(float(c) for c in color))
+    return tuple(int(min(255.0, max(0.0, c + 0.5))) for c in (y, u, v))  # type: ignore[return-value]
+
+
+def frame_yuv(frame: Frame, color: Color) -> tuple[int, int, int]:
+    """``color`` as (Y, U, V) codes of ``frame`` (its matrix and range)."""
+    return yuv_of(color, frame.matrix, frame.full_range)
 
 
 def writable_copy(frame: Frame) -> Frame:
@@ -37,7 +56,8 @@ def writable_copy(frame: Frame) -> Frame:
     uv[:, :, 0] = u[: h // 2, : w // 2]
     uv[:, :, 1] = v[: h // 2, : w // 2]
     return Frame(format=NV12, y=y, uv=uv, pts=frame.pts, time_base=frame.time_base, source_id=frame.source_id,
-                 seq=frame.seq, t_decoded_ns=frame.t_decoded_ns, full_range=frame.full_range)  # fmt: skip
+                 seq=frame.seq, t_decoded_ns=frame.t_decoded_ns, full_range=frame.full_range,
+                 matrix=frame.matrix)  # fmt: skip
 
 
 def _clip_box(frame: Frame, box: tuple[float, float, float, float]) -> tuple[int, int, int, int] | None:
@@ -49,33 +69,35 @@ def _clip_box(frame: Frame, box: tuple[float, float, float, float]) -> tuple[int
     return x0, y0, x1, y1
 
 
-def _fill(frame: Frame, x0: int, y0: int, x1: int, y1: int, color: Color) -> None:
-    frame.y[y0:y1, x0:x1] = color[0]
+def _fill(frame: Frame, x0: int, y0: int, x1: int, y1: int, yuv: tuple[int, int, int]) -> None:
+    frame.y[y0:y1, x0:x1] = yuv[0]
     u, v = frame.chroma()
     cx0, cy0, cx1, cy1 = x0 // 2, y0 // 2, (x1 + 1) // 2, (y1 + 1) // 2
-    u[cy0:cy1, cx0:cx1] = color[1]
-    v[cy0:cy1, cx0:cx1] = color[2]
+    u[cy0:cy1, cx0:cx1] = yuv[1]
+    v[cy0:cy1, cx0:cx1] = yuv[2]
 
 
 def draw_box(
     frame: Frame, box: tuple[float, float, float, float], color: Color = COLORS["green"], thickness: int = 2
 ) -> None:
-    """A rectangle outline."""
+    """A rectangle outline in ``color`` (RGB)."""
     clipped = _clip_box(frame, box)
     if clipped is None:
         return
     x0, y0, x1, y1 = clipped
     t = max(1, min(thickness, (x1 - x0) // 2 or 1, (y1 - y0) // 2 or 1))
-    _fill(frame, x0, y0, x1, y0 + t, color)
-    _fill(frame, x0, y1 - t, x1, y1, color)
-    _fill(frame, x0, y0, x0 + t, y1, color)
-    _fill(frame, x1 - t, y0, x1, y1, color)
+    yuv = frame_yuv(frame, color)
+    _fill(frame, x0, y0, x1, y0 + t, yuv)
+    _fill(frame, x0, y1 - t, x1, y1, yuv)
+    _fill(frame, x0, y0, x0 + t, y1, yuv)
+    _fill(frame, x1 - t, y0, x1, y1, yuv)
 
 
 def draw_label(
     frame: Frame, x: float, y: float, text: str, color: Color = COLORS["green"], scale: int = 2
 ) -> None:
-    """``text`` in a filled tag whose bottom-left corner is at (x, y) (above a box's corner)."""
+    """``text`` in a tag filled with ``color`` (RGB) whose bottom-left corner is at (x, y) (above
+    a box's corner); the ink is black on a light tag, white on a dark one."""
     scale = max(1, scale)
     pad = scale
     width = len(text) * (GLYPH_W + 1) * scale + 2 * pad
@@ -84,8 +106,10 @@ def draw_label(
     y0 = int(max(0, min(y - height, frame.height - height)))
     if frame.width < width or frame.height < height:
         return
-    _fill(frame, x0, y0, x0 + width, y0 + height, color)
-    ink = 16 if color[0] > 128 else 235
+    yuv = frame_yuv(frame, color)
+    _fill(frame, x0, y0, x0 + width, y0 + height, yuv)
+    k = frame.ycbcr
+    ink = int(k.y_black if yuv[0] > (k.y_black + k.y_white) / 2 else k.y_white)
     for i, ch in enumerate(text):
         mask = glyph(ch)
         if scale > 1:

@@ -5,6 +5,9 @@ It picks a hardware H.264 encoder when one works here (NVENC, QSV, VAAPI, V4L2 M
 MediaCodec) and libx264 otherwise, with one log line saying which. Encoding is blocking work: it
 runs on the sink's worker thread, never on the event loop.
 
+The stream is tagged with the colour of the frames it gets (matrix, range, and the primaries and
+transfer that go with them), so that players read the pixels as they were meant.
+
 The path is checked before anything is encoded: a container format its extension names
 (``ValueError`` at construction), an existing folder and a file that opens for writing
 (``OutputError`` at ``start()``; no folder is created). A recording that ends with nothing in
@@ -18,6 +21,7 @@ import contextlib
 import logging
 import math
 import threading
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,15 @@ import numpy as np
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.core.params import check_writable_file
+from edgepipe.media.colour import (
+    AVCOL_PRI_OF,
+    AVCOL_RANGE_JPEG,
+    AVCOL_RANGE_MPEG,
+    AVCOL_SPC_OF,
+    AVCOL_TRC_OF,
+    SWS_CS_OF,
+    Matrix,
+)
 from edgepipe.media.frame import NV12, Frame
 from edgepipe.sched.gate import Ticket, gate
 
@@ -67,20 +80,68 @@ def pick_encoder(width: int, height: int) -> str:
     raise OutputError("no H.264 encoder works here (not even libx264)", path="h264")
 
 
-def to_av_nv12(frame: Frame, width: int, height: int) -> Any:
-    """A new NV12 ``av.VideoFrame`` of ``width`` x ``height`` holding ``frame``'s picture (no pts).
+_UNSPECIFIED = 2  # AVCOL_PRI_UNSPECIFIED and AVCOL_TRC_UNSPECIFIED
+
+
+@dataclass(frozen=True, slots=True)
+class Colour:
+    """What a stream's pixels mean (FFmpeg's four colour tags)."""
+
+    matrix: Matrix
+    full_range: bool
+    primaries: int
+    """AVColorPrimaries."""
+    trc: int
+    """AVColorTransferCharacteristic."""
+
+    @classmethod
+    def of(cls, frame: Frame) -> Colour:
+        """A frame's colour: its matrix and range, and its decoder's primaries and transfer where
+        they are tagged (else those that go with its matrix)."""
+        av_frame = frame.av_frame
+        primaries = av_frame.color_primaries if av_frame is not None else _UNSPECIFIED
+        trc = av_frame.color_trc if av_frame is not None else _UNSPECIFIED
+        if primaries in (0, _UNSPECIFIED):  # 0 is reserved: no tag either
+            primaries = AVCOL_PRI_OF[frame.matrix]
+        if trc in (0, _UNSPECIFIED):
+            trc = AVCOL_TRC_OF[frame.matrix]
+        return cls(frame.matrix, frame.full_range, primaries, trc)
+
+    def tag(self, target: Any) -> None:
+        """Write the colour into an ``av.VideoFrame``'s or a codec context's tags."""
+        target.colorspace = AVCOL_SPC_OF[self.matrix]
+        target.color_range = AVCOL_RANGE_JPEG if self.full_range else AVCOL_RANGE_MPEG
+        target.color_primaries = self.primaries
+        target.color_trc = self.trc
+
+
+def to_av_nv12(
+    frame: Frame, width: int, height: int, matrix: Matrix | None = None, full_range: bool | None = None
+) -> Any:
+    """A new NV12 ``av.VideoFrame`` of ``width`` x ``height`` holding ``frame``'s picture (no pts),
+    tagged with its matrix and range.
 
     One copy into the encoder's input frame, so the source's frame can go back to its pool at
-    once; a frame of another size (a mid-stream change) is scaled to this one.
+    once; a frame of another size (a mid-stream change), or asked for in another ``matrix`` or
+    range than its own, is converted to them (through RGB: slow, for the rare frame).
     """
     w, h = width, height
-    out = av.VideoFrame(w, h, "nv12")
-    y_plane: Any
-    uv_plane: Any
-    y_plane, uv_plane = out.planes
-    y = np.frombuffer(y_plane, np.uint8).reshape(h, y_plane.line_size)
-    uv = np.frombuffer(uv_plane, np.uint8).reshape(h // 2, uv_plane.line_size)
-    if (frame.width, frame.height) == (w, h) or (frame.width // 2 * 2, frame.height // 2 * 2) == (w, h):
+    matrix = matrix or frame.matrix
+    full_range = frame.full_range if full_range is None else full_range
+    av_range = AVCOL_RANGE_JPEG if full_range else AVCOL_RANGE_MPEG
+    same_colour = (matrix, full_range) == (frame.matrix, frame.full_range)
+    fits = (frame.width, frame.height) == (w, h) or (frame.width // 2 * 2, frame.height // 2 * 2) == (w, h)
+    if not (same_colour and fits):
+        src = av.VideoFrame.from_ndarray(frame.to_rgb(), format="rgb24")
+        out = src.reformat(width=w, height=h, format="nv12", dst_colorspace=SWS_CS_OF[matrix],
+                           dst_color_range=av_range)  # fmt: skip
+    else:
+        out = av.VideoFrame(w, h, "nv12")
+        y_plane: Any
+        uv_plane: Any
+        y_plane, uv_plane = out.planes
+        y = np.frombuffer(y_plane, np.uint8).reshape(h, y_plane.line_size)
+        uv = np.frombuffer(uv_plane, np.uint8).reshape(h // 2, uv_plane.line_size)
         y[:, :w] = frame.y[:h, :w]
         if frame.format == NV12:
             assert frame.uv is not None
@@ -89,9 +150,9 @@ def to_av_nv12(frame: Frame, width: int, height: int) -> Any:
             u, v = frame.chroma()
             uv[:, 0:w:2] = u[: h // 2, : w // 2]
             uv[:, 1:w:2] = v[: h // 2, : w // 2]
-        return out
-    src = av.VideoFrame.from_ndarray(frame.to_rgb(), format="rgb24")
-    return src.reformat(width=w, height=h, format="nv12")
+    out.colorspace = AVCOL_SPC_OF[matrix]
+    out.color_range = av_range
+    return out
 
 
 ENCODE_WAIT_S = 10.0
@@ -141,6 +202,8 @@ class Recorder:
         self._decoded_anchor: tuple[int, int] = (0, 0)
         self._size: tuple[int, int] | None = None
         self._av_frame: Any = None
+        self._colour: Colour | None = None
+        """What the stream's pixels mean, taken from the first frame (tagged into the stream)."""
         self._ticket = Ticket(self.path.name, "encode", 2)
 
     def start(self) -> None:
@@ -164,16 +227,19 @@ class Recorder:
             raise OutputError("recorder is not started", path=str(self.path))
         size = (frame.width // 2 * 2, frame.height // 2 * 2)
         if self._stream is None:
-            self._open_stream(*size)
+            self._open_stream(*size, Colour.of(frame))
         elif size != self._size:
             log.warning("%s: frame size changed to %s; scaling to %s", self.path, size, self._size)
         self._encode(self._to_av(frame))
 
-    def _open_stream(self, width: int, height: int) -> None:
+    def _open_stream(self, width: int, height: int, colour: Colour) -> None:
         name = pick_encoder(width, height) if self.encoder == "auto" else self.encoder
         stream = self._container.add_stream(name, rate=Fraction(self.fps).limit_denominator(1000))
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p" if name == "libx264" else "nv12"
+        # The encoders write these into the bitstream (H.264's VUI), the muxer into the container.
+        colour.tag(stream.codec_context)
+        self._colour = colour
         # Milliseconds, for the encoder as for the container: timestamps follow decode times,
         # and nothing rounds two frames onto one tick.
         stream.time_base = Fraction(1, 1000)
@@ -183,11 +249,14 @@ class Recorder:
         self._stream = stream
         self._size = (width, height)
         self._av_frame = av.VideoFrame(width, height, "nv12")
-        log.info("recording %s with %s (%dx%d)", self.path, name, width, height)
+        log.info("recording %s with %s (%dx%d, %s %s range)", self.path, name, width, height,
+                 colour.matrix.upper(), "full" if colour.full_range else "limited")  # fmt: skip
 
     def _to_av(self, frame: Frame) -> Any:
         assert self._size is not None
-        out = self._av_frame = to_av_nv12(frame, *self._size)
+        assert self._colour is not None
+        # A frame of another colour than the stream's (a source that changed) is converted.
+        out = self._av_frame = to_av_nv12(frame, *self._size, self._colour.matrix, self._colour.full_range)
         out.pts = self._next_pts(frame)
         out.time_base = Fraction(1, 1000)
         return out
@@ -241,6 +310,7 @@ class Recorder:
         container, self._container = self._container, None
         if container is None:
             return
+        closed = True
         try:
             if self._stream is not None:
                 for packet in self._stream.encode(None):
@@ -252,13 +322,13 @@ class Recorder:
                 container.close()
             except (av.error.FFmpegError, OSError) as exc:  # the last buffered bytes land here
                 self._error = self._error or str(exc)
-                self.frames = 0
+                closed = False
         try:
             size = self.path.stat().st_size
         except OSError:
             size = 0
         came = self.frames + self.failed_writes
-        if self.frames and size:
+        if self.frames and size and closed:
             failed = f" ({self.failed_writes} failed: {self._error})" if self.failed_writes else ""
             log.info("recorded %d frames to %s%s", self.frames, self.path, failed)
         elif not came:

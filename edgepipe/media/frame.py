@@ -22,11 +22,10 @@ import numpy as np
 
 from edgepipe.core.lease import Leased
 from edgepipe.core.memory import Reservation, memory_plan
-from edgepipe.media.colour import BT601_LIMITED
+from edgepipe.media.colour import AVCOL_RANGE_JPEG, Matrix, YCbCr, guess_matrix, matrix_of, ycbcr
 
 NV12 = "nv12"
 I420 = "i420"
-_AVCOL_RANGE_JPEG = 2  # FFmpeg's AVCOL_RANGE_JPEG: full-range luma and chroma
 
 
 class FrameSize(NamedTuple):
@@ -127,6 +126,7 @@ class Frame(Leased):
         "format",
         "full_range",
         "height",
+        "matrix",
         "pts",
         "seq",
         "source_id",
@@ -156,6 +156,7 @@ class Frame(Leased):
         slot: int = -1,
         holder: Any = None,
         full_range: bool = False,
+        matrix: Matrix | None = None,
     ) -> None:
         super().__init__()
         self.format = format
@@ -175,7 +176,15 @@ class Frame(Leased):
         self._slot = slot
         self._holder = holder  # keeps the decoder's buffers alive while the views exist
         self.full_range = full_range
-        """Luma 0..255 (JPEG, MJPEG webcams) rather than video's 16..235."""
+        """Luma 0..255 (JPEG, MJPEG webcams, some IP cameras) rather than video's 16..235."""
+        self.matrix: Matrix = matrix or guess_matrix(self.width, self.height)
+        """The YCbCr matrix, ``bt601`` or ``bt709``: the stream's tag, else guessed by size
+        (:func:`~edgepipe.media.colour.guess_matrix`: HD is BT.709)."""
+
+    @property
+    def ycbcr(self) -> YCbCr:
+        """The factors that turn this frame's YUV into RGB (its matrix in its range)."""
+        return ycbcr(self.matrix, self.full_range)
 
     @property
     def time_s(self) -> float | None:
@@ -201,10 +210,11 @@ class Frame(Leased):
         return self.u, self.v
 
     def to_rgb(self) -> np.ndarray:
-        """An RGB copy (BT.601, limited range), for debugging and tests; not for the hot path."""
+        """An RGB copy (the frame's own matrix and range), for debugging and tests; not for the
+        hot path."""
         u, v = self.chroma()
-        k = BT601_LIMITED
-        yy = self.y.astype(np.float32) - k.y_black
+        k = self.ycbcr
+        yy = self.y.astype(np.float32) - np.float32(k.y_black)
         uu = (
             np.repeat(np.repeat(u, 2, axis=0), 2, axis=1)[: self.height, : self.width].astype(np.float32)
             - 128
@@ -216,7 +226,7 @@ class Frame(Leased):
         r = k.y * yy + k.rv * vv
         g = k.y * yy + k.gu * uu + k.gv * vv
         b = k.y * yy + k.bu * uu
-        rgb: np.ndarray = np.clip(np.stack([r, g, b], axis=-1), 0, 255).astype(np.uint8)
+        rgb: np.ndarray = np.clip(np.stack([r, g, b], axis=-1) + 0.5, 0, 255).astype(np.uint8)
         return rgb
 
     def to_dict(self) -> dict[str, Any]:
@@ -254,15 +264,20 @@ def plane_view(av_plane: Any, height: int, width: int) -> np.ndarray:
 def from_av(
     av_frame: Any, *, source_id: str, seq: int, pool: FramePool | None = None, slot: int = -1
 ) -> Frame:
-    """Wrap a decoded ``av.VideoFrame`` (yuv420p/yuvj420p or nv12) without copying its pixels."""
+    """Wrap a decoded ``av.VideoFrame`` (yuv420p/yuvj420p or nv12) without copying its pixels.
+
+    Its colour tags say how to read it: ``colorspace`` the matrix (untagged: by size),
+    ``color_range`` the range (untagged: limited, as FFmpeg reads it, except the JPEG formats).
+    """
     w, h = av_frame.width, av_frame.height
     cw, ch = (w + 1) // 2, (h + 1) // 2
     fmt = av_frame.format.name
     planes = av_frame.planes
-    full_range = fmt == "yuvj420p" or av_frame.color_range == _AVCOL_RANGE_JPEG
+    full_range = fmt == "yuvj420p" or av_frame.color_range == AVCOL_RANGE_JPEG
     common: dict[str, Any] = {"pts": av_frame.pts, "time_base": av_frame.time_base, "source_id": source_id,
                               "seq": seq, "pool": pool, "slot": slot, "holder": av_frame,
-                              "full_range": full_range}  # fmt: skip
+                              "full_range": full_range,
+                              "matrix": matrix_of(av_frame.colorspace, w, h)}  # fmt: skip
     if fmt in ("yuv420p", "yuvj420p"):
         u, v = plane_view(planes[1], ch, cw), plane_view(planes[2], ch, cw)
         return Frame(format=I420, y=plane_view(planes[0], h, w), u=u, v=v, **common)
@@ -282,10 +297,13 @@ def from_planes(
     time_base: Fraction | None = None,
     pool: FramePool | None = None,
     slot: int = -1,
+    matrix: Matrix | None = None,
+    full_range: bool = False,
 ) -> Frame:
-    """An NV12 frame over existing arrays: ``y`` (H, W) and ``uv`` (H/2, W/2, 2)."""
+    """An NV12 frame over existing arrays: ``y`` (H, W) and ``uv`` (H/2, W/2, 2), in ``matrix``
+    (None: guessed by size) and range."""
     return Frame(format=NV12, y=y, uv=uv, pts=pts, time_base=time_base, source_id=source_id, seq=seq,
-                 pool=pool, slot=slot)  # fmt: skip
+                 pool=pool, slot=slot, matrix=matrix, full_range=full_range)  # fmt: skip
 
 
 def nv12_views(buf: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
@@ -296,8 +314,16 @@ def nv12_views(buf: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np
     return y, uv
 
 
-def from_rgb(rgb: np.ndarray, *, source_id: str = "image", seq: int = 0) -> Frame:
-    """An NV12 frame made from an RGB image (BT.601, limited range), for stills and tests.
+def from_rgb(
+    rgb: np.ndarray,
+    *,
+    source_id: str = "image",
+    seq: int = 0,
+    matrix: Matrix = "bt601",
+    full_range: bool = False,
+) -> Frame:
+    """An NV12 frame made from an RGB image, in ``matrix`` and range (default BT.601 limited,
+    what a still's JPEG YCbCr is closest to in video), for stills and tests.
 
     Copies and converts: not for the video path. Odd widths/heights lose their last column/row
     (4:2:0 chroma covers pixel pairs).
@@ -306,12 +332,14 @@ def from_rgb(rgb: np.ndarray, *, source_id: str = "image", seq: int = 0) -> Fram
         raise ValueError(f"expected an RGB image (H, W, 3), got shape {rgb.shape}")
     h, w = rgb.shape[0] & ~1, rgb.shape[1] & ~1
     img = rgb[:h, :w].astype(np.float32)
-    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    k = ycbcr(matrix, full_range)
     buf = np.empty(w * h * 3 // 2, np.uint8)
     y, uv = nv12_views(buf, w, h)
-    y[...] = np.clip(16 + 0.257 * r + 0.504 * g + 0.098 * b + 0.5, 0, 255)
+    luma = k.to_yuv(img[..., 0], img[..., 1], img[..., 2])[0]
+    y[...] = np.clip(luma + 0.5, 0, 255)
     # Chroma from the mean of each 2x2 block.
-    r2, g2, b2 = (c.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3)) for c in (r, g, b))
-    uv[..., 0] = np.clip(128 - 0.148 * r2 - 0.291 * g2 + 0.439 * b2 + 0.5, 0, 255)
-    uv[..., 1] = np.clip(128 + 0.439 * r2 - 0.368 * g2 - 0.071 * b2 + 0.5, 0, 255)
-    return from_planes(y, uv, source_id=source_id, seq=seq)
+    r2, g2, b2 = (img[..., c].reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3)) for c in range(3))
+    _, u, v = k.to_yuv(r2, g2, b2)
+    uv[..., 0] = np.clip(u + 0.5, 0, 255)
+    uv[..., 1] = np.clip(v + 0.5, 0, 255)
+    return from_planes(y, uv, source_id=source_id, seq=seq, matrix=matrix, full_range=full_range)

@@ -10,9 +10,10 @@ error) becomes the source's end or error on the loop's side.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from edgepipe.core.memory import MemoryBudgetError
 from edgepipe.media.errors import SourceError
@@ -35,6 +36,18 @@ class Outlet:
         """The source's frames: a frame's slot is taken before it is posted."""
         self._handoff = handoff
         self._stop = stop
+        self.opening = False
+        """True while the thread is in an open (bounded by ``timeout_s``, not interruptible):
+        a stop does not wait for it (see :meth:`opening_input`)."""
+
+    @contextlib.contextmanager
+    def opening_input(self) -> Iterator[None]:
+        """Mark an open of the input: ``with outlet.opening_input(): chooser.open()``."""
+        self.opening = True
+        try:
+            yield
+        finally:
+            self.opening = False
 
     @property
     def stopped(self) -> bool:

@@ -23,6 +23,7 @@ thread, :mod:`~edgepipe.media.pacing` keeps time there, and both report through 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -30,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from edgepipe.core.context import current_node
+from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.planning import PlanNode
 from edgepipe.core.redact import redact_url
@@ -45,6 +47,10 @@ from edgepipe.media.status import SourceStatus
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 
 log = logging.getLogger(__name__)
+
+_OPENER = DaemonThreadPool(2, "source-open")
+"""Where a file is checked at start outside a pipeline (in one, the node's hook threads): daemon
+threads, so an open that hangs never keeps the process alive."""
 
 
 class VideoSource:
@@ -87,8 +93,15 @@ class VideoSource:
         self._status = SourceStatus(url)  # written by the decode thread, read anywhere
         self._chooser: DecoderChooser | None = None
         self._handoff: Handoff | None = None
+        self._outlet: Outlet | None = None
         self._thread: threading.Thread | None = None
+        self._thread_done: asyncio.Future[None] | None = None
         self._stop = threading.Event()
+        """The running decode thread's: each thread gets its own, so a thread abandoned in an
+        open that FFmpeg cannot interrupt stops when it returns, even after a restart."""
+        self._ended = False
+        """The decode thread has ended (its error or end was taken by the loop)."""
+        self._stop_budget_s = 5.0
         self._emit_event: Any = None
 
     def __repr__(self) -> str:
@@ -142,6 +155,11 @@ class VideoSource:
     def reconnects(self) -> int:
         return self._status.reconnects
 
+    @property
+    def decoder_failovers(self) -> int:
+        """Decoders replaced mid-stream because they failed on it (hardware, then the next)."""
+        return self._status.failovers
+
     # -- lifecycle (node hooks) ---------------------------------------------------------------
 
     async def start(self) -> None:
@@ -156,28 +174,40 @@ class VideoSource:
             self._status.source_id = ctx.node_id
             self._status.gauges = ctx.gauges
             self._emit_event = ctx.emit_event
+            self._stop_budget_s = ctx.stop_timeout_s
             holds = ctx.consumer_holds
         self.pool = FramePool(pool_capacity(self.pool_size, holds), name=self.source_id)
-        loop = asyncio.get_running_loop()
-        chooser = self._chooser = DecoderChooser(
-            self.src,
-            self.decoder,
-            timeout_s=self.timeout_s,
-            rtsp_transport=self.rtsp_transport,
-            options=self.options,
-        )
+        if self._chooser is None:  # kept across restarts: it remembers a decoder that failed
+            self._chooser = DecoderChooser(
+                self.src,
+                self.decoder,
+                timeout_s=self.timeout_s,
+                rtsp_transport=self.rtsp_transport,
+                options=self.options,
+            )
         if self.src.kind == "file":
-            await loop.run_in_executor(None, chooser.prepare)
-        self._handoff = Handoff(loop)
-        self._stop.clear()
-        outlet = Outlet(self.url, self._status, self.pool, self._handoff, self._stop)
+            if ctx is not None and ctx.run_blocking is not None:
+                await ctx.run_blocking(self._chooser.prepare)
+            else:
+                await asyncio.wrap_future(_OPENER.submit(self._chooser.prepare))
+        self._launch()
+
+    def _launch(self) -> None:
+        """Start a decode thread, with its own stop flag and handoff."""
+        loop = asyncio.get_running_loop()
+        assert self.pool is not None
+        assert self._chooser is not None
+        self._stop.set()  # a thread abandoned before (stuck in an open) stops when it returns
+        stop = self._stop = threading.Event()
+        handoff = self._handoff = Handoff(loop)
+        outlet = self._outlet = Outlet(self.url, self._status, self.pool, handoff, stop)
         produce: Callable[[], None]
         if self.src.kind == "synthetic":
             produce = functools.partial(synthetic.play, self.src, outlet)
         else:
             reconnector = Reconnector(
                 outlet,
-                chooser,
+                self._chooser,
                 self.src,
                 live=self.live,
                 loop=self.loop,
@@ -187,9 +217,18 @@ class VideoSource:
                 backoff_max_s=self.backoff_max_s,
             )
             produce = reconnector.run
-        self._thread = threading.Thread(
-            target=outlet.run, args=(produce,), name=f"edgepipe-decode-{self.source_id}", daemon=True
-        )
+        done: asyncio.Future[None] = loop.create_future()
+
+        def body() -> None:
+            try:
+                outlet.run(produce)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                    loop.call_soon_threadsafe(_set_done, done)
+
+        self._thread_done = done
+        self._ended = False
+        self._thread = threading.Thread(target=body, name=f"edgepipe-decode-{self.source_id}", daemon=True)
         self._thread.start()
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> FrameSize | None:
@@ -199,24 +238,36 @@ class VideoSource:
                                rtsp_transport=self.rtsp_transport, options=self.options)  # fmt: skip
 
     async def stop(self) -> None:
-        """Stop the decode thread (within ``timeout_s``: reads are bounded) and free its frames."""
+        """Stop the decode thread and free its frames, within the runtime's stop budget. A
+        thread in an open (which FFmpeg cannot interrupt before its ``timeout_s``) is not waited
+        for: it is a daemon, and it stops by itself when the open returns."""
         self._stop.set()
-        thread = self._thread
-        if thread is not None:
-            await asyncio.get_running_loop().run_in_executor(None, thread.join, self.timeout_s + 1.0)
-            if thread.is_alive():
-                log.warning(
-                    "%s: decode thread did not stop within %.1f s; abandoned", self.url, self.timeout_s + 1
-                )
+        done, outlet = self._thread_done, self._outlet
+        if done is not None and not done.done():
+            if outlet is not None and outlet.opening:
+                log.info("%s: stopped while opening; the open ends by itself within %g s",
+                         redact_url(self.url), self.timeout_s)  # fmt: skip
+            else:
+                wait_s = max(0.1, min(self.timeout_s + 0.5, self._stop_budget_s - 1.0))
+                try:
+                    await asyncio.wait_for(asyncio.shield(done), wait_s)
+                except TimeoutError:
+                    log.warning("%s: decode thread did not stop within %.1f s; abandoned",
+                                redact_url(self.url), wait_s)  # fmt: skip
         if self._handoff is not None:
             self._handoff.drain()
-        if self._chooser is not None:  # started but never ran: the input opened at start-up
-            self._chooser.discard()
+        if self._chooser is not None and (done is None or done.done()):
+            self._chooser.discard()  # started but never ran: the input opened at start-up
 
     async def __aiter__(self) -> AsyncIterator[Frame]:
-        handoff = self._handoff
-        if handoff is None:
+        if self._handoff is None:
             raise RuntimeError("VideoSource.start() was not called (run it as a pipeline source)")
+        if self._ended:
+            # Iterated again after its decode thread ended with an error, without stop() and
+            # start() in between (``on_error="skip"``): open the input again.
+            log.info("[%s] %s: reopening", self.source_id, redact_url(self.url))
+            self._launch()
+        handoff = self._handoff
         while True:
             kind, payload = await handoff.get()
             if kind == "frame":
@@ -224,8 +275,10 @@ class VideoSource:
             elif kind == "state":
                 await self._report_state(*payload)
             elif kind == "error":
+                self._ended = True
                 raise payload
             elif kind == "end":
+                self._ended = True
                 return
 
     async def _report_state(self, state: str, reason: str) -> None:
@@ -236,3 +289,8 @@ class VideoSource:
         if self._emit_event is not None:
             await self._emit_event("source_state", {"source": self.source_id, "url": redact_url(self.url),
                                                     "state": state, "reason": reason})  # fmt: skip
+
+
+def _set_done(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)

@@ -28,6 +28,8 @@ class SourceStatus:
         """Frames decoded while consumers held every frame of the pool (live sources)."""
         self.corrupt = 0
         self.reconnects = 0
+        self.failovers = 0
+        """Decoders replaced mid-stream because they failed on it (see :mod:`~edgepipe.media.failover`)."""
         self.decoder_used = ""
         """What decodes: ``h264+cuda``, ``h264 (software)``, ``synthetic`` (empty before start)."""
         self.state_info: tuple[str, str] = ("idle", "")
@@ -52,6 +54,8 @@ class SourceStatus:
             g["corrupt"] = self.corrupt
         if self.reconnects:
             g["reconnects"] = self.reconnects
+        if self.failovers:
+            g["decoder_failovers"] = self.failovers
 
     def note_decoder(self, label: str, why: str) -> None:
         """Record what decodes; said once per change, as a warning when it is software for a
@@ -64,3 +68,10 @@ class SourceStatus:
             log.warning("[%s] decoding %s: %s", self.source_id, label, why)
         else:
             log.info("[%s] decoding with %s", self.source_id, label)
+
+    def note_failover(self, label: str) -> None:
+        """A failed decoder was replaced by ``label`` (the caller logs why): counted, shown."""
+        self.failovers += 1
+        self.decoder_used = label
+        self.gauges["decoder"] = label
+        self.update_gauges()

@@ -5,6 +5,9 @@ NV12 straight into the source's pool buffers (no decode, no copy). The scene is 
 with texture and sensor noise, a square crossing it and a disc bouncing in it, so that motion,
 drawing and encoding have something real to work on. :func:`play` is a synthetic source's
 decode thread: the scene at the URL's size and rate.
+
+The scene is drawn in YUV and means BT.601 limited range (an SD camera's colours, whatever the
+size): its frames are tagged so, and ``to_rgb``, the detectors and the recorder read them so.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ import math
 
 import numpy as np
 
+from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import from_planes, nv12_views
 from edgepipe.media.outlet import Outlet
 from edgepipe.media.pacing import Ticker
 from edgepipe.media.url import SourceURL
 
 NOISE_VARIANTS = 8
+MATRIX: Matrix = "bt601"
+"""What the scene's YUV means (in limited range)."""
 
 
 class Scene:
@@ -104,7 +110,8 @@ def play(src: SourceURL, outlet: Outlet) -> None:
             y, uv = nv12_views(pool.buffer(slot, nbytes), src.width, src.height)
             scene.draw(i, y, uv)
             frame = from_planes(y, uv, source_id=status.source_id, seq=status.decoded, pts=i,
-                                time_base=None, pool=pool, slot=slot)  # fmt: skip
+                                time_base=None, pool=pool, slot=slot, matrix=MATRIX,
+                                full_range=False)  # fmt: skip
             status.delivered += 1
             if not outlet.post(frame):
                 return

@@ -3,13 +3,15 @@
 No full-resolution RGB image is ever made. Two ways:
 
 - ``numpy`` (the default, ``method="auto"``): each output pixel takes its nearest source
-  pixel from the Y plane, chroma is read at half the output height, and the BT.601 conversion
+  pixel from the Y plane, chroma is read at half the output height, and the colour conversion
+  (the frame's own matrix and range: BT.601 or BT.709, limited or full; precomputed factors)
   and the normalization run at the output size only, written straight into the tensor. Integer
   scale ratios (1080p -> 640 is 3) are strided views of the planes: nothing is gathered.
 - ``swscale``: FFmpeg's swscale scales the decoder's own frame (kept by the :class:`Frame`)
-  with a bilinear filter and converts it to planar RGB at the output size in one pass; numpy
-  writes the three planes into the tensor. Filtered, so less aliasing on large downscales; it
-  needs a decoder frame behind the :class:`Frame` (not synthetic video, not copies).
+  with a bilinear filter and converts it to planar RGB at the output size in one pass (told the
+  frame's matrix and range, so both ways read a frame alike); numpy writes the three planes
+  into the tensor. Filtered, so less aliasing on large downscales; it needs a decoder frame
+  behind the :class:`Frame` (not synthetic video, not copies).
 
 ``scripts/bench_detect.py`` measures both, an ONNX preprocessing graph, and OpenCV's
 ``cvtColor`` + ``resize``: numpy was the fastest on the machines measured so far, so ``auto``
@@ -30,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from edgepipe.core.memory import memory_plan
-from edgepipe.media.colour import BT601_FULL, BT601_LIMITED
+from edgepipe.media.colour import AVCOL_RANGE_JPEG, AVCOL_RANGE_MPEG, SWS_CS_OF, YCbCr
 from edgepipe.media.frame import NV12, Frame, plane_view
 
 Method = Literal["auto", "swscale", "numpy"]
@@ -59,16 +61,32 @@ class TensorFormat:
 
 @dataclass(frozen=True, slots=True)
 class Letterbox:
-    """How a source picture sits in the tensor; maps model coordinates back to source pixels."""
+    """How a source picture sits in the tensor; maps model coordinates back to source pixels.
+
+    Each axis has its own scale: the picture's width and height in the tensor are rounded
+    separately (to even pixels), so ``width / src_width`` and ``height / src_height`` differ a
+    little, and the picture's far edges map back onto the source's only with each its own.
+    """
 
     src_width: int
     src_height: int
     scale: float
+    """The fit's scale (the smaller of the two ratios), before rounding."""
     left: int
     top: int
     width: int
     """Width of the picture inside the tensor (the rest is border)."""
     height: int
+
+    @property
+    def scale_x(self) -> float:
+        """Tensor pixels per source pixel across (the picture's rounded width over the source's)."""
+        return self.width / self.src_width
+
+    @property
+    def scale_y(self) -> float:
+        """Tensor pixels per source pixel down."""
+        return self.height / self.src_height
 
     @classmethod
     def fit(cls, src_width: int, src_height: int, dst_width: int, dst_height: int, center: bool) -> Letterbox:
@@ -83,11 +101,13 @@ class Letterbox:
     def to_source(self, xy: np.ndarray) -> np.ndarray:
         """Points or boxes ``[..., x, y, x, y ...]`` in tensor pixels -> source pixels, in place
         (the array is also returned), clipped to the picture."""
-        xy[..., 0::2] -= self.left
-        xy[..., 1::2] -= self.top
-        xy /= self.scale
-        np.clip(xy[..., 0::2], 0, self.src_width, out=xy[..., 0::2])
-        np.clip(xy[..., 1::2], 0, self.src_height, out=xy[..., 1::2])
+        xs, ys = xy[..., 0::2], xy[..., 1::2]
+        xs -= self.left
+        xs /= self.scale_x
+        ys -= self.top
+        ys /= self.scale_y
+        np.clip(xs, 0, self.src_width, out=xs)
+        np.clip(ys, 0, self.src_height, out=ys)
         return xy
 
 
@@ -146,7 +166,7 @@ class Preprocessor:
         if self.method == "swscale":
             if av_frame is None:
                 raise ValueError(f"{frame!r} has no decoder frame behind it: swscale needs one (use auto)")
-            self._swscale(av_frame, planes, box)
+            self._swscale(frame, av_frame, planes, box)
             self.last_method = "swscale"
         else:
             self._numpy(frame, planes)
@@ -190,12 +210,16 @@ class Preprocessor:
         if offset:
             out += offset
 
-    def _swscale(self, av_frame: Any, planes: list[np.ndarray], box: Letterbox) -> None:
+    def _swscale(self, frame: Frame, av_frame: Any, planes: list[np.ndarray], box: Letterbox) -> None:
         # gbrp: planar G, B, R at the picture's size in the tensor; FAST_BILINEAR filters enough
-        # for detection and is the quickest swscale kernel.
+        # for detection and is the quickest swscale kernel. The frame's matrix and range are
+        # given: swscale's own default for an untagged frame is BT.601 whatever its size.
         small = av_frame.reformat(
-            width=box.width, height=box.height, format="gbrp", interpolation="FAST_BILINEAR"
-        )
+            width=box.width, height=box.height, format="gbrp", interpolation="FAST_BILINEAR",
+            src_colorspace=SWS_CS_OF[frame.matrix],
+            src_color_range=AVCOL_RANGE_JPEG if frame.full_range else AVCOL_RANGE_MPEG,
+            dst_color_range=AVCOL_RANGE_JPEG,
+        )  # fmt: skip
         g, b, r = (plane_view(p, box.height, box.width) for p in small.planes)
         for channel, pixels in enumerate((r, g, b)):
             self._affine(pixels, planes[channel], channel)
@@ -205,9 +229,9 @@ class Preprocessor:
         assert maps is not None
         y, u, v = maps.sample(frame)
         if planes[0].dtype == np.float32:
-            maps.convert(y, u, v, planes, self._gain, self._offset, frame.full_range)
+            maps.convert(y, u, v, planes, self._gain, self._offset, frame.ycbcr)
             return
-        maps.convert(y, u, v, maps.scratch, self._gain, self._offset, frame.full_range)
+        maps.convert(y, u, v, maps.scratch, self._gain, self._offset, frame.ycbcr)
         for pixels, out in zip(maps.scratch, planes, strict=True):
             np.copyto(out, pixels, casting="unsafe")
 
@@ -284,12 +308,11 @@ class _NearestMaps:
         outs: list[np.ndarray],
         gains: list[np.float32],
         offsets: list[np.float32],
-        full_range: bool = False,
+        k: YCbCr,
     ) -> None:
-        """BT.601 (limited or full range) -> RGB, normalized:
+        """YCbCr (``k``: one of the precomputed matrix and range sets) -> RGB, normalized:
         ``out[c] = clip(rgb) * gains[c] + offsets[c]``."""
         h, w = self.shape
-        k = BT601_FULL if full_range else BT601_LIMITED
         fu, fv = self._fu, self._fv
         np.subtract(u, np.float32(128), out=fu)
         np.subtract(v, np.float32(128), out=fv)

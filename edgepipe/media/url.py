@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 from edgepipe.media.errors import SourceError
 
 _STREAM_SCHEMES = {"rtmp", "rtmps", "srt", "udp", "rtp", "tcp"}
+_TCP_PORTS = {"rtsp": 554, "rtsps": 322, "http": 80, "https": 443, "rtmp": 1935, "rtmps": 443}
+"""Default TCP ports of the schemes whose servers answer on TCP (udp://, srt://, rtp:// do not;
+tcp:// names its port)."""
 _SYNTHETIC = re.compile(r"^synthetic://(?:(\d+)x(\d+))?(?:@(\d+(?:\.\d+)?))?/?$")
 SYNTHETIC_DEFAULT = "synthetic://640x480@15"
 
@@ -49,6 +52,25 @@ class SourceURL:
     @property
     def is_network(self) -> bool:
         return self.kind in ("rtsp", "stream", "hls", "http")
+
+    def tcp_address(self) -> tuple[str, int] | None:
+        """Where a TCP connection to the input's server goes, (host, port), the scheme's
+        default port when the URL names none (rtsp 554, http 80, rtmp 1935 …); None for an
+        input with no TCP server to ask (a file, a camera, UDP, SRT)."""
+        if not self.is_network:
+            return None
+        parts = urlsplit(self.url)
+        scheme = parts.scheme.lower()
+        if scheme in ("udp", "srt", "rtp"):
+            return None
+        default = _TCP_PORTS.get(scheme)
+        try:
+            port = parts.port or default
+        except ValueError:  # a port that is not a number: the open says so
+            return None
+        if not parts.hostname or port is None:
+            return None
+        return parts.hostname, port
 
 
 def parse(url: str) -> SourceURL:

@@ -19,7 +19,7 @@ from typing import Any
 import av
 import av.error
 
-from edgepipe.media.encode import pick_encoder
+from edgepipe.media.encode import Colour, pick_encoder
 
 log = logging.getLogger(__name__)
 
@@ -44,24 +44,31 @@ SOFTWARE = ("libx264", "libvpx")
 """Encoders that take ``yuv420p`` (the hardware ones take ``nv12``)."""
 
 
-def open_live(codec: str, width: int, height: int, bitrate_bps: int, time_base: Fraction) -> Any:
+def open_live(
+    codec: str, width: int, height: int, bitrate_bps: int, time_base: Fraction, colour: Colour | None = None
+) -> Any:
     """An open encoder context for a live view; ``codec`` an FFmpeg encoder name or ``auto``
-    (the best H.264 encoder here). Raises ``av.error.FFmpegError``, ``OSError`` or
-    ``ValueError`` when it cannot open (with ``auto``: when not even libx264 can)."""
+    (the best H.264 encoder here); ``colour`` what the pixels mean (tagged in the stream, so a
+    browser converts them with the right matrix and range). Raises ``av.error.FFmpegError``,
+    ``OSError`` or ``ValueError`` when it cannot open (with ``auto``: when not even libx264 can)."""
     if codec != "auto":
-        return _open(codec, width, height, bitrate_bps, time_base)
+        return _open(codec, width, height, bitrate_bps, time_base, colour)
     name = pick_encoder(width, height)
     if name == "libx264":
-        return _open(name, width, height, bitrate_bps, time_base)
+        return _open(name, width, height, bitrate_bps, time_base, colour)
     try:
-        return _open(name, width, height, bitrate_bps, time_base)
+        return _open(name, width, height, bitrate_bps, time_base, colour)
     except (av.error.FFmpegError, OSError, ValueError) as exc:
         log.warning("%s works here but not with live settings (%s): libx264 instead", name, exc)
-        return _open("libx264", width, height, bitrate_bps, time_base)
+        return _open("libx264", width, height, bitrate_bps, time_base, colour)
 
 
-def _open(name: str, width: int, height: int, bitrate_bps: int, time_base: Fraction) -> Any:
+def _open(
+    name: str, width: int, height: int, bitrate_bps: int, time_base: Fraction, colour: Colour | None
+) -> Any:
     ctx: Any = av.CodecContext.create(name, "w")
+    if colour is not None:
+        colour.tag(ctx)
     ctx.width, ctx.height = width, height
     ctx.pix_fmt = "yuv420p" if name in SOFTWARE else "nv12"
     ctx.time_base = time_base

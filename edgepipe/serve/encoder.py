@@ -36,7 +36,7 @@ from av.video.frame import PictureType
 
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
-from edgepipe.media.encode import to_av_nv12
+from edgepipe.media.encode import Colour, to_av_nv12
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
 from edgepipe.serve.codecs import open_live
@@ -147,6 +147,7 @@ class SharedEncoder:
         self._closed = False
         self._ctx: Any = None
         self._size: tuple[int, int] | None = None
+        self._colour: Colour | None = None
         self._keyframe_wanted = True
         self._last_keyframe_s = float("-inf")
         self._last_pts = -1
@@ -215,9 +216,12 @@ class SharedEncoder:
     def _prepare(self, frame: Frame) -> Any:
         size = (frame.width // 2 * 2, frame.height // 2 * 2)
         if size != self._size:
+            self._colour = Colour.of(frame)
             self._open(*size)
         assert self._size is not None
-        av_frame = to_av_nv12(frame, *self._size)
+        assert self._colour is not None
+        # in the stream's colour: a later frame of another matrix or range is converted
+        av_frame = to_av_nv12(frame, *self._size, self._colour.matrix, self._colour.full_range)
         # Strictly increasing (decode times are; a frame given twice must not stall the encoder).
         pts = max(pts_90k(frame.t_decoded_ns), self._last_pts + 1)
         self._last_pts = pts
@@ -237,7 +241,7 @@ class SharedEncoder:
 
     def _open(self, width: int, height: int) -> None:
         try:
-            ctx = open_live(self.codec, width, height, self.bitrate_bps, TIME_BASE_90K)
+            ctx = open_live(self.codec, width, height, self.bitrate_bps, TIME_BASE_90K, self._colour)
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             raise OutputError(f"cannot open {self.codec}: {exc}", path=f"webrtc:{self.source_id}") from exc
         if self._ctx is not None:

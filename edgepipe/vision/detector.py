@@ -150,6 +150,7 @@ class Detector:
         self.frames = 0
         self.inferred = 0
         self._steps: _Steps | None = None
+        self._last_format: TensorFormat | None = None
         self._tracks = SourceTrackers()
         self._counts: dict[str, int] = {}
         self._gauges: dict[str, Any] = {}
@@ -162,8 +163,8 @@ class Detector:
     @property
     def input_format(self) -> TensorFormat | None:
         """The model's input for the newest frame size seen (None before the first frame the
-        model sees)."""
-        return self._steps.tensors.input_format if self._steps is not None else None
+        model sees; after :meth:`stop`, the last one)."""
+        return self._steps.tensors.input_format if self._steps is not None else self._last_format
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -183,7 +184,7 @@ class Detector:
     def open(self) -> None:
         """Resolve, load and warm up the model (:func:`~edgepipe.vision.model.load_model`).
         Blocking (a registry model may be fetched)."""
-        if self.session is not None:
+        if self.session is not None and not self.session.closed:
             return
         model = load_model(self.model, self.session_config, adapter=self.adapter, labels=self.labels,
                            input_size=self.input_size, owner=self._owner)  # fmt: skip
@@ -208,9 +209,16 @@ class Detector:
         })  # fmt: skip
 
     def stop(self) -> None:
+        """Forget the streams and let the model and its tensors go (out of the memory plan;
+        ``session.stats`` stay readable); :meth:`start` loads it again (a restart)."""
         self._tracks.clear()
         self._counts.clear()
         phases().forget(self)
+        if self._steps is not None:
+            self._last_format = self._steps.tensors.input_format
+        self._steps = None
+        if self.session is not None:
+            self.session.close()
 
     def governor_knobs(self, node_id: str, priority: int) -> list[EveryKnob]:
         """The interval, for the governor (pinned when ``pin_every``, or without a tracker to

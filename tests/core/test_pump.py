@@ -136,25 +136,71 @@ class Pooled(Leased):
         self.n = n
 
 
-@pytest.mark.parametrize("mode", ["thread", "async"])
-async def test_a_forced_stop_mid_call_gives_the_nodes_reference_back(mode: str) -> None:
+class TwoStep:
+    def prepare(self, item: Pooled) -> Pooled:
+        return item
+
+    def process(self, item: Pooled) -> Pooled:
+        time.sleep(0.4)
+        return item
+
+
+class Batches:
+    batch_size = 4
+
+    def process(self, item: Pooled) -> Pooled:
+        return item
+
+    def process_batch(self, items: list[Pooled]) -> list[Pooled]:
+        time.sleep(0.4)
+        return items
+
+
+def in_thread(item: Pooled) -> Pooled:
+    time.sleep(0.4)
+    return item
+
+
+async def on_loop(item: Pooled) -> Pooled:
+    await asyncio.sleep(5)
+    return item
+
+
+async def stream(items: AsyncIterator[Pooled]) -> AsyncIterator[Pooled]:
+    async for item in items:
+        await asyncio.sleep(5)
+        yield item
+
+
+SLOW = {"thread": in_thread, "async": on_loop, "stream": stream, "two-step": TwoStep, "batch": Batches,
+        "restart": in_thread}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["forced stop", "cancelled"])
+@pytest.mark.parametrize("mode", list(SLOW))
+async def test_a_stop_or_cancel_mid_call_gives_every_lease_back(mode: str, how: str) -> None:
     made: list[Pooled] = []
 
     async def source() -> AsyncIterator[Pooled]:
-        for n in range(3):
+        for n in range(6):
             made.append(Pooled(n))
             yield made[-1]
 
-    def in_thread(item: Pooled) -> None:
-        time.sleep(0.4)
-
-    async def on_loop(item: Pooled) -> None:
-        await asyncio.sleep(5)
-
+    slow = SLOW[mode]
     p = Pipeline()
-    p.sink("sink", in_thread if mode == "thread" else on_loop, inputs=p.source("src", source), queue_size=1)
-    await run_async(p, duration_s=0.1, drain_timeout_s=0.1)
-    await asyncio.sleep(0.6)  # the abandoned thread has finished and given its own lease back
+    work = p.stage("work", slow() if isinstance(slow, type) else slow, inputs=p.source("src", source),
+                   queue_size=2, on_error="restart" if mode == "restart" else "skip")  # fmt: skip
+    p.sink("sink", in_thread, inputs=work, queue_size=1)
+    if how == "forced stop":
+        await run_async(p, duration_s=0.2, drain_timeout_s=0.1)
+    else:
+        run = asyncio.ensure_future(run_async(p))
+        await asyncio.sleep(0.2)  # mid-call: the first item is in `work`, more are queued
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    assert len(made) >= 3
+    await asyncio.sleep(0.6)  # abandoned threads have finished and given their own leases back
     assert [s.n for s in made if s.refs > 0] == []
 
 

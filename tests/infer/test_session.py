@@ -2,12 +2,16 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from edgepipe.core import memory
+from edgepipe.core.memory import MemoryPlan
 from edgepipe.infer import (
+    InferError,
     InferTimeout,
     ModelInputError,
     ModelLoadError,
@@ -169,3 +173,21 @@ def test_threads_default_to_the_budget(tmp_path: Path) -> None:
     session = Session(add_model(tmp_path / "add.onnx"), SessionConfig(cache_optimized=False))
     assert session.threads == cpu_budget().threads
     assert session.ticket.units == session.threads
+
+
+def test_close_lets_the_model_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = MemoryPlan(limit_bytes=1 << 34)
+    monkeypatch.setattr(memory, "_PLAN", plan)
+    session = Session(add_model(tmp_path / "add.onnx"), NO_CACHE, owner="adder")
+    x = np.ones((2, 3), np.float32)
+    session.run({"x": x})
+    assert [r.owner for r in plan.entries()] == ["adder"]
+    loaded = weakref.ref(session._runs.session)  # type: ignore[arg-type]
+    session.close()
+    session.close()  # again: harmless
+    assert plan.entries() == []
+    assert loaded() is None  # ONNX Runtime's session is freed, not just unlisted
+    assert session.closed
+    with pytest.raises(InferError, match="closed"):
+        session.run({"x": x})
+    assert session.stats.runs == 1  # the figures stay readable

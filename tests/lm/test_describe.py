@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
+import weakref
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from edgepipe import Pipeline
+from edgepipe import ErrorPolicy, OnError, Pipeline
+from edgepipe.core import memory
+from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.results import Message
+from edgepipe.core.run import run_async
 from edgepipe.lm import SamplingParams
 from edgepipe.lm.describe import Describe
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
@@ -102,3 +109,84 @@ def test_describe_ends_with_its_input_and_reports_the_end(tiny_models: dict[str,
     assert 2 <= len(events) <= 10
     assert events[-1]["prompt"] == "10|face in 3 of 10 frames (up to 1 at once)"
     assert all(e["new_tokens"] == 4 for e in events)
+
+
+class FailsOnce:
+    """Describe, whose first answer breaks off after its first token (a device that failed
+    once): a wrapper node with Describe's hooks."""
+
+    def __init__(self, inner: Describe) -> None:
+        self.inner = inner
+        self.failed = False
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def process(self, items: AsyncIterator[Any]) -> AsyncIterator[Message]:
+        async with aclosing(self.inner.process(items)) as messages:
+            async for message in messages:
+                if message.kind == "token" and not self.failed:
+                    self.failed = True
+                    raise RuntimeError("the model's device failed")
+                yield message
+
+
+@pytest.fixture
+def plan(monkeypatch: pytest.MonkeyPatch) -> MemoryPlan:
+    own = MemoryPlan(limit_bytes=1 << 34)
+    monkeypatch.setattr(memory, "_PLAN", own)
+    return own
+
+
+def test_describe_restarts_and_writes_again(tiny_models: dict[str, Path], plan: MemoryPlan) -> None:
+    sink: ListSink[Message] = ListSink()
+    p = Pipeline("t")
+    src = p.source("faces", FakeSource([frame_detections(i, 1) for i in range(30)], interval_s=0.05))
+    describe = Describe(tiny_models["gqa"], template="{summary}:", every_s=0.3,
+                        params=SamplingParams(max_new_tokens=4, ignore_eos=True))  # fmt: skip
+    restart = ErrorPolicy(OnError.RESTART, backoff_initial_s=0.05)
+    p.sink("out", sink, inputs=p.stage("describe", FailsOnce(describe), inputs=src, queue_size=8,
+                                       on_error=restart))  # fmt: skip
+    report = run_pipeline(p)
+    stats = report.stats.node("describe")
+    assert (stats.errors, stats.restarts) == (1, 1)
+    events = [m.data for m in sink.items if m.kind == "event"]
+    assert len(events) >= 2  # the model wrote again after the restart, to the end of the input
+    assert all(e["new_tokens"] == 4 for e in events)
+    assert plan.entries() == []  # the model and its KV cache went with the stop
+
+
+def test_describe_cancelled_mid_answer_frees_the_model(
+    tiny_models: dict[str, Path], plan: MemoryPlan
+) -> None:
+    describe = Describe(tiny_models["gqa"], template="{summary}:", every_s=3600, max_tokens_per_s=10,
+                        params=SamplingParams(max_new_tokens=60, ignore_eos=True))  # fmt: skip
+    sink: ListSink[Message] = ListSink()
+    p = Pipeline("t")
+    src = p.source("faces", FakeSource([frame_detections(0, 1)], repeat=True, interval_s=0.05))
+    p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
+
+    async def cancelled_mid_answer() -> weakref.ref[Any]:
+        run = asyncio.ensure_future(run_async(p))
+        for _ in range(1000):
+            if len(sink.items) >= 2:  # tokens are coming: the model is mid-answer
+                break
+            await asyncio.sleep(0.01)
+        assert describe.worker.lm is not None
+        model = weakref.ref(describe.worker.lm)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        for _ in range(500):
+            if not plan.entries():
+                break
+            await asyncio.sleep(0.01)
+        return model
+
+    model = asyncio.run(cancelled_mid_answer())
+    gc.collect()
+    assert plan.entries() == []
+    assert model() is None

@@ -1,15 +1,20 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import time
+import weakref
+from collections.abc import Callable
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from edgepipe.lm import LanguageModel, SamplingParams
+from edgepipe.core import memory
+from edgepipe.core.memory import MemoryPlan
+from edgepipe.lm import LanguageModel, LMError, SamplingParams
 from edgepipe.lm.worker import LMWorker
 
 PARAMS = SamplingParams(max_new_tokens=16, ignore_eos=True)
@@ -159,3 +164,67 @@ async def test_a_refused_request_leaves_its_own_stats(tiny_models: dict[str, Pat
         await worker.complete([65] * 60, SamplingParams(max_new_tokens=10))
     assert (worker.last_stats.prompt_tokens, worker.last_stats.new_tokens) == (60, 0)
     worker.close()
+
+
+@pytest.fixture
+def plan(monkeypatch: pytest.MonkeyPatch) -> MemoryPlan:
+    """A memory plan of the test's own: what the worker holds, and nothing else."""
+    own = MemoryPlan(limit_bytes=1 << 34)
+    monkeypatch.setattr(memory, "_PLAN", own)
+    return own
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the deadline"
+        await asyncio.sleep(0.01)
+
+
+def held(worker: LMWorker) -> list[weakref.ref[Any]]:
+    """The model, its session and its KV cache, weakly: dead once let go."""
+    assert worker.lm is not None
+    runner = worker.lm.runner
+    return [weakref.ref(worker.lm), weakref.ref(runner.session), weakref.ref(runner.cache)]
+
+
+async def test_close_frees_the_model_and_start_loads_it_again(
+    tiny_models: dict[str, Path], plan: MemoryPlan
+) -> None:
+    worker = LMWorker(tiny_models["gqa"])
+    text = await worker.complete("hi", PARAMS)
+    assert sorted(r.what.split(" (")[0] for r in plan.entries()) == ["KV cache", "model weights"]
+    refs = held(worker)
+    worker.close()
+    await until(lambda: not plan.entries())  # freed on the worker's thread
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    with pytest.raises(LMError, match="closed"):
+        await worker.complete("hi", PARAMS)
+    await worker.start()  # a restart: loaded again, on a thread of its own
+    assert await worker.complete("hi", PARAMS) == text
+    assert len(plan.entries()) == 2
+    worker.close()
+    await until(lambda: not plan.entries())
+
+
+async def test_closed_mid_request_the_model_goes_once_the_step_ends(
+    tiny_models: dict[str, Path], plan: MemoryPlan
+) -> None:
+    worker = LMWorker(tiny_models["concat"], max_tokens_per_s=20)
+    pieces: list[str] = []
+
+    async def ask() -> None:
+        async for piece in worker.generate("abc", SamplingParams(max_new_tokens=60, ignore_eos=True)):
+            pieces.append(piece)
+
+    async with asyncio.TaskGroup() as group:
+        request = group.create_task(ask())
+        await until(lambda: len(pieces) >= 2)
+        refs = held(worker)
+        request.cancel()  # the caller is cancelled mid-request, then its node stops
+        worker.close()
+    await until(lambda: not plan.entries())
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    assert worker.last_stats.stop_reason == "cancelled"

@@ -70,3 +70,35 @@ def test_a_prepared_input_is_the_one_opened_next_and_discard_closes_it(clip: Pat
     copy.unlink()
     with pytest.raises(SourceError, match="no such file"):
         chooser.open()
+
+
+def test_failover_takes_the_next_candidate_that_works_then_software_and_keeps_it_for_reopens(
+    clip: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Candidates here, in order: FFmpeg's h264 decoder by name (it works: it stands for a
+    # hardware decoder that failed on the stream), then two that fail their trial or their open.
+    named = DecoderChoice("h264", decoder="h264")
+    no_trial = DecoderChoice("h264", decoder="h264_notrial")
+    no_open = DecoderChoice("h264", decoder="h264_noopen")
+    monkeypatch.setattr(chooser_module.hw, "candidates", lambda codec: [named, no_trial, no_open])
+
+    def trial(codec: str, choice: DecoderChoice) -> Trial:
+        works = choice != no_trial
+        return Trial(codec, choice.label, True, works, 8 * works, 1.0, "nv12" if works else "no device")
+
+    monkeypatch.setattr(chooser_module, "try_decoder", trial)
+    chooser = DecoderChooser(parse(str(clip)), "h264")
+    opened = chooser.open()
+    try:
+        assert (opened.label, opened.hardware) == ("h264", True)
+        replaced = chooser.failover(opened.decoder)
+        assert replaced is not None
+        assert (replaced.label, replaced.hardware) == ("h264 (software)", False)
+        assert opened.decoder.choice == DecoderChoice("h264")
+        assert chooser.failover(opened.decoder) is None  # software: nothing after it
+    finally:
+        opened.decoder.close()
+    reopened = chooser.open()  # a reconnect: not the failed decoder again
+    reopened.decoder.close()
+    assert (reopened.label, reopened.hardware) == ("h264 (software)", False)
+    assert reopened.why == "chosen when the first decoder failed on this stream"

@@ -3,10 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from edgepipe.media.draw import COLORS, blur_region, draw_box, draw_label, writable_copy
+from edgepipe.media.colour import Matrix
+from edgepipe.media.draw import COLORS, blur_region, draw_box, draw_label, frame_yuv, writable_copy
 from edgepipe.media.font import glyph
-from edgepipe.media.frame import I420, NV12, Frame, nv12_views
+from edgepipe.media.frame import I420, NV12, Frame, from_rgb, nv12_views
 
 
 def nv12_frame(w: int = 64, h: int = 48, seed: int = 0) -> Frame:
@@ -25,21 +27,33 @@ def i420_frame(w: int = 64, h: int = 48, seed: int = 0) -> Frame:
 
 
 def test_box_outline_in_both_layouts() -> None:
+    red = (81, 90, 240)  # BT.601 limited range, the frames' matrix (SD)
     for frame in (nv12_frame(), i420_frame()):
         before = frame.y.copy()
         draw_box(frame, (10, 8, 40, 30), COLORS["red"], thickness=2)
-        assert (frame.y[8:10, 10:40] == COLORS["red"][0]).all()  # top edge
-        assert (frame.y[8:30, 38:40] == COLORS["red"][0]).all()  # right edge
+        assert (frame.y[8:10, 10:40] == red[0]).all()  # top edge
+        assert (frame.y[8:30, 38:40] == red[0]).all()  # right edge
         assert (frame.y[12:26, 14:36] == before[12:26, 14:36]).all()  # inside untouched
         u, v = frame.chroma()
-        assert u[4, 5] == COLORS["red"][1]
-        assert v[4, 5] == COLORS["red"][2]
+        assert u[4, 5] == red[1]
+        assert v[4, 5] == red[2]
+
+
+@pytest.mark.parametrize(("matrix", "full_range"), [("bt601", False), ("bt601", True), ("bt709", False),
+                                                    ("bt709", True)])  # fmt: skip
+@pytest.mark.parametrize("name", ["green", "red", "yellow", "blue", "white", "black"])
+def test_colours_are_the_same_rgb_whatever_the_frames_matrix_and_range(
+    matrix: Matrix, full_range: bool, name: str
+) -> None:
+    frame = from_rgb(np.full((48, 64, 3), 128, np.uint8), matrix=matrix, full_range=full_range)
+    draw_box(frame, (8, 8, 56, 40), COLORS[name], thickness=8)
+    assert frame.to_rgb()[12, 32].tolist() == pytest.approx(COLORS[name], abs=2)
 
 
 def test_box_is_clipped_to_the_frame() -> None:
     frame = nv12_frame()
     draw_box(frame, (-20, -20, 500, 500))
-    assert (frame.y[0, :] == COLORS["green"][0]).all()
+    assert (frame.y[0, :] == frame_yuv(frame, COLORS["green"])[0]).all()
     draw_box(frame, (100, 100, 200, 200))  # entirely outside: nothing, no error
 
 
@@ -48,7 +62,7 @@ def test_label_draws_its_text() -> None:
     draw_label(frame, 10, 40, "FACE 97%", COLORS["yellow"], scale=2)
     tag = frame.y[40 - (7 * 2 + 4) : 40, 10 : 10 + 8 * 12 + 4]
     assert (tag == 16).sum() > 50  # dark ink on the light tag
-    assert (tag == COLORS["yellow"][0]).sum() > 200
+    assert (tag == frame_yuv(frame, COLORS["yellow"])[0]).sum() > 200
     assert glyph("a").tolist() == glyph("A").tolist()
     assert glyph("\u00e9").sum() == 20  # an unknown character is a hollow box
 

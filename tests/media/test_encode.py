@@ -4,12 +4,17 @@ import itertools
 from pathlib import Path
 
 import av
+import numpy as np
 import pytest
 
 from edgepipe import Pipeline, run_async
 from edgepipe.core.errors import NodeError
+from edgepipe.media.colour import Matrix
 from edgepipe.media.encode import Recorder, pick_encoder
+from edgepipe.media.frame import from_av, from_planes, from_rgb, nv12_views
 from edgepipe.media.source import VideoSource
+from edgepipe.media.synthetic import MATRIX, Scene
+from tests.colour_clips import PATCH, first_frame, make_colour_clip, picture, stream_tags
 
 
 async def test_records_live_nv12_to_an_mp4_that_plays(tmp_path: Path) -> None:
@@ -62,10 +67,6 @@ def test_timestamps_follow_media_time_and_never_repeat(tmp_path: Path) -> None:
     # A file decoded faster than real time: decode times all within one millisecond, media
     # time 0.1 s apart. Then frames with no media time at all, decoded at the same instant.
     from fractions import Fraction
-
-    import numpy as np
-
-    from edgepipe.media.frame import from_rgb
 
     recorder = Recorder(tmp_path / "t.mp4", fps=10)
     recorder.start()
@@ -139,3 +140,47 @@ def test_no_frame_no_file_and_no_claim_of_one(tmp_path: Path, caplog: pytest.Log
     assert recorder.failed_output is None  # nothing came: nothing was lost either
     assert "recorded 0 frames" not in caplog.text
     assert "no frame came to record; nothing written" in caplog.text
+
+
+@pytest.mark.parametrize(("matrix", "full_range", "width", "height"),
+                         [("bt709", True, 1280, 720), ("bt601", False, 640, 480), ("bt709", False, 640, 360)])  # fmt: skip
+def test_the_recording_is_tagged_as_its_input(
+    tmp_path: Path, matrix: Matrix, full_range: bool, width: int, height: int
+) -> None:
+    clip = make_colour_clip(tmp_path / "in.mp4", matrix, full_range, width, height, frames=3)
+    recorder = Recorder(tmp_path / "out.mp4", fps=10, encoder="libx264", crf=1)
+    recorder.start()
+    with av.open(str(clip)) as container:
+        for seq, decoded in enumerate(container.decode(video=0)):
+            recorder.process(from_av(decoded, source_id="clip", seq=seq))
+    recorder.stop()
+    assert stream_tags(tmp_path / "out.mp4") == stream_tags(clip)
+    frame = from_av(first_frame(tmp_path / "out.mp4"), source_id="out", seq=0)
+    assert (frame.matrix, frame.full_range) == (matrix, full_range)
+    np.testing.assert_allclose(frame.to_rgb()[height // 2, width // 2].astype(int), PATCH, atol=2)
+
+
+def test_synthetic_video_is_recorded_as_bt601_limited(tmp_path: Path) -> None:
+    scene = Scene(1280, 720)  # HD, but the scene's YUV means BT.601 (tagged so, not guessed)
+    buf = np.empty(1280 * 720 * 3 // 2, np.uint8)
+    y, uv = nv12_views(buf, 1280, 720)
+    scene.draw(0, y, uv)
+    recorder = Recorder(tmp_path / "out.mp4", fps=10, encoder="libx264")
+    recorder.start()
+    recorder.process(from_planes(y, uv, matrix=MATRIX))
+    recorder.stop()
+    assert stream_tags(tmp_path / "out.mp4") == (6, 1, 6, 6)  # SMPTE 170M, limited (MPEG) range
+
+
+def test_a_frame_of_another_colour_is_converted_to_the_streams(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "out.mp4", fps=10, encoder="libx264", crf=1)
+    recorder.start()
+    recorder.process(from_rgb(picture(320, 240), matrix="bt709", full_range=True))
+    later = from_rgb(picture(320, 240), matrix="bt601", full_range=False, seq=1)
+    later.t_decoded_ns += 100_000_000
+    recorder.process(later)
+    recorder.stop()
+    with av.open(str(tmp_path / "out.mp4")) as container:
+        frames = [from_av(f, source_id="out", seq=i) for i, f in enumerate(container.decode(video=0))]
+    assert [(f.matrix, f.full_range) for f in frames] == [("bt709", True)] * 2
+    np.testing.assert_allclose(frames[1].to_rgb()[120, 160].astype(int), PATCH, atol=3)

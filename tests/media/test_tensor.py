@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import av
 import numpy as np
 import pytest
 import skimage.data
 
+from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import from_av, from_rgb
 from edgepipe.media.tensor import Letterbox, Preprocessor, TensorFormat
+from tests.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip
 
 
 def av_frame(rgb: np.ndarray):  # type: ignore[no-untyped-def]
@@ -109,3 +113,39 @@ def test_full_range_video_is_read_as_full_range() -> None:
     swscale_path = Preprocessor(fmt, "swscale")(jpeg_range)[0]
     np.testing.assert_allclose(numpy_path[0, :, 8, 8], 200, atol=3)  # read as limited range: 214
     np.testing.assert_allclose(swscale_path[0, :, 8, 8], 200, atol=3)
+
+
+@pytest.mark.parametrize("method", ["numpy", "swscale"])
+@pytest.mark.parametrize(
+    ("matrix", "full_range", "width", "height", "tagged"),
+    [("bt709", True, 1280, 720, True), ("bt601", False, 640, 480, True), ("bt709", False, 1280, 720, False)],
+)
+def test_a_clip_is_read_in_its_own_matrix_and_range(
+    tmp_path: Path, method: str, matrix: Matrix, full_range: bool, width: int, height: int, tagged: bool
+) -> None:
+    clip = make_colour_clip(tmp_path / "c.mp4", matrix, full_range, width, height, tagged=tagged)
+    frame = from_av(first_frame(clip), source_id="clip", seq=0)
+    tensor, box = Preprocessor(TensorFormat(320, 320, scale=1.0), method)(frame)  # type: ignore[arg-type]
+    middle = tensor[0, :, box.top + box.height // 2, box.left + box.width // 2]
+    np.testing.assert_allclose(middle, PATCH, atol=2)
+    np.testing.assert_allclose(tensor[0, :, box.top + 2, box.left + 2], BACKGROUND, atol=2)
+
+
+def test_boxes_map_back_per_axis_on_an_odd_sized_frame() -> None:
+    # 1001x563 into 300x300: 300x168.7 rounds to 300x168, so down the picture is squeezed a
+    # little more than across; one scale for both would put the bottom edge 2.4 px short.
+    box = Letterbox.fit(1001, 563, 300, 300, center=True)
+    assert (box.width, box.height) == (300, 168)
+    truth = np.array([[0.0, 0.0, 1001.0, 563.0], [100.0, 50.0, 900.5, 500.25]])
+    tensor_xy = truth.copy()
+    tensor_xy[:, 0::2] = box.left + truth[:, 0::2] * box.width / 1001
+    tensor_xy[:, 1::2] = box.top + truth[:, 1::2] * box.height / 563
+    np.testing.assert_allclose(box.to_source(tensor_xy), truth, atol=0.5)
+    # And the preprocessor puts the picture exactly there: rows above and below are border.
+    rgb = np.full((563, 1001, 3), 200, np.uint8)
+    frame = av_frame(rgb)
+    assert (frame.width, frame.height) == (1001, 563)
+    tensor, used = Preprocessor(TensorFormat(300, 300, scale=1.0, pad_pixel=0.0), "numpy")(frame)
+    assert used == box
+    rows = np.flatnonzero(tensor[0, 1, :, 150] > 100)
+    assert (rows[0], rows[-1] + 1) == (box.top, box.top + box.height)

@@ -6,6 +6,7 @@ from fractions import Fraction
 import av
 import pytest
 
+from edgepipe.media.encode import Colour
 from edgepipe.serve import codecs
 
 pytestmark = pytest.mark.usefixtures("libx264")
@@ -37,3 +38,15 @@ def test_a_hardware_encoder_that_refuses_live_settings_gives_way_to_libx264(
 def test_a_named_encoder_that_cannot_open_raises() -> None:
     with pytest.raises((av.error.FFmpegError, ValueError)):
         codecs.open_live("no_such_encoder", 640, 360, 1_000_000, TB)
+
+
+def test_the_stream_says_what_its_pixels_mean() -> None:
+    # An HD camera in BT.709 full range: a browser must convert with those, not BT.601 limited.
+    colour = Colour(matrix="bt709", full_range=True, primaries=1, trc=1)
+    ctx = codecs.open_live("libx264", 640, 360, 1_000_000, TB, colour)
+    frame = av.VideoFrame(640, 360, "yuv420p")
+    colour.tag(frame)
+    frame.pts = 0
+    decoder = av.CodecContext.create("h264", "r")
+    decoded = [f for p in [*ctx.encode(frame), *ctx.encode(None)] for f in decoder.decode(p)]
+    assert (decoded[0].colorspace, decoded[0].color_range) == (1, 2)  # AVCOL_SPC_BT709, AVCOL_RANGE_JPEG

@@ -35,6 +35,25 @@ def face_detector(centerface: Path) -> Detector:
     return detector
 
 
+@pytest.mark.parametrize(("colorspace", "color_range"), [("ITU709", "JPEG"), ("ITU601", "MPEG")])
+def test_centerface_finds_a_face_in_an_hd_frame_in_its_own_colours(
+    face_detector: Detector, colorspace: str, color_range: str
+) -> None:
+    # An odd-sized HD picture (a camera's crop) with the astronaut at (301, 97), read in the
+    # matrix and range its tags say; the box maps back per axis onto the frame.
+    canvas = np.full((721, 1283, 3), 90, np.uint8)
+    canvas[97 : 97 + 512, 301 : 301 + 512] = skimage.data.astronaut()
+    decoded = av.VideoFrame.from_ndarray(canvas, format="rgb24").reformat(
+        format="yuv420p", dst_colorspace=colorspace, dst_color_range=color_range
+    )
+    frame = from_av(decoded, source_id="camera", seq=0)
+    assert (frame.matrix, frame.full_range) == (colorspace.replace("ITU", "bt"), color_range == "JPEG")
+    (face,) = face_detector.process(frame)
+    assert face.score > 0.7
+    x0, y0, x1, y1 = ASTRONAUT_FACE
+    assert iou(face.box, (x0 + 301, y0 + 97, x1 + 301, y1 + 97)) > 0.5, face.box
+
+
 @pytest.mark.parametrize("path", ["numpy", "swscale"])
 def test_centerface_finds_the_astronauts_face(face_detector: Detector, path: str) -> None:
     rgb = skimage.data.astronaut()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ from edgepipe import Pipeline
 from edgepipe.core import memory
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.planning import PlanNode, plan_graph
+from edgepipe.core.runtime import Runtime
 from edgepipe.infer import SessionConfig
 from edgepipe.infer.errors import ModelNotFound
 from edgepipe.infer.registry import REGISTRY
@@ -37,10 +39,19 @@ def test_the_plan_has_the_running_detectors_buffers_and_its_weights(
     planned = plan_graph(_pipeline(Detector("centerface")).validate(), dry_run)
     process_plan = MemoryPlan(limit_bytes=1 << 30)
     monkeypatch.setattr(memory, "_PLAN", process_plan)
-    detector = Detector("centerface")  # kept: its tensors are reserved while it holds them
-    run_pipeline(_pipeline(detector), duration_s=1.0)
+    detector = Detector("centerface")
+    ran: list[tuple[str, str, int]] = []
+
+    async def while_it_runs(runtime: Runtime) -> None:
+        for _ in range(3000):
+            if detector.inferred:
+                ran.extend(_entries(process_plan))
+                return
+            await asyncio.sleep(0.01)
+
+    run_pipeline(_pipeline(detector), duration_s=1.0, watchers=[while_it_runs])
     assert detector.inferred > 0
-    ran = _entries(process_plan)
+    assert [e for e in _entries(process_plan) if e[0] == "faces"] == []  # given back at stop
     assert ("faces", "input tensors (3 x 320x256 float32)", 3 * 3 * 320 * 256 * 4) in ran
     assert ("faces", "model weights (centerface.onnx, file size)", centerface.stat().st_size) in ran
     assert _entries(dry_run) == ran  # the plan is what the run reserves

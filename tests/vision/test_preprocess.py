@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from edgepipe.infer import SessionConfig
-from edgepipe.media.frame import from_rgb
+from edgepipe.media.colour import Matrix
+from edgepipe.media.frame import from_av, from_rgb
 from edgepipe.vision.model import LoadedModel, load_model
 from edgepipe.vision.preprocess import Normalize, Prepared, TensorCache
+from tests.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip
 from tests.onnx_builders import constant_detector
 
 OUTPUTS = {"output0": np.zeros((1, 7, 100), np.float32)}
@@ -81,3 +84,16 @@ def test_prepared_holds_the_frame_until_released() -> None:
     assert f.refs == 2
     prepared.release()
     assert f.refs == 1
+
+
+@pytest.mark.parametrize(("matrix", "full_range", "width", "height"),
+                         [("bt709", True, 1280, 720), ("bt601", False, 640, 480)])  # fmt: skip
+def test_the_detectors_tensor_has_the_clips_colours(
+    tmp_path: Path, free_size: LoadedModel, matrix: Matrix, full_range: bool, width: int, height: int
+) -> None:
+    clip = make_colour_clip(tmp_path / "c.mp4", matrix, full_range, width, height)
+    cache = TensorCache(free_size, input_size=320, normalize=Normalize(scale=1.0))
+    tensor, box = cache(from_av(first_frame(clip), source_id="clip", seq=0))
+    middle = tensor[0, :, box.top + box.height // 2, box.left + box.width // 2]
+    np.testing.assert_allclose(middle, PATCH, atol=2)
+    np.testing.assert_allclose(tensor[0, :, box.top + 2, box.left + 2], BACKGROUND, atol=2)
