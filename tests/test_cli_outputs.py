@@ -30,7 +30,7 @@ def error_line(stderr: str) -> str:
         (["--threshold", "nan"], ["--threshold", "'nan'"]),
         (["--every", "0"], ["--every", "at least 1"]),
         (["--output", "/proc/edgepipe-x.mp4"], ["--output", "/proc/edgepipe-x.mp4"]),
-        (["--output", "/nonexistent-dir/x.mp4"], ["--output", "/nonexistent-dir does not exist"]),
+        (["--output", "{tmp}/missing/x.mp4"], ["--output", "missing does not exist; create it first"]),
         (["--output", "{tmp}"], ["--output", "not a folder"]),
         (["--duration", "nan"], ["--duration", "finite number of seconds above 0"]),
         (["--duration", "-1"], ["--duration", "'-1'"]),

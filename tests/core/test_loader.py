@@ -186,8 +186,8 @@ def test_annotated_constraints_pass_good_values_through(
         (["--threshold", "nan"], r"--threshold: expected a number, got 'nan'"),
         (["--plain", "nan"], r"--plain: expected a number, got 'nan'"),
         (["--every-s", "0"], r"--every-s: expected a number more than 0, got '0'"),
-        (["--output", "/nonexistent-dir/x.mp4"], r"--output: expected a file path in an existing folder "
-                                                 r"\(/nonexistent-dir does not exist; create it first\)"),
+        (["--output", "missing/x.mp4"], r"--output: expected a file path in an existing folder "
+                                        r"\(missing does not exist; create it first\)"),
         (["--record", "."], r"--record: expected a file path, not a folder"),
     ],
 )  # fmt: skip
@@ -200,9 +200,10 @@ def test_a_value_outside_its_constraint_names_the_parameter_and_what_it_allows(
         load_pipeline(path, args)
 
 
-def test_defaults_are_checked_too(tmp_path: Path) -> None:
-    text = CONSTRAINED.replace('Path("out.mp4")', 'Path("/nonexistent-dir/out.mp4")')
+def test_defaults_are_checked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = CONSTRAINED.replace('Path("out.mp4")', 'Path("missing/out.mp4")')
     path = write(tmp_path, text)
     with pytest.raises(ParameterError, match=r"--output: expected a file path in an existing folder .*"
-                                              r"got PosixPath\('/nonexistent-dir/out.mp4'\) \(its default\)"):  # fmt: skip
+                                              r"got PosixPath\('missing/out.mp4'\) \(its default\)"):  # fmt: skip
         load_pipeline(path, [])
