@@ -3,8 +3,7 @@
 Exit codes: 0 success (including a stop by SIGINT/SIGTERM or ``--duration``, and standard
 output closed by the reader of ``--results -``); 1 a node failed at run time, results could not
 be written, or a sink wrote nothing it was given; 2 the pipeline file, its parameters or the
-command line are wrong. No traceback is
-shown unless ``--debug``.
+command line are wrong, found before anything starts. No traceback is shown unless ``--debug``.
 """
 
 from __future__ import annotations
