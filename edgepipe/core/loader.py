@@ -98,11 +98,19 @@ def pipeline_function(module: types.ModuleType, path: str) -> typing.Callable[..
     return fn  # type: ignore[no-any-return]
 
 
-def parameters(fn: typing.Callable[..., Any]) -> list[Param]:
+def parameters(fn: typing.Callable[..., Any], *, path: str = "", line: int | None = None) -> list[Param]:
+    """The parameters of ``fn`` with their types and constraints. Raises
+    :class:`PipelineFileError` when an annotation names what the file does not define (a
+    constraint must never be dropped silently)."""
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception:
-        hints = {}
+        hints = _parameter_hints(fn)
+    except Exception as exc:
+        raise PipelineFileError(
+            f"the annotations of pipeline() cannot be read: {type(exc).__name__}: {exc} "
+            "(is everything they name imported?)",
+            path=path or getattr(fn, "__module__", "?"),
+            line=line,
+        ) from None
     out = []
     for p in inspect.signature(fn).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -112,6 +120,23 @@ def parameters(fn: typing.Callable[..., Any]) -> list[Param]:
             annotation = type(p.default) if p.default is not None else str
         out.append(Param(p.name, annotation, p.default, constraints))
     return out
+
+
+def _parameter_hints(fn: typing.Callable[..., Any]) -> dict[str, Any]:
+    """The evaluated annotations of ``fn``'s parameters (its return annotation may name what
+    is imported for type checkers only: it is not needed)."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception:
+        pass
+    namespace = getattr(fn, "__globals__", {})
+    hints = {}
+    for p in inspect.signature(fn).parameters.values():
+        annotation = p.annotation
+        if isinstance(annotation, str):  # `from __future__ import annotations`
+            annotation = eval(annotation, namespace)  # what get_type_hints does, one at a time
+        hints[p.name] = annotation
+    return hints
 
 
 def _constraints(annotation: Any) -> tuple[Any, tuple[Constraint, ...]]:
@@ -256,7 +281,7 @@ def load_pipeline(path: str | os.PathLike[str], args: list[str] | None = None) -
         fn_line: int | None = inspect.getsourcelines(fn)[1]
     except (OSError, TypeError):
         fn_line = None
-    values = parse_params(list(args or []), parameters(fn), path=path, line=fn_line)
+    values = parse_params(list(args or []), parameters(fn, path=path, line=fn_line), path=path, line=fn_line)
     try:
         result = fn(**values)
     except GraphError:

@@ -207,3 +207,20 @@ def test_defaults_are_checked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     with pytest.raises(ParameterError, match=r"--output: expected a file path in an existing folder .*"
                                               r"got PosixPath\('missing/out.mp4'\) \(its default\)"):  # fmt: skip
         load_pipeline(path, [])
+
+
+def test_an_annotation_naming_what_is_not_imported_is_refused_not_ignored(tmp_path: Path) -> None:
+    text = CONSTRAINED.replace(
+        "from edgepipe import Pipeline, Range, WritableFile", "from edgepipe import Pipeline"
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(PipelineFileError, match=r"p\.py:6: the annotations of pipeline\(\) cannot be read: "
+                                                r"NameError: name 'Range' is not defined"):  # fmt: skip
+        load_pipeline(path, ["--input-size", "-3"])
+
+
+def test_a_return_annotation_for_type_checkers_only_is_no_obstacle(tmp_path: Path) -> None:
+    text = CONSTRAINED.replace(") -> Pipeline:\n", ") -> OnlyForTypeCheckers:\n", 1)
+    path = write(tmp_path, text)
+    with pytest.raises(ParameterError, match=r"--input-size: expected a number in \[32, 4096\], got '-3'"):
+        load_pipeline(path, ["--input-size", "-3"])
