@@ -82,7 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument(
         "--plan", action="store_true", help="print what it would reserve against the memory budget, and exit"
     )
-    run_p.add_argument("--port", type=_port, metavar="N", help="serve /metrics, /health, /graph on this port")
+    run_p.add_argument(
+        "--port",
+        type=_port,
+        metavar="N",
+        help="serve the viewer page (/), WebRTC, /metrics, /health and /graph on this port",
+    )
     run_p.add_argument(
         "--host",
         default="127.0.0.1",
@@ -151,6 +156,8 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
     )
     for handler in logging.getLogger().handlers:  # a password in a source URL is never logged
         handler.addFilter(RedactingFilter())
+    if not debug:  # ICE logs four lines of candidate checks per viewer: detail, not news
+        logging.getLogger("aioice").setLevel(logging.WARNING)
 
 
 SETTLE_S = 1.0
@@ -280,7 +287,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     watchers: list[Watcher] = []
     if args.port is not None:
         from edgepipe.serve import HttpServer, ServeConfig
+        from edgepipe.serve.stream import streams_of
 
+        streams_of(graph)  # two streams in one pipeline: exit 2 now, not at the first viewer
         server = HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
         server.bind()  # a port in use stops here, before any camera is opened
         watchers.append(server)

@@ -11,6 +11,15 @@ path to an .onnx file) finds faces; the detections carry their own frame, so the
 exactly the picture that was analysed, never on a later one. With ``--every N`` the model runs
 on one frame in N and a tracker moves the boxes over the frames between.
 
+What holds, exactly: with ``--every 1`` (the default) every frame recorded or streamed was
+analysed by the model, and every face it found (score at least ``--threshold``) is pixelated,
+with a 15% margin. With ``--every N`` the frames between two model runs carry the tracker's
+boxes, pixelated with a 35% margin (a face may have moved off the prediction): a face already
+found stays hidden while it moves, but a face that *enters* the picture between two model runs
+is visible for up to N-1 frames. On any setting a face the model does not find (too small for
+``--input-size``, turned away, under the threshold) is not pixelated: check the model on your
+camera's picture before you rely on it.
+
 A file is processed frame by frame (nothing dropped, as fast as the model allows). A live
 camera feeds the detector through a ``latest`` queue: when the model is slower than the
 camera, frames are skipped (counted in ``--stats``), never recorded unblurred; a frame more

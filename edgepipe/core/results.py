@@ -39,6 +39,7 @@ from typing import IO, Any
 
 from edgepipe.core.errors import OutputError
 from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.redact import redact, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,9 @@ def message_parts(item: Any) -> tuple[str | None, str, Any, float | None]:
 def encode(item: Any, node_id: str) -> str:
     """One JSON line (with its newline) for ``item`` emitted by ``node_id``."""
     node, kind, data, t = message_parts(item)
+    if isinstance(data, dict | list | str):  # a runtime error's text may quote a camera's URL
+        with contextlib.suppress(RecursionError):  # a cycle: kept as (redacted) text below
+            data = redact(data)
     record = {"t": t if t is not None else time.time(), "node": node or node_id, "kind": kind, "data": data}
     try:
         return json.dumps(record, default=to_jsonable, separators=(",", ":")) + "\n"
@@ -119,7 +123,7 @@ def encode(item: Any, node_id: str) -> str:
             text = repr(data)[:1000]
         except Exception:
             text = f"<{type(data).__name__}>"
-        record["data"] = {"unencodable": text, "error": f"{type(exc).__name__}: {exc}"}
+        record["data"] = {"unencodable": redact_text(text), "error": f"{type(exc).__name__}: {exc}"}
         return json.dumps(record, separators=(",", ":")) + "\n"
 
 

@@ -33,6 +33,7 @@ from edgepipe.core.graph import Graph
 from edgepipe.core.memory import memory_plan
 from edgepipe.core.metrics import NodeStats
 from edgepipe.core.node import NodeRunner
+from edgepipe.core.redact import redact
 from edgepipe.core.results import Message, ResultsWriter
 from edgepipe.core.spec import NodeKind
 
@@ -212,7 +213,8 @@ class Runtime:
     async def emit_event(self, node_id: str, kind: str, data: Any) -> None:
         """Record a runtime event (error, restart) in the results, if they are being written,
         and tell the listeners."""
-        message = Message(kind=kind, data=data, node=node_id)
+        # an error's text may quote a source's URL: no listener (a viewer) or result sees its password
+        message = Message(kind=kind, data=redact(data), node=node_id)
         for listener in list(self._listeners):
             try:
                 listener(message)

@@ -41,7 +41,7 @@ class _Progress:
 class ProgressTracker:
     """When each source last produced; :meth:`verdict` says whether all of them are healthy."""
 
-    def __init__(self, stall_after_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, stall_after_s: float = 4.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.stall_after_s = stall_after_s
         self._clock = clock
         self._sources: dict[str, _Progress] = {}

@@ -1,4 +1,5 @@
-"""What a viewer may send on a data channel: a keyframe request, and nothing else.
+"""What a viewer may send on a data channel: a keyframe request, and nothing else. Its player's
+RTCP keyframe requests (PLI, FIR) go through the same limit (:meth:`ViewerInbox.rtcp_keyframe`).
 
 The server listens on every data channel of a viewer's peer: its own ``results`` channel and any
 channel the viewer opens. A message is a msgpack map with ``v`` and ``kind``, as on ``results``
@@ -27,6 +28,7 @@ from typing import Any
 from aiortc.rtcdatachannel import RTCDataChannel
 
 from edgepipe.serve import messages
+from edgepipe.serve.encoder import SharedEncoder
 from edgepipe.serve.security import LogBudget, printable
 from edgepipe.serve.tracks import PacketTrack
 
@@ -62,6 +64,18 @@ class ViewerInbox:
         self._clock = clock
         self._t_keyframe = float("-inf")
         self._log = LogBudget(log, lines=1, clock=clock)
+
+    def rtcp_keyframe(self, encoder: SharedEncoder) -> None:
+        """A PLI or FIR from the viewer's player (RTCP): passed on to ``encoder`` under the same
+        limit as a ``keyframe`` message. A player on a lossy link sends them often, and every
+        viewer of the source pays for each keyframe."""
+        now = self._clock()
+        if now - self._t_keyframe < KEYFRAME_EVERY_S:
+            self.ignored += 1
+            return
+        self._t_keyframe = now
+        self.keyframes += 1
+        encoder.request_keyframe()
 
     def listen(self, channel: RTCDataChannel) -> None:
         """Read every message ``channel`` receives."""

@@ -17,7 +17,7 @@ Every message is a msgpack map with ``v`` (the schema version, :data:`SCHEMA_VER
 
 ``sync`` (once per viewer per track, before that track's first ``detections``)::
 
-    {"v": 1, "kind": "sync", "source": "cam", "first_pts_90k": 120000}
+    {"v": 1, "kind": "sync", "source": "cam", "first_pts_90k": 120000, "rtp_offset": 2716443991}
 
 ``source_state`` (a source connected, stalled, reconnected or ended; a viewer also gets each
 source's latest state when its channel opens)::
@@ -45,9 +45,14 @@ sends is dropped and counted.
 Alignment with the video: aiortc starts each sender's RTP clock at a random offset, so a
 client cannot read pts off RTP timestamps directly. ``pts_90k`` is the frame's time on the
 track's 90 kHz timeline (:func:`pts_90k`, the pts of the H.264 packet sent for that frame) and
-``first_pts_90k`` is the pts of the first packet sent to this viewer on that track. With the RTP
-timestamp ``rtp0`` of the first frame the client received: ``pts = first_pts_90k + (rtp -
-rtp0) mod 2**32``, and a message belongs to the frame whose pts equals its ``pts_90k``.
+``first_pts_90k`` is the pts of the first packet sent to this viewer on that track;
+``rtp_offset`` is that sender's ``(rtp - pts) mod 2**32``. A frame's pts is then
+``first_pts_90k + (rtp - rtp_offset - first_pts_90k) mod 2**32`` for its RTP timestamp ``rtp``,
+and a message belongs to the frame whose pts equals its ``pts_90k``. Where ``rtp_offset`` is
+missing (the sender's clock could not be read), the RTP timestamp ``rtp0`` of the first frame
+the client received stands in for ``first_pts_90k + rtp_offset``: ``pts = first_pts_90k + (rtp -
+rtp0) mod 2**32``, right as long as that frame was the first sent (a lost first keyframe makes
+it wrong by the gap, hence the offset).
 Messages that carry a ``pts_90k`` wait for their track's ``sync``: a viewer is sent none
 before its first video packet of that source.
 """
@@ -60,6 +65,7 @@ from typing import Any
 
 import msgpack
 
+from edgepipe.core.redact import redact, redact_text
 from edgepipe.core.results import message_parts, to_jsonable
 from edgepipe.vision.detection import Detection, Detections
 
@@ -91,7 +97,7 @@ def detections_message(dets: Detections) -> dict[str, Any]:
     return {
         "v": SCHEMA_VERSION,
         "kind": "detections",
-        "source": dets.source_id,
+        "source": redact_text(dets.source_id),
         "seq": dets.seq,
         "pts_90k": pts_90k(dets.t_decoded_ns),
         "t_ms": wall_ms(dets.t_decoded_ns) if dets.t_decoded_ns else None,
@@ -125,12 +131,20 @@ def message_of(item: Any, node_id: str | None = None) -> dict[str, Any]:
                 message[key] = value
     elif data is not None:
         message["data"] = data
+    try:
+        redacted: dict[str, Any] = redact(message)  # no password of a source URL reaches a viewer
+    except RecursionError:  # a payload that contains itself: say so rather than fail the sink
+        return {"v": SCHEMA_VERSION, "kind": kind, "data": "unencodable (the payload contains itself)"}
+    return redacted
+
+
+def sync_message(source_id: str, first_pts_90k: int, rtp_offset: int | None = None) -> dict[str, Any]:
+    """The ``sync`` message: the pts of the first packet a viewer was sent on a track, and the
+    track's RTP clock offset when known."""
+    message = {"v": SCHEMA_VERSION, "kind": "sync", "source": source_id, "first_pts_90k": first_pts_90k}
+    if rtp_offset is not None:
+        message["rtp_offset"] = rtp_offset
     return message
-
-
-def sync_message(source_id: str, first_pts_90k: int) -> dict[str, Any]:
-    """The ``sync`` message: the pts of the first packet a viewer was sent on a track."""
-    return {"v": SCHEMA_VERSION, "kind": "sync", "source": source_id, "first_pts_90k": first_pts_90k}
 
 
 def pack(message: dict[str, Any]) -> bytes:

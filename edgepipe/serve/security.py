@@ -14,9 +14,12 @@ name in ``Host``, so any ``Host`` but a loopback name or address is refused (403
 (off loopback) the token covers it: a page cannot know it. A proxy in front must pass a loopback
 ``Host`` (nginx: ``proxy_set_header Host 127.0.0.1;``).
 
-No CORS headers, on purpose: a page of another origin may send a simple request but must never
-read an answer (the browser withholds it without ``Access-Control-Allow-Origin``), and cannot
-send a JSON or SDP body with its content type at all (that needs a preflight, never allowed).
+No CORS headers, on purpose: a page of another origin must never read an answer (the browser
+withholds it without ``Access-Control-Allow-Origin``), and cannot send a JSON or SDP body with
+its content type (that needs a preflight, never allowed; ``/offer`` and ``/whep`` take nothing
+else). A request that changes something (any method but GET and HEAD) whose ``Origin`` is not
+this server's own is refused (403) as well: a browser always says where a cross-site request
+comes from.
 """
 
 from __future__ import annotations
@@ -115,8 +118,17 @@ def middlewares(config: ServeConfig) -> list[Middleware]:
 
     @web.middleware
     async def loopback_host(request: web.Request, handler: Handler) -> web.StreamResponse:
-        # Only without a token: see the module docstring (DNS rebinding).
         host = request.headers.get("Host")
+        origin = request.headers.get("Origin")
+        if origin is not None and request.method not in ("GET", "HEAD") and not _same_origin(origin, host):
+            log_403.warning(
+                "%s %s: refused: a request from another site (Origin %s)",
+                request.method,
+                _path(request),
+                printable(origin[:100]),
+            )
+            return web.json_response({"error": "forbidden: a request from another site"}, status=403)
+        # Only without a token: see the module docstring (DNS rebinding).
         if token is None and host is not None and not is_loopback_host(host):
             log_403.warning(
                 "%s %s: refused: Host %s is not a loopback name (DNS rebinding?)",
@@ -167,6 +179,12 @@ class ServerLog(logging.LoggerAdapter[logging.Logger]):
             self.refused.warning("bad HTTP request from %s: %s", args[0] if args else "?", reason)
         else:
             super().exception(msg, *args, exc_info=exc_info, **kwargs)  # type: ignore[arg-type]
+
+
+def _same_origin(origin: str, host: str | None) -> bool:
+    """``Origin: scheme://name[:port]`` names the server the request was sent to (``Host``)."""
+    _, _, authority = origin.partition("://")
+    return host is not None and authority.lower() == host.lower()
 
 
 def is_loopback_host(host: str) -> bool:

@@ -37,7 +37,11 @@ def _stream(request: web.Request) -> WebRTCStream:
 
 
 async def offer(request: web.Request) -> web.Response:
-    """``{"sdp": ..., "type": "offer"}`` -> ``{"sdp": ..., "type": "answer"}``."""
+    """``{"sdp": ..., "type": "offer"}`` -> ``{"sdp": ..., "type": "answer"}``. Only as
+    ``application/json``: a page of another site can send ``text/plain`` without asking the
+    browser first (a "simple" request), and would hold viewer slots with forged offers."""
+    if request.content_type != "application/json":
+        raise web.HTTPUnsupportedMediaType(text="/offer takes Content-Type: application/json\n")
     body = await request.json()  # malformed JSON: ValueError -> 400 (security middleware)
     if not isinstance(body, dict):
         raise ValueError("the body must be a JSON object with sdp and type")
@@ -61,7 +65,7 @@ async def whep(request: web.Request) -> web.Response:
 
 async def whep_delete(request: web.Request) -> web.Response:
     stream = _stream(request)
-    if not await stream.viewers.close(request.match_info["viewer"]):
+    if not await stream.viewers.close(request.match_info["viewer"], "DELETE"):
         raise web.HTTPNotFound(text="no such viewer\n")
     return web.Response(status=200)
 

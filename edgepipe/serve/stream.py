@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from edgepipe.core.errors import PipelineError
 from edgepipe.core.graph import Graph
 from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
 
@@ -71,10 +72,17 @@ class WebRTCStream:
 
 
 def streams_of(graph: Graph) -> list[WebRTCStream]:
-    """The streams a pipeline's nodes feed (through :meth:`WebRTCStream.video` sinks)."""
+    """The stream a pipeline's nodes feed (through :meth:`WebRTCStream.video` sinks), if any.
+    Raises :class:`~edgepipe.core.errors.PipelineError` for more than one: viewers are answered
+    with one, and the others would be silently unseen."""
     found: dict[int, WebRTCStream] = {}
     for node in graph.nodes:
         stream = getattr(node.target, "stream", None)
         if isinstance(stream, WebRTCStream):
             found[id(stream)] = stream
+    if len(found) > 1:
+        raise PipelineError(
+            f"pipeline {graph.name!r} feeds {len(found)} WebRTCStream objects; use one for every "
+            "source (stream.video(source) for each)"
+        )
     return list(found.values())

@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -73,10 +73,12 @@ class Viewer:
         self.sent_messages = 0
         self.dropped_messages = 0
         self._first_pts: dict[str, int] = {}
+        self._rtp_offsets: dict[str, int | None] = {}
         self._synced: set[str] = set()
 
-    def first_packet(self, source_id: str, pts_90k: int) -> None:
+    def first_packet(self, source_id: str, pts_90k: int, rtp_offset: int | None) -> None:
         self._first_pts[source_id] = pts_90k
+        self._rtp_offsets[source_id] = rtp_offset
         self._flush_sync()
 
     def opened(self, states: Iterable[dict[str, Any]]) -> None:
@@ -87,7 +89,8 @@ class Viewer:
 
     def _flush_sync(self) -> None:
         for source_id, pts in self._first_pts.items():
-            if source_id not in self._synced and self._send(messages.sync_message(source_id, pts)):
+            sync = messages.sync_message(source_id, pts, self._rtp_offsets.get(source_id))
+            if source_id not in self._synced and self._send(sync):
                 self._synced.add(source_id)
 
     def send_results(self, message: dict[str, Any]) -> bool:
@@ -173,7 +176,6 @@ class Viewers:
         video had not started (all viewers, since the start)."""
         self.states: dict[str, dict[str, Any]] = {}
         """Each source's latest ``source_state`` message, for viewers that join later."""
-        self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failed: asyncio.Queue[str] = asyncio.Queue(4 * limit)  # closed by run()
 
@@ -202,7 +204,9 @@ class Viewers:
         self._loop = asyncio.get_running_loop()
         ice.restrict_host_addresses()
         pc = RTCPeerConnection(ice.configuration())
-        viewer = Viewer(f"v{next(self._ids)}", pc, self.max_buffered_bytes)
+        # Unguessable: the id is what DELETE /whep/{id} ends; counting ids would let anyone
+        # allowed to call it end every other viewer (found by review).
+        viewer = Viewer(secrets.token_urlsafe(12), pc, self.max_buffered_bytes)
         self.viewers[viewer.viewer_id] = viewer
         try:
             # Transceivers made before the offer is applied take its video m-lines, and their
@@ -212,8 +216,11 @@ class Viewers:
                 track = PacketTrack(encoder, on_first=functools.partial(viewer.first_packet, source_id))
                 viewer.tracks[source_id] = track
                 transceiver = pc.addTransceiver(track, direction="sendonly")
+                track.sender = transceiver.sender
                 transceiver.setCodecPreferences(_codecs(codec or "h264"))
-                forward_keyframe_requests(transceiver.sender, encoder)
+                forward_keyframe_requests(
+                    transceiver.sender, functools.partial(viewer.inbox.rtcp_keyframe, encoder)
+                )
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type=offer_type))
             channel = viewer.channel = pc.createDataChannel("results", ordered=True)
             channel.on("open", lambda: viewer.opened(list(self.states.values())))
@@ -225,10 +232,10 @@ class Viewers:
             await pc.setLocalDescription(await pc.createAnswer())
         except (*_SDP_ERRORS, InvalidAccessError, InvalidStateError, OperationError) as exc:
             # aiortc's errors for an SDP it cannot parse or answer
-            await self.close(viewer.viewer_id)
+            await self.close(viewer.viewer_id, "its offer could not be answered")
             raise OfferError(f"cannot answer this offer: {type(exc).__name__}: {exc}") from exc
         except BaseException:
-            await self.close(viewer.viewer_id)
+            await self.close(viewer.viewer_id, "interrupted while answering")
             raise
         shown = codec or "no video"
         log.info("viewer %s answered, %s (%d of %d)", viewer.viewer_id, shown, len(self.viewers), self.limit)
@@ -236,13 +243,14 @@ class Viewers:
 
     async def _drop_stuck(self) -> None:
         """Close viewers still not connected :data:`CONNECT_DEADLINE_S` after their offer (an
-        offer with unreachable candidates would otherwise hold a slot for good)."""
+        offer with unreachable candidates would otherwise hold a slot for good), and those whose
+        connection ended but were not closed yet (their notice was lost: the queue was full)."""
         now = time.monotonic()
         for viewer_id, viewer in list(self.viewers.items()):
-            stuck = viewer.pc.connectionState in ("new", "connecting")
-            if stuck and now - viewer.t_offer > CONNECT_DEADLINE_S:
-                log.info("viewer %s never connected: closed", viewer_id)
-                await self.close(viewer_id)
+            state = viewer.pc.connectionState
+            stuck = state in ("new", "connecting") and now - viewer.t_offer > CONNECT_DEADLINE_S
+            if stuck or state in ("failed", "closed"):
+                await self.close(viewer_id, "never connected" if stuck else f"connection {state}")
 
     def _state_changed(self, viewer: Viewer) -> None:
         if viewer.pc.connectionState in ("failed", "closed") and viewer.viewer_id in self.viewers:
@@ -262,14 +270,14 @@ class Viewers:
                 async with asyncio.timeout(1.0):
                     viewer_id = await self._failed.get()
             try:
-                if viewer_id is not None and await self.close(viewer_id):
-                    log.info("viewer %s: connection failed", viewer_id)
+                if viewer_id is not None and viewer_id in self.viewers:
+                    await self.close(viewer_id, f"connection {self.viewers[viewer_id].pc.connectionState}")
                 await self._drop_stuck()
             except Exception:  # one peer's close must not end the upkeep of the others
                 log.exception("closing viewer %s failed", viewer_id)
 
-    async def close(self, viewer_id: str) -> bool:
-        """End one viewer; False if there was none of that id."""
+    async def close(self, viewer_id: str, why: str = "closed") -> bool:
+        """End one viewer (``why`` goes in the log line); False if there was none of that id."""
         viewer = self.viewers.pop(viewer_id, None)
         if viewer is None:
             return False
@@ -281,13 +289,13 @@ class Viewers:
         ):
             self.inbound_left[outcome] += n
         await viewer.close()
-        log.info("viewer %s left", viewer_id)
+        log.info("viewer %s left (%s)", viewer_id, why)
         return True
 
     async def close_all(self) -> None:
         """End every viewer (shutdown)."""
         for viewer_id in list(self.viewers):
-            await self.close(viewer_id)
+            await self.close(viewer_id, "the server is stopping")
 
     def inbound(self) -> dict[str, int]:
         """What viewers sent since the start, by outcome (keyframe, ignored, dropped)."""

@@ -21,20 +21,30 @@ def _frame_of(detections: Detections) -> Frame:
 
 class Redact:
     """Pixelates every detected box, grown by ``margin`` (a fraction of its size) so that hair
-    and ears go too. Runs on a worker thread."""
+    and ears go too; boxes the tracker predicted between model runs (``Detections.inferred``
+    false) by ``predicted_margin``, since a face may have moved off the prediction. Runs on a
+    worker thread."""
 
-    def __init__(self, margin: float = 0.15, labels: frozenset[str] | None = None) -> None:
+    def __init__(
+        self, margin: float = 0.15, labels: frozenset[str] | None = None, predicted_margin: float = 0.35
+    ) -> None:
+        if not 0 <= margin <= 10 or not 0 <= predicted_margin <= 10:
+            raise ValueError(
+                f"margins are fractions of a box's size in [0, 10], not {margin}, {predicted_margin}"
+            )
         self.margin = margin
+        self.predicted_margin = max(margin, predicted_margin)
         self.labels = labels
         """Only these labels (None: every detection)."""
 
     def process(self, detections: Detections) -> Frame:
         frame = writable_copy(_frame_of(detections))
+        margin = self.margin if detections.inferred else self.predicted_margin
         for det in detections.items:
             if self.labels is not None and det.label not in self.labels:
                 continue
             x1, y1, x2, y2 = det.box
-            dx, dy = (x2 - x1) * self.margin, (y2 - y1) * self.margin
+            dx, dy = (x2 - x1) * margin, (y2 - y1) * margin
             blur_region(frame, (x1 - dx, y1 - dy, x2 + dx, y2 + dy))
         return frame
 

@@ -134,3 +134,10 @@ async def test_a_full_disk_is_an_error_that_counts_what_was_lost() -> None:
     await writer.close()
     assert writer.error == "/dev/full: cannot write results: No space left on device"
     assert (writer.lines_written, writer.lines_lost, gone) == (0, 3, [])
+
+
+def test_a_password_quoted_in_a_result_is_masked() -> None:
+    # A runtime error's text quotes the camera URL as the library said it.
+    line = encode(Message("error", {"message": "cannot reach rtsp://admin:hunter2pw@10.0.0.7/live"}), "probe")
+    assert "hunter2pw" not in line
+    assert json.loads(line)["data"]["message"] == "cannot reach rtsp://admin:***@10.0.0.7/live"

@@ -48,13 +48,22 @@ def test_figures_keep_the_span_and_divide_the_server_cpu_by_the_frames() -> None
     assert (empty["cpu_ms_per_frame"], empty["latency_p99_ms"], empty["others_cpu_mean"]) == (None, None, 0.0)
 
 
-def test_targets_are_judged_on_one_viewer_latency_and_the_cpu_ratio() -> None:
-    verdicts = judge({"viewers_1": {"latency_p99_ms": 120.0}, "cpu_ratio_4_vs_1": 1.1})
-    assert [met for met, _ in verdicts.values()] == [True, True]
-    verdicts = judge({"viewers_1": {"latency_p99_ms": 250.0}, "cpu_ratio_4_vs_1": 1.5})
-    assert [met for met, _ in verdicts.values()] == [False, False]
-    verdicts = judge({"viewers_1": {"latency_p99_ms": None}, "cpu_ratio_4_vs_1": None})
-    assert [met for met, _ in verdicts.values()] == [False, False]
+def test_targets_are_judged_on_one_viewer_latency_the_cpu_ratio_and_frames_delivered() -> None:
+    def run(p99: float | None, per_viewer: list[int], unmatched: int = 0) -> dict:
+        return {"latency_p99_ms": p99, "frames_per_viewer": per_viewer, "frames_unmatched": unmatched,
+                "encoder_frames": 100}  # fmt: skip
+
+    verdicts = judge(
+        {"viewers_1": run(120.0, [99]), "viewers_4": run(150, [98] * 4), "cpu_ratio_4_vs_1": 1.1}
+    )
+    assert [met for met, _ in verdicts.values()] == [True, True, True]
+    # a fast run that lost most frames does not pass on the few that came
+    verdicts = judge(
+        {"viewers_1": run(250.0, [99]), "viewers_4": run(80, [99, 99, 99, 30]), "cpu_ratio_4_vs_1": 1.5}
+    )
+    assert [met for met, _ in verdicts.values()] == [False, False, False]
+    verdicts = judge({"viewers_1": run(None, [90], unmatched=20), "cpu_ratio_4_vs_1": None})
+    assert [met for met, _ in verdicts.values()] == [False, False, False]
 
 
 @pytest.mark.slow

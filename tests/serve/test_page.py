@@ -258,6 +258,9 @@ def watch(url: str, stream: WebRTCStream, loop: asyncio.AbstractEventLoop, tmp_p
         t0, width = b.script(VIDEO)
         b.wait_for(f"return document.querySelector('video').currentTime > {t0} + 0.5", 10)
         seen.update(times=(t0, b.script(VIDEO)[0]), width=width, contrast=b.script(PICTURE))
+        # the pts the page computes for the frame on screen (sync + RTP timestamps), a few times
+        frame_pts = "return window.edgepipeViewer.sources.camera.framePts"
+        seen["frame_pts"] = [b.script(frame_pts) for _ in range(10) if not time.sleep(0.1)]
         send(stream, loop, SENT)
         b.wait_for("return window.edgepipeViewer.malformed > 0", 10)
         seen.update(
@@ -277,7 +280,16 @@ def watch(url: str, stream: WebRTCStream, loop: asyncio.AbstractEventLoop, tmp_p
 async def test_chromium_plays_the_video_with_the_detectors_boxes_over_it(tmp_path: Path) -> None:
     require_chromium()
     stream = WebRTCStream()
+    sent: set[int] = set()  # the pts of every frame encoded for viewers
     async with served(stream) as url:  # WebDriver calls block: they run in a thread
+        encoder = stream.encoders["camera"]
+        encode = encoder.encode
+
+        def encode_and_note(frame: Frame) -> int:
+            sent.add(messages.pts_90k(frame.t_decoded_ns))
+            return encode(frame)
+
+        encoder.encode = encode_and_note  # type: ignore[method-assign]
         seen = await asyncio.to_thread(watch, url, stream, asyncio.get_running_loop(), tmp_path)
     status = seen["status"]
     camera = status["sources"]["camera"]
@@ -297,6 +309,9 @@ async def test_chromium_plays_the_video_with_the_detectors_boxes_over_it(tmp_pat
     # The box drawn is the detector's, for a frame matched through sync + RTP timestamps.
     assert camera["lastBoxes"] == [[*BOX, 0.75, "face", 7]]
     assert camera["drawnPts"] <= camera["framePts"]
+    # exactly the pts of frames sent: a mapping off by any amount would miss (a fixed box does not)
+    assert seen["frame_pts"]
+    assert set(seen["frame_pts"]) <= sent
     assert camera["fps"] > 0
     assert camera["pipelineLatencyMs"] >= 0
     assert camera["captureToDisplayMs"] > 0  # one machine, one clock: shown after it was captured

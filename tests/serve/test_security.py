@@ -77,7 +77,7 @@ async def test_on_loopback_a_foreign_host_header_is_refused(caplog: pytest.LogCa
         # No CORS: a preflight is not answered with permission.
         async with session.options(f"{url}/offer", headers={**evil, "Host": f"127.0.0.1:{port}",
                                    "Access-Control-Request-Method": "POST"}) as r:  # fmt: skip
-            assert r.status == 405
+            assert r.status == 403  # from another site
             assert not any(h.lower().startswith("access-control-") for h in r.headers)
 
 
@@ -104,7 +104,8 @@ async def test_refusals_log_a_few_lines_and_then_say_how_many_were_left_out(
         assert 1 <= len(unauthorized) <= 5
         caplog.clear()
         for _ in range(50):
-            async with session.post(f"{url}/offer", data=b"{", headers=bearer) as r:
+            json_body = {**bearer, "Content-Type": "application/json"}
+            async with session.post(f"{url}/offer", data=b"{", headers=json_body) as r:
                 assert r.status == 400
         assert 1 <= len(caplog.records) <= 5
         assert all("bad request" in r.getMessage() for r in caplog.records)
@@ -122,3 +123,22 @@ async def test_a_request_the_http_parser_refuses_is_one_line_without_a_traceback
     refused = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage()[:28] for r in refused] == ["bad HTTP request from 127.0."] * 2
     assert not [r for r in caplog.records if r.exc_info]
+
+
+async def test_a_page_of_another_site_cannot_post_offers_to_a_loopback_server() -> None:
+    # A "simple" cross-site request (text/plain, no preflight) reaches the server with a genuine
+    # loopback Host; it held every viewer slot with forged offers (found by review).
+    async with serving(Camera()) as (url, _), aiohttp.ClientSession() as session:
+        offer = '{"sdp": "v=0", "type": "offer"}'
+        plain = {"Content-Type": "text/plain", "Origin": "http://evil.example"}
+        async with session.post(f"{url}/offer", data=offer, headers=plain) as r:
+            assert r.status == 403
+        async with session.post(f"{url}/offer", data=offer, headers={"Content-Type": "text/plain"}) as r:
+            assert r.status == 415  # not JSON: refused whoever sends it
+        port = url.rsplit(":", 1)[1]
+        own = {"Content-Type": "application/json", "Origin": f"http://127.0.0.1:{port}"}
+        async with session.post(f"{url}/offer", data=offer, headers=own) as r:
+            assert r.status == 404  # past the guards: this pipeline streams nothing
+        for origin in ("null", f"http://127.0.0.1:{int(port) + 1}", f"https://127.0.0.1:{port}.evil.example"):
+            async with session.post(f"{url}/offer", data=offer, headers={**own, "Origin": origin}) as r:
+                assert r.status == 403, origin

@@ -101,6 +101,8 @@ async def test_a_viewer_connects_through_whep_and_leaves_with_delete() -> None:
             assert r.content_type == "application/sdp"
             location = r.headers["Location"]
             answer = await r.text()
+        # unguessable: the id is what ends the viewer (not v1, v2 … for anyone to DELETE)
+        assert len(location.removeprefix("/whep/")) >= 16
         await viewer.pc.setRemoteDescription(RTCSessionDescription(answer, "answer"))
         frames = await viewer.watch(30, 10)
         other = Viewer()  # the limit is one viewer: a second one is turned away

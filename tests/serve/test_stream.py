@@ -17,11 +17,12 @@ from aiortc import RTCRtpReceiver, RTCSessionDescription
 from prometheus_client.parser import text_string_to_metric_families
 
 from edgepipe import Message, Pipeline
+from edgepipe.core.errors import PipelineError
 from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame
 from edgepipe.media.source import VideoSource
 from edgepipe.serve import HttpServer, ServeConfig, messages
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.stream import WebRTCStream, streams_of
 
 from .peers import Peer
 
@@ -141,3 +142,38 @@ def test_a_stream_without_a_server_loads_no_web_stack() -> None:
     )
     lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert lines.split("\n")[:2] == ["[]", "True"]
+
+
+def probe(frame: Frame) -> None:
+    raise ConnectionError("cannot reach rtsp://admin:hunter2pw@192.0.2.10/stream: timed out")
+
+
+async def test_a_password_in_an_error_never_reaches_a_viewer() -> None:
+    p = Pipeline("leak")
+    camera = p.source("camera", VideoSource("synthetic://320x240@30"))
+    stream = WebRTCStream()
+    p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
+    p.stage("probe", probe, inputs=camera, policy="latest", queue_size=1)
+    server = HttpServer(ServeConfig(port=0))
+    peer = Peer()
+    async with asyncio.TaskGroup() as tg:
+        run = tg.create_task(run_async(p, watchers=[server], duration_s=30, drain_timeout_s=1.0))
+        await asyncio.wait_for(server.ready.wait(), 10)
+        assert server.url is not None
+        await connect(f"http://127.0.0.1:{server.url.rsplit(':', 1)[1]}", peer)
+        await peer.frames(3)
+        errors = await wait_for_messages(peer, "error", 2)
+        await peer.pc.close()
+        run.cancel()
+    assert errors, "the node's errors reach the viewer"
+    assert all("hunter2pw" not in str(m) for m in peer.messages)
+    assert "admin:***@192.0.2.10" in errors[0]["message"]
+
+
+def test_a_pipeline_feeds_one_stream_not_two() -> None:
+    p = Pipeline("two")
+    camera = p.source("camera", VideoSource("synthetic://320x240@30"))
+    p.sink("a", WebRTCStream().video("camera"), inputs=camera, policy="latest", queue_size=1)
+    p.sink("b", WebRTCStream().video("camera"), inputs=camera, policy="latest", queue_size=1)
+    with pytest.raises(PipelineError, match="feeds 2 WebRTCStream objects; use one"):
+        streams_of(p.validate())

@@ -42,3 +42,22 @@ def test_annotate_draws_boxes() -> None:
 def test_without_the_frame_the_error_says_how_to_keep_it() -> None:
     with pytest.raises(ValueError, match="keep_frame=True"):
         Redact().process(detections(with_frame=False))
+
+
+def test_a_box_the_tracker_predicted_is_blurred_wider() -> None:
+    # Between model runs (--every N) a face may have moved off the tracker's prediction.
+    def blurred_rows(inferred: bool) -> int:
+        result = detections()
+        result.inferred = inferred
+        assert result.frame is not None
+        original = result.frame.y.copy()
+        out = Redact().process(result)
+        return int((np.abs(out.y.astype(int) - original).max(axis=1) > 0).sum())
+
+    assert blurred_rows(inferred=False) > blurred_rows(inferred=True) * 1.2
+
+
+@pytest.mark.parametrize("margins", [(-0.1, 0.35), (0.15, float("nan")), (0.15, 11.0)])
+def test_redact_refuses_margins_that_make_no_sense(margins: tuple[float, float]) -> None:
+    with pytest.raises(ValueError, match="margins"):
+        Redact(margin=margins[0], predicted_margin=margins[1])

@@ -1,9 +1,10 @@
 // One source's tile of the viewer page: its <video>, a <canvas> over it with the boxes of the
 // results of the frame on screen, and its figures (fps, latencies, state).
 //
-// Results meet their frame through the sync message (edgepipe.serve.messages): with the RTP
-// timestamp rtp0 of the first frame shown on a track, a frame's pts = first_pts_90k + (rtp - rtp0)
-// mod 2**32, and the frame shows the latest detections with pts_90k <= its pts. Without
+// Results meet their frame through the sync message (edgepipe.serve.messages): a frame's pts =
+// first_pts_90k + (rtp - rtp_offset - first_pts_90k) mod 2**32 (or, from a server that sends no
+// rtp_offset, first_pts_90k + (rtp - rtp0) mod 2**32 with the RTP timestamp rtp0 of the first
+// frame shown), and the frame shows the latest detections with pts_90k <= its pts. Without
 // requestVideoFrameCallback's rtpTimestamp it shows the latest detections.
 "use strict";
 
@@ -64,10 +65,15 @@
       this.reset();
       this.showState(null);
       if ("requestVideoFrameCallback" in this.video) {
-        const onFrame = (now, meta) => { this.frame(meta); this.video.requestVideoFrameCallback(onFrame); };
+        // finally: one bad message must not stop the overlay for the rest of the session
+        const onFrame = (now, meta) => {
+          try { this.frame(meta); } finally { this.video.requestVideoFrameCallback(onFrame); }
+        };
         this.video.requestVideoFrameCallback(onFrame);
       } else {
-        const tick = () => { if (this.video.readyState >= 2) this.frame(null); requestAnimationFrame(tick); };
+        const tick = () => {
+          try { if (this.video.readyState >= 2) this.frame(null); } finally { requestAnimationFrame(tick); }
+        };
         requestAnimationFrame(tick);
       }
     }
@@ -76,6 +82,7 @@
       this.detections = [];
       this.lastPresented = null;
       this.firstPts = null;
+      this.rtpOffset = null;
       this.rtp0 = null;
     }
 
@@ -113,7 +120,11 @@
       let pts = null;
       if (meta && finite(meta.rtpTimestamp)) {
         if (this.rtp0 === null) this.rtp0 = meta.rtpTimestamp;
-        if (this.firstPts !== null) pts = this.firstPts + ((meta.rtpTimestamp - this.rtp0) >>> 0);
+        if (this.firstPts !== null && this.rtpOffset !== null) {
+          pts = this.firstPts + ((meta.rtpTimestamp - this.rtpOffset - this.firstPts) >>> 0);
+        } else if (this.firstPts !== null) {
+          pts = this.firstPts + ((meta.rtpTimestamp - this.rtp0) >>> 0);
+        }
       }
       s.framePts = pts;
       let chosen = null;
@@ -191,10 +202,14 @@
       ctx.font = `${Math.round(13 * ratio)}px system-ui, sans-serif`;
       ctx.textBaseline = "bottom";
       for (const b of m.boxes.slice(0, MAX_BOXES)) {
-        const [x1, y1, x2, y2, score, label, track] = b;
+        if (!Array.isArray(b) || b.length < 5) continue;  // a box the schema does not know
+        const [x1, y1, x2, y2, score] = b.slice(0, 5).map(Number);
+        if (![x1, y1, x2, y2, score].every(Number.isFinite)) continue;
+        const label = typeof b[5] === "string" ? b[5] : "";
+        const track = Number.isInteger(b[6]) ? b[6] : null;
         const x = ox + x1 * sx;
         const y = oy + y1 * sy;
-        const text = `${label} ${score.toFixed(2)}${track === null || track === undefined ? "" : ` #${track}`}`;
+        const text = `${label} ${score.toFixed(2)}${track === null ? "" : ` #${track}`}`;
         ctx.strokeStyle = ctx.fillStyle = colour(label);
         ctx.strokeRect(x, y, (x2 - x1) * sx, (y2 - y1) * sy);
         const tw = ctx.measureText(text).width + 6 * ratio;

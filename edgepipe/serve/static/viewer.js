@@ -96,7 +96,10 @@
       if (!validDetections(m)) { status.malformed += 1; return; }
       if (tile) tile.addDetections(m);
     } else if (kind === "sync") {
-      if (tile && finite(m.first_pts_90k)) tile.firstPts = m.first_pts_90k;
+      if (tile && finite(m.first_pts_90k)) {
+        tile.firstPts = m.first_pts_90k;
+        tile.rtpOffset = finite(m.rtp_offset) ? m.rtp_offset : null;
+      }
     } else if (kind === "token") {
       addTokens(m);
     } else if (kind === "event") {
