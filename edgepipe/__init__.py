@@ -22,8 +22,10 @@ from edgepipe.core import (
     PipelineError,
     PipelineFileError,
     Policy,
+    Range,
     RunReport,
     Snapshot,
+    WritableFile,
     load_pipeline,
 )
 from edgepipe.core.run import run, run_async
@@ -66,10 +68,12 @@ __all__ = [
     "PipelineError",
     "PipelineFileError",
     "Policy",
+    "Range",
     "Recorder",
     "RunReport",
     "Snapshot",
     "VideoSource",
+    "WritableFile",
     "__version__",
     "load_pipeline",
     "run",

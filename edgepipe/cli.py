@@ -1,8 +1,9 @@
 """The ``edgepipe`` command.
 
-Exit codes: 0 success (including a stop by SIGINT/SIGTERM or ``--duration``); 1 a node failed
-at run time; 2 the pipeline file, its parameters or the command line are wrong. No traceback is
-shown unless ``--debug``.
+Exit codes: 0 success (including a stop by SIGINT/SIGTERM or ``--duration``, and standard
+output closed by the reader of ``--results -``); 1 a node failed at run time, results could not
+be written, or a sink wrote nothing it was given; 2 the pipeline file, its parameters or the
+command line are wrong, found before anything starts. No traceback is shown unless ``--debug``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from edgepipe import __version__, cli_bench, cli_models, cli_plan
@@ -21,6 +23,7 @@ from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.malloc import fix_mmap_threshold
+from edgepipe.core.params import check_writable_file
 from edgepipe.core.redact import RedactingFilter
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
@@ -49,17 +52,18 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     run_p.add_argument("file", metavar="FILE", help="a pipeline file, e.g. pipelines/demo.py")
-    run_p.add_argument("--duration", type=float, metavar="SECONDS", help="stop cleanly after this long")
-    run_p.add_argument(
-        "--results", metavar="PATH", help="write every message reaching a sink as JSON lines ('-': stdout)"
-    )
+    run_p.add_argument("--duration", type=_seconds(above=0), metavar="SECONDS",
+                       help="stop cleanly after this long")  # fmt: skip
+    run_p.add_argument("--results", type=_output_file, metavar="PATH",
+                       help="write every message reaching a sink as JSON lines ('-': stdout)")  # fmt: skip
     run_p.add_argument(
         "--stats", action="store_true", help="live per-node table on a terminal, summary at exit"
     )
-    run_p.add_argument("--drain-timeout", type=float, default=5.0, metavar="SECONDS",
+    run_p.add_argument("--drain-timeout", type=_seconds(at_least=0), default=5.0, metavar="SECONDS",
                        help="on stop, how long queued items may take to drain (default 5)")  # fmt: skip
     run_p.add_argument(
         "--health-file",
+        type=_output_file,
         metavar="PATH",
         default=os.environ.get("EDGEPIPE_HEALTH_FILE") or None,
         help="keep a heartbeat file fresh (see `edgepipe health`; default $EDGEPIPE_HEALTH_FILE)",
@@ -80,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run_p.add_argument(
         "--port",
-        type=int,
+        type=_port,
         metavar="N",
         help="serve the viewer page (/), WebRTC, /metrics, /health and /graph on this port",
     )
@@ -229,6 +233,44 @@ def _headroom(text: str) -> float:
     return value
 
 
+def _seconds(*, above: float | None = None, at_least: float | None = None) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number of seconds above (or at least) a bound."""
+    bound = f"above {above:g}" if above is not None else f"at least {at_least:g}"
+
+    def seconds(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        low_ok = (above is None or value > above) and (at_least is None or value >= at_least)
+        if not (math.isfinite(value) and low_ok):
+            raise argparse.ArgumentTypeError(f"expected a finite number of seconds {bound}, got {text!r}")
+        return value
+
+    return seconds
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535 (0: any free one), got {text!r}")
+    return value
+
+
+def _output_file(text: str) -> str:
+    """A file path that can be written (proven by opening it; nothing is left behind), or ``-``."""
+    if text == "-":
+        return text
+    try:
+        check_writable_file(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected {exc}, got {text!r}") from None
+    return text
+
+
 def _fail(exc: BaseException, code: int, debug: bool) -> int:
     if debug:
         logging.getLogger("edgepipe").error("error", exc_info=exc)
@@ -281,19 +323,21 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         from edgepipe.console import print_summary
 
         print_summary(report.stats, graph.name)
+    errors = sum(n.errors for n in report.stats.nodes)
+    written = ""
+    if args.results:
+        written = f"; {report.results_written} results written to {args.results}"
+        if report.results_reader_gone:
+            written += " (its reader closed it)"
+    log.info("'%s' ended (%s) after %.1f s; %d errors%s", graph.name, report.stopped_by, report.duration_s,
+             errors, written)  # fmt: skip
+    # Output that failed as a whole fails the run: exit 0 would say the recording or the
+    # results are there.
     if report.results_error is not None:
         print(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)", file=sys.stderr)
-        return EXIT_FAILED
-    errors = sum(n.errors for n in report.stats.nodes)
-    log.info(
-        "'%s' ended (%s) after %.1f s; %d errors%s",
-        graph.name,
-        report.stopped_by,
-        report.duration_s,
-        errors,
-        f"; {report.results_written} results written to {args.results}" if args.results else "",
-    )
-    return EXIT_OK
+    for failed in report.failed_sinks:
+        print(f"edgepipe: error: {failed}", file=sys.stderr)
+    return EXIT_FAILED if report.output_failed else EXIT_OK
 
 
 def _graph(args: argparse.Namespace, extra: list[str]) -> int:

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Annotated
 
 import numpy as np
 
-from edgepipe import Input, Message, Pipeline
+from edgepipe import Input, Message, Pipeline, Range, WritableFile
 from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
 from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
 from edgepipe.media.encode import Recorder
@@ -122,11 +123,11 @@ class Annotate:
 
 def pipeline(
     source: str = SYNTHETIC_DEFAULT,
-    threshold: int = 40,
-    record: str = "",
+    threshold: Annotated[int, Range(0, 255)] = 40,
+    record: Annotated[str, WritableFile()] = "",
     decoder: str = "auto",
     detect: str = "centerface",
-    every: int = 3,
+    every: Annotated[int, Range(1)] = 3,
 ) -> Pipeline:
     """camera -> motion -> log; camera -> faces -> log (unless --detect none); with --record
     PATH, camera + boxes -> H.264 file; the picture (annotated with --record) and the results ->

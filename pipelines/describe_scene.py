@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Annotated
 
-from edgepipe import Message, Pipeline
+from edgepipe import Message, Pipeline, Range
 from edgepipe.lm.describe import Describe
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
@@ -59,10 +60,10 @@ def pipeline(
     source: str = SYNTHETIC_DEFAULT,
     model: Path | None = None,
     detect: str = "centerface",
-    every_s: float = 10.0,
-    window_s: float = 10.0,
-    max_new_tokens: int = 48,
-    max_tokens_per_s: float = 0.0,
+    every_s: Annotated[float, Range(0, low_open=True)] = 10.0,
+    window_s: Annotated[float, Range(0, low_open=True)] = 10.0,
+    max_new_tokens: Annotated[int, Range(1)] = 48,
+    max_tokens_per_s: Annotated[float, Range(0)] = 0.0,
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,
     faces and describe -> viewers."""

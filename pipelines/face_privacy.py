@@ -37,8 +37,9 @@ at its own frame rate, as a camera would, rather than as fast as the model allow
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
-from edgepipe import Pipeline
+from edgepipe import Pipeline, Range, WritableFile
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
 from edgepipe.media.encode import Recorder
 from edgepipe.serve.stream import WebRTCStream
@@ -69,10 +70,10 @@ class FaceLog:
 def pipeline(
     source: str = SYNTHETIC_DEFAULT,
     model: str = "centerface",
-    output: str = "faces_blurred.mp4",
-    threshold: float = 0.35,
-    every: int = 1,
-    input_size: int = 640,
+    output: Annotated[str, WritableFile()] = "faces_blurred.mp4",
+    threshold: Annotated[float, Range(0, 1)] = 0.35,
+    every: Annotated[int, Range(1)] = 1,
+    input_size: Annotated[int, Range(32, 4096)] = 640,
     decoder: str = "auto",
     realtime: bool = False,
 ) -> Pipeline:

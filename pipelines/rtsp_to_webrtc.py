@@ -19,7 +19,9 @@ tracker carries the boxes between. A file plays at its own frame rate, as a came
 
 from __future__ import annotations
 
-from edgepipe import Pipeline
+from typing import Annotated
+
+from edgepipe import Pipeline, Range
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
 from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision import Detector
@@ -28,10 +30,10 @@ from edgepipe.vision import Detector
 def pipeline(
     source: str = SYNTHETIC_DEFAULT,
     detect: str = "none",
-    every: int = 3,
-    threshold: float = 0.5,
+    every: Annotated[int, Range(1)] = 3,
+    threshold: Annotated[float, Range(0, 1)] = 0.5,
     loop: bool = False,
-    viewers: int = 4,
+    viewers: Annotated[int, Range(1)] = 4,
     decoder: str = "auto",
 ) -> Pipeline:
     """camera -> viewers (video); with --detect MODEL, camera -> detector -> viewers (results)."""

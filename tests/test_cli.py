@@ -223,7 +223,8 @@ def test_missing_file_and_unwritable_results_are_exit_2(tmp_path: Path) -> None:
         "run", "pipelines/demo.py", "--duration", "1", "--results", str(tmp_path / "no" / "dir" / "r.jsonl")
     )
     assert result.returncode == 2, result.stderr
-    assert "r.jsonl: cannot write results here: No such file or directory" in result.stderr
+    assert "argument --results: expected a file path in an existing folder" in result.stderr
+    assert "dir does not exist; create it first" in result.stderr
     assert "Traceback" not in result.stderr
 
 

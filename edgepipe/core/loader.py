@@ -2,7 +2,9 @@
 
 ``pipelines/NAME.py`` defines ``def pipeline(**params) -> Pipeline``. Parameters come from the
 command line as ``--name value`` (``--name=value``; ``--flag``/``--no-flag`` for a bool) and are
-converted by the function's annotations. Every failure is a :class:`PipelineError` that names
+converted by the function's annotations; ``Annotated[int, Range(32, 4096)]`` and the other
+constraints of :mod:`edgepipe.core.params` are checked on every value, given or default, before
+``pipeline()`` is called. Every failure is a :class:`PipelineError` that names
 the file and line; none shows a traceback of edgepipe's own frames.
 """
 
@@ -12,6 +14,7 @@ import difflib
 import enum
 import importlib.util
 import inspect
+import math
 import os
 import sys
 import traceback
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
+from edgepipe.core.params import Constraint
 from edgepipe.core.pipeline import Pipeline
 
 
@@ -33,6 +37,8 @@ class Param:
     annotation: Any
     default: Any
     """``inspect.Parameter.empty`` when required."""
+    constraints: tuple[Constraint, ...] = ()
+    """What ``Annotated[...]`` adds to the type: :class:`~edgepipe.core.params.Range` …"""
 
     @property
     def required(self) -> bool:
@@ -92,25 +98,66 @@ def pipeline_function(module: types.ModuleType, path: str) -> typing.Callable[..
     return fn  # type: ignore[no-any-return]
 
 
-def parameters(fn: typing.Callable[..., Any]) -> list[Param]:
+def parameters(fn: typing.Callable[..., Any], *, path: str = "", line: int | None = None) -> list[Param]:
+    """The parameters of ``fn`` with their types and constraints. Raises
+    :class:`PipelineFileError` when an annotation names what the file does not define (a
+    constraint must never be dropped silently)."""
     try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {}
+        hints = _parameter_hints(fn)
+    except Exception as exc:
+        raise PipelineFileError(
+            f"the annotations of pipeline() cannot be read: {type(exc).__name__}: {exc} "
+            "(is everything they name imported?)",
+            path=path or getattr(fn, "__module__", "?"),
+            line=line,
+        ) from None
     out = []
     for p in inspect.signature(fn).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
-        annotation = hints.get(p.name, p.annotation)
+        annotation, constraints = _constraints(hints.get(p.name, p.annotation))
         if annotation is inspect.Parameter.empty and p.default is not inspect.Parameter.empty:
             annotation = type(p.default) if p.default is not None else str
-        out.append(Param(p.name, annotation, p.default))
+        out.append(Param(p.name, annotation, p.default, constraints))
     return out
+
+
+def _parameter_hints(fn: typing.Callable[..., Any]) -> dict[str, Any]:
+    """The evaluated annotations of ``fn``'s parameters (its return annotation may name what
+    is imported for type checkers only: it is not needed)."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception:
+        pass
+    namespace = getattr(fn, "__globals__", {})
+    hints = {}
+    for p in inspect.signature(fn).parameters.values():
+        annotation = p.annotation
+        if isinstance(annotation, str):  # `from __future__ import annotations`
+            annotation = eval(annotation, namespace)  # what get_type_hints does, one at a time
+        hints[p.name] = annotation
+    return hints
+
+
+def _constraints(annotation: Any) -> tuple[Any, tuple[Constraint, ...]]:
+    """``Annotated[int, Range(1, 9)]`` → ``(int, (Range(1, 9),))``; also inside ``X | None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        base, *extras = typing.get_args(annotation)
+        inner, more = _constraints(base)
+        return inner, tuple(e for e in extras if callable(getattr(e, "check", None))) + more
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        found: tuple[Constraint, ...] = ()
+        for arg in typing.get_args(annotation):
+            found += _constraints(arg)[1]
+        return annotation, found
+    return annotation, ()
 
 
 def _convert(text: str, annotation: Any) -> Any:
     """Convert one command-line string by a type annotation; ValueError says what was wanted."""
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _convert(text, typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if type(None) in typing.get_args(annotation) and text.lower() in ("none", "null"):
@@ -144,9 +191,12 @@ def _convert(text: str, annotation: Any) -> Any:
         raise ValueError("one of " + ", ".join(repr(m.name) for m in annotation))
     if annotation in (int, float):
         try:
-            return annotation(text)
+            number = annotation(text)
         except ValueError:
             raise ValueError(f"{'an integer' if annotation is int else 'a number'}") from None
+        if math.isnan(number):  # never what anyone means: every comparison with it is False
+            raise ValueError("a number")
+        return number
     if isinstance(annotation, type):
         try:
             return annotation(text)
@@ -160,6 +210,7 @@ def parse_params(args: list[str], params: list[Param], *, path: str, line: int |
     by_flag = {p.flag: p for p in params}
     by_flag.update({"--" + p.name: p for p in params})
     values: dict[str, Any] = {}
+    texts: dict[str, str] = {}
 
     def fail(message: str) -> typing.NoReturn:
         raise ParameterError(message, path=path, line=line)
@@ -197,6 +248,7 @@ def parse_params(args: list[str], params: list[Param], *, path: str, line: int |
                 fail(f"{flag} needs a value")
             text = args[i + 1]
             i += 2
+        texts[param.name] = text
         try:
             values[param.name] = _convert(text, param.annotation)
         except ValueError as exc:
@@ -204,6 +256,15 @@ def parse_params(args: list[str], params: list[Param], *, path: str, line: int |
     missing = [p.flag for p in params if p.required and p.name not in values]
     if missing:
         fail("missing required parameter(s): " + ", ".join(missing))
+    for param in params:
+        given = param.name in values
+        value = values[param.name] if given else param.default
+        for constraint in param.constraints:
+            try:
+                constraint.check(value)
+            except ValueError as exc:
+                shown = repr(texts.get(param.name, value)) if given else f"{value!r} (its default)"
+                fail(f"{param.flag}: expected {exc}, got {shown}")
     return values
 
 
@@ -220,7 +281,7 @@ def load_pipeline(path: str | os.PathLike[str], args: list[str] | None = None) -
         fn_line: int | None = inspect.getsourcelines(fn)[1]
     except (OSError, TypeError):
         fn_line = None
-    values = parse_params(list(args or []), parameters(fn), path=path, line=fn_line)
+    values = parse_params(list(args or []), parameters(fn, path=path, line=fn_line), path=path, line=fn_line)
     try:
         result = fn(**values)
     except GraphError:

@@ -12,6 +12,12 @@ as they are (numpy values, dataclasses, enums, bytes, paths) are converted, neve
 Writing never blocks the event loop: lines collect in memory and a single writer thread flushes
 them in order, at least every :data:`FLUSH_INTERVAL_S`. A writer that falls behind the disk by
 :data:`FLUSH_BYTES` makes its callers wait (backpressure) rather than grow.
+
+A write that fails (a full disk, a file gone) is an error: the rest is counted and dropped and
+the run ends with exit code 1. Standard output whose reader has gone (``| head -1``: EPIPE) is
+not: the writer calls :attr:`ResultsWriter.on_reader_gone` (the runtime stops the run) and
+points standard output at ``/dev/null``, as Python's documentation advises, so that nothing
+fails again at exit.
 """
 
 from __future__ import annotations
@@ -131,6 +137,10 @@ class ResultsWriter:
         """Lines that could not be written (disk full, file gone); the pipeline keeps running."""
         self.error: str | None = None
         """The first write error, if any."""
+        self.reader_gone = False
+        """Standard output's reader closed it (EPIPE): what follows is dropped, not an error."""
+        self.on_reader_gone: Callable[[], None] | None = None
+        """Called once, on the event loop, when standard output's reader has gone."""
         self._pending: list[str] = []
         self._pending_bytes = 0
         self._file: IO[str] | None = None
@@ -163,7 +173,7 @@ class ResultsWriter:
             if not self._pending or self._file is None:
                 return
             lines, self._pending, self._pending_bytes = self._pending, [], 0
-            if self.error is not None:
+            if self.error is not None or self.reader_gone:
                 self.lines_lost += len(lines)
                 return
             loop = asyncio.get_running_loop()
@@ -181,6 +191,13 @@ class ResultsWriter:
                 self.lines_written += n
                 return
             self.lines_lost += n
+            if isinstance(exc, BrokenPipeError) and self.path == "-":
+                if not self.reader_gone:
+                    self.reader_gone = True
+                    log.info("standard output was closed by its reader; stopping")
+                    if self.on_reader_gone is not None:
+                        self.on_reader_gone()
+                return
             if self.error is None:
                 # The results are lost, not the pipeline: its own sinks (recordings, MQTT) go on.
                 reason = getattr(exc, "strerror", None) or exc or "cancelled"
@@ -216,5 +233,21 @@ def _open_for_write(path: str) -> IO[str]:
 
 
 def _write_lines(file: IO[str], lines: list[str]) -> None:
-    file.writelines(lines)
-    file.flush()
+    try:
+        file.writelines(lines)
+        file.flush()
+    except BrokenPipeError:
+        if file is sys.stdout:
+            _stdout_to_devnull()
+        raise
+
+
+def _stdout_to_devnull() -> None:
+    """Point standard output at /dev/null: what its buffer still holds, and the interpreter's
+    last flush at exit, go nowhere instead of failing again with EPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with contextlib.suppress(OSError, ValueError):  # a stdout without a descriptor (tests)
+            os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)

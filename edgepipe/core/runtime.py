@@ -11,6 +11,10 @@ Life of a run:
    Ctrl-C), every remaining task is cancelled.
 4. A node whose error policy says stop raises :class:`NodeError`: the TaskGroup cancels the rest
    and :meth:`Runtime.run` re-raises that error, naming the node.
+5. The report names every sink that was given items and wrote none of them
+   (:attr:`RunReport.failed_sinks`): every call failed, or the sink says its output was lost
+   as a whole (a ``failed_output`` attribute on its object, e.g. a recording whose file could
+   not be closed). The CLI exits 1 for them, as for results that could not be written.
 """
 
 from __future__ import annotations
@@ -94,6 +98,16 @@ class RunReport:
     results_error: str | None = None
     """Why some results could not be written (then ``results_lost`` of them were dropped)."""
     results_lost: int = 0
+    failed_sinks: tuple[str, ...] = ()
+    """One line per sink that was given items and wrote none of them, naming it and why."""
+    results_reader_gone: bool = False
+    """``--results -``: standard output's reader closed it, which stopped the run (not an
+    error: the ``head`` convention)."""
+
+    @property
+    def output_failed(self) -> bool:
+        """Results could not be written or a sink wrote nothing it was given: exit code 1."""
+        return self.results_error is not None or bool(self.failed_sinks)
 
 
 class Runtime:
@@ -113,6 +127,8 @@ class Runtime:
         self.graph = graph
         self.scheduler = scheduler
         self._results = results
+        if results is not None:
+            results.on_reader_gone = self.request_stop
         self._listeners: list[Callable[[Message], None]] = []
         self.drain_timeout_s = drain_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -239,14 +255,36 @@ class Runtime:
         if failure is not None:
             raise failure
         stopped_by = "forced" if self._forced else ("stop" if self._stopping else "end")
+        stats = self.snapshot()
+        results = self._results
         return RunReport(
             stopped_by=stopped_by,
             duration_s=time.monotonic() - self._t0,
-            stats=self.snapshot(),
-            results_written=self._results.lines_written if self._results is not None else 0,
-            results_error=self._results.error if self._results is not None else None,
-            results_lost=self._results.lines_lost if self._results is not None else 0,
+            stats=stats,
+            results_written=results.lines_written if results is not None else 0,
+            results_error=results.error if results is not None else None,
+            results_lost=results.lines_lost if results is not None else 0,
+            failed_sinks=tuple(self._failed_sinks(stats)),
+            results_reader_gone=results.reader_gone if results is not None else False,
         )
+
+    def _failed_sinks(self, stats: Snapshot) -> list[str]:
+        failed = []
+        for runner in self.runners.values():
+            if runner.spec.kind is not NodeKind.SINK:
+                continue
+            own = getattr(runner.spec.target, "failed_output", None)
+            s = stats.node(runner.node_id)
+            tried = s.items_in - s.skipped
+            if isinstance(own, str) and own:
+                failed.append(f"sink '{runner.node_id}': {own}")
+            elif s.items_in and s.errors and s.errors >= tried:
+                skipped = f"; {s.skipped} more skipped while its circuit was open" if s.skipped else ""
+                failed.append(
+                    f"sink '{runner.node_id}': every write failed ({s.errors} of {tried}{skipped}); "
+                    "nothing it was given was written (errors logged above)"
+                )
+        return failed
 
     async def _supervise(self, watchers: list[asyncio.Task[None]]) -> None:
         loop = asyncio.get_running_loop()

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # console that is noise; every error reaches us as an exception and is reported once, with the
 # model's name. --debug (edgepipe.infer at DEBUG) lets its warnings through again.
 ORT_QUIET = 4
+ORT_ERRORS = 3
 """ONNX Runtime's log severity that keeps it silent (fatal errors only)."""
 ort.set_default_logger_severity(ORT_QUIET)
 
@@ -65,7 +66,9 @@ class _Loader:
 
     def options(self, level: str) -> ort.SessionOptions:
         options = ort.SessionOptions()
-        options.log_severity_level = 2 if log.isEnabledFor(logging.DEBUG) else ORT_QUIET
+        # Errors only, even with --debug: ONNX Runtime's warnings are about the graph's own
+        # leftovers (unused initializers, …), hundreds of lines that say nothing about the run.
+        options.log_severity_level = ORT_ERRORS if log.isEnabledFor(logging.DEBUG) else ORT_QUIET
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL

@@ -7,11 +7,19 @@ runs on the sink's worker thread, never on the event loop.
 
 The stream is tagged with the colour of the frames it gets (matrix, range, and the primaries and
 transfer that go with them), so that players read the pixels as they were meant.
+
+The path is checked before anything is encoded: a container format its extension names
+(``ValueError`` at construction), an existing folder and a file that opens for writing
+(``OutputError`` at ``start()``; no folder is created). A recording that ends with nothing in
+its file though frames came sets :attr:`Recorder.failed_output`: the run's report names it and
+``edgepipe run`` exits 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from fractions import Fraction
@@ -24,6 +32,7 @@ import numpy as np
 
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
+from edgepipe.core.params import check_writable_file
 from edgepipe.media.colour import (
     AVCOL_PRI_OF,
     AVCOL_RANGE_JPEG,
@@ -161,11 +170,30 @@ class Recorder:
     """Recording is the last thing the governor slows."""
 
     def __init__(self, path: str | Path, *, fps: float = 15.0, encoder: str = "auto", crf: int = 23) -> None:
+        """Raises ``ValueError`` for an empty path, one whose extension names no container
+        FFmpeg writes, an ``fps`` that is not a finite number above 0, a ``crf`` outside 0-51."""
+        if not str(path).strip():
+            raise ValueError("Recorder needs a file path (got an empty one)")
+        if not (isinstance(fps, int | float) and math.isfinite(fps) and fps > 0):
+            raise ValueError(f"Recorder fps must be a finite number above 0, got {fps!r}")
+        if not (isinstance(crf, int) and 0 <= crf <= 51):
+            raise ValueError(f"Recorder crf must be an integer in [0, 51] (23: the default), got {crf!r}")
+        try:  # opens nothing: an output container touches its file at the first packet only
+            av.open(str(path), "w").close()
+        except (av.error.FFmpegError, ValueError) as exc:
+            raise ValueError(f"cannot record to {path}: {exc}; use a .mp4, .mkv or .ts name") from None
         self.path = Path(path)
         self.fps = fps
         self.encoder = encoder
         self.crf = crf
         self.frames = 0
+        """Frames encoded and handed to the file (it holds them once :meth:`stop` has closed it)."""
+        self.failed_writes = 0
+        """Frames whose encode or write failed."""
+        self.failed_output: str | None = None
+        """Set at :meth:`stop` when frames came but the file holds none: why (the run's report
+        names the sink and ``edgepipe run`` exits 1)."""
+        self._error: str | None = None
         self._container: Any = None
         self._stream: Any = None
         self._last_pts: int | None = None
@@ -185,10 +213,14 @@ class Recorder:
         except RuntimeError:
             pass
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_writable_file(self.path)  # av.open is lazy: it would fail at the first frame
+        except ValueError as exc:
+            raise OutputError(f"cannot record here: expected {exc}", path=str(self.path)) from None
+        try:
             self._container = av.open(str(self.path), "w")
         except (av.error.FFmpegError, OSError) as exc:
             raise OutputError(f"cannot record here: {exc}", path=str(self.path)) from exc
+        self.failed_output = None
 
     def process(self, frame: Frame) -> None:
         if self._container is None:
@@ -267,17 +299,45 @@ class Recorder:
             for packet in packets:
                 self._container.mux(packet)
         except (av.error.FFmpegError, OSError) as exc:
+            self.failed_writes += 1
+            self._error = self._error or str(exc)
             raise OutputError(f"cannot write: {exc}", path=str(self.path)) from exc
         self.frames += 1
 
     def stop(self) -> None:
+        """Flush the encoder and close the file. Says what the file holds: a recording, nothing
+        because no frame came (no file), or nothing though frames came (:attr:`failed_output`)."""
         container, self._container = self._container, None
         if container is None:
             return
+        closed = True
         try:
             if self._stream is not None:
                 for packet in self._stream.encode(None):
                     container.mux(packet)
+        except (av.error.FFmpegError, OSError) as exc:
+            self._error = self._error or str(exc)
         finally:
-            container.close()
-        log.info("recorded %d frames to %s", self.frames, self.path)
+            try:
+                container.close()
+            except (av.error.FFmpegError, OSError) as exc:  # the last buffered bytes land here
+                self._error = self._error or str(exc)
+                closed = False
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = 0
+        came = self.frames + self.failed_writes
+        if self.frames and size and closed:
+            failed = f" ({self.failed_writes} failed: {self._error})" if self.failed_writes else ""
+            log.info("recorded %d frames to %s%s", self.frames, self.path, failed)
+        elif not came:
+            log.info("%s: no frame came to record; nothing written", self.path)
+        else:
+            why = self._error or "the file is empty"
+            self.failed_output = f"{self.path}: nothing recorded of {came} frame(s): {why}"
+            log.error("%s", self.failed_output)
+        if not size:  # an empty file is no recording: none is left to be mistaken for one
+            with contextlib.suppress(OSError):
+                if self.path.is_file():
+                    self.path.unlink()

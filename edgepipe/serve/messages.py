@@ -53,8 +53,9 @@ missing (the sender's clock could not be read), the RTP timestamp ``rtp0`` of th
 the client received stands in for ``first_pts_90k + rtp_offset``: ``pts = first_pts_90k + (rtp -
 rtp0) mod 2**32``, right as long as that frame was the first sent (a lost first keyframe makes
 it wrong by the gap, hence the offset).
-Messages that carry a ``pts_90k`` wait for their track's ``sync``: a viewer is sent none
-before its first video packet of that source.
+Messages that carry a ``pts_90k`` wait for their track's ``sync``, which goes once the first
+video packet of that source has gone out to the viewer (its RTP clock is known then): the
+results of a viewer's first frame or two are not sent to it.
 """
 
 from __future__ import annotations

@@ -87,8 +87,9 @@ def guess(names: Sequence[str], shapes: Sequence[tuple[int, ...]]) -> str:
                 return "yolov5"
     listed = ", ".join(f"{n} {list(s)}" for n, s in zip(names, shapes, strict=False))
     raise AdapterError(
-        f"cannot tell which detector family gives outputs {listed}; "
-        f"pass adapter= one of {', '.join(ADAPTERS)}"
+        f"cannot tell which detector family gives outputs {listed}: give a model of a family "
+        f"edgepipe knows ({', '.join(ADAPTERS)}), or in a pipeline of your own name its family "
+        "with Detector(model, adapter=NAME)"
     )
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from edgepipe.core.context import current_node
 from edgepipe.core.memory import MemoryPlan
+from edgepipe.core.params import Range
 from edgepipe.core.planning import PlanNode
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.media.frame import Frame
@@ -105,6 +106,14 @@ class Detector:
         """
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
+        for name, value, allowed in (("input_size", input_size, Range(32, 4096)),
+                                     ("score_threshold", score_threshold, Range(0, 1)),
+                                     ("iou_threshold", iou_threshold, Range(0, 1)),
+                                     ("max_detections", max_detections, Range(1))):  # fmt: skip
+            try:
+                allowed.check(value)
+            except ValueError as exc:
+                raise ValueError(f"{name} must be {exc}, got {value!r}") from None
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if every > 1 and track is False:

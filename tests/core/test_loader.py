@@ -140,3 +140,87 @@ def test_declaration_error_points_at_the_pipeline_file(tmp_path: Path) -> None:
     path = write(tmp_path, text)
     with pytest.raises(GraphError, match=r"p\.py:14: node 'cam': duplicate node id"):
         load_pipeline(path)
+
+
+CONSTRAINED = textwrap.dedent("""\
+    from __future__ import annotations
+    from pathlib import Path
+    from typing import Annotated
+    from edgepipe import Pipeline, Range, WritableFile
+
+    def pipeline(
+        input_size: Annotated[int, Range(32, 4096)] = 640,
+        threshold: Annotated[float, Range(0, 1)] = 0.5,
+        every_s: Annotated[float, Range(0, low_open=True)] | None = None,
+        output: Annotated[Path, WritableFile()] = Path("out.mp4"),
+        record: Annotated[str, WritableFile()] = "",
+        plain: float = 1.0,
+    ) -> Pipeline:
+        p = Pipeline("constrained")
+        p.params = dict(input_size=input_size, threshold=threshold, every_s=every_s, output=output)
+        p.sink("out", print, inputs=p.source("src", [1]))
+        return p
+""")
+
+
+def test_annotated_constraints_pass_good_values_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, CONSTRAINED)
+    out = tmp_path / "rec.mp4"
+    p = load_pipeline(
+        path, ["--input-size", "32", "--threshold", "1", "--every-s", "0.5", "--output", str(out)]
+    )
+    assert p.params == {"input_size": 32, "threshold": 1.0, "every_s": 0.5, "output": out}  # type: ignore[attr-defined]
+    assert load_pipeline(path, ["--every-s", "none"]).params["every_s"] is None  # type: ignore[attr-defined]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["p.py"]  # the writable checks left nothing
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--input-size", "-3"], r"--input-size: expected a number in \[32, 4096\], got '-3'"),
+        (["--input-size", "5000"], r"--input-size: expected a number in \[32, 4096\], got '5000'"),
+        (["--threshold", "1.5"], r"--threshold: expected a number in \[0, 1\], got '1.5'"),
+        (["--threshold", "nan"], r"--threshold: expected a number, got 'nan'"),
+        (["--plain", "nan"], r"--plain: expected a number, got 'nan'"),
+        (["--every-s", "0"], r"--every-s: expected a number more than 0, got '0'"),
+        (["--output", "missing/x.mp4"], r"--output: expected a file path in an existing folder "
+                                        r"\(missing does not exist; create it first\)"),
+        (["--record", "."], r"--record: expected a file path, not a folder"),
+    ],
+)  # fmt: skip
+def test_a_value_outside_its_constraint_names_the_parameter_and_what_it_allows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, CONSTRAINED)
+    with pytest.raises(ParameterError, match=r"p\.py:6: " + message):
+        load_pipeline(path, args)
+
+
+def test_defaults_are_checked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = CONSTRAINED.replace('Path("out.mp4")', 'Path("missing/out.mp4")')
+    path = write(tmp_path, text)
+    with pytest.raises(ParameterError, match=r"--output: expected a file path in an existing folder .*"
+                                              r"got PosixPath\('missing/out.mp4'\) \(its default\)"):  # fmt: skip
+        load_pipeline(path, [])
+
+
+def test_an_annotation_naming_what_is_not_imported_is_refused_not_ignored(tmp_path: Path) -> None:
+    text = CONSTRAINED.replace(
+        "from edgepipe import Pipeline, Range, WritableFile", "from edgepipe import Pipeline"
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(PipelineFileError, match=r"p\.py:6: the annotations of pipeline\(\) cannot be read: "
+                                                r"NameError: name 'Range' is not defined"):  # fmt: skip
+        load_pipeline(path, ["--input-size", "-3"])
+
+
+def test_a_return_annotation_for_type_checkers_only_is_no_obstacle(tmp_path: Path) -> None:
+    text = CONSTRAINED.replace(") -> Pipeline:\n", ") -> OnlyForTypeCheckers:\n", 1)
+    path = write(tmp_path, text)
+    with pytest.raises(ParameterError, match=r"--input-size: expected a number in \[32, 4096\], got '-3'"):
+        load_pipeline(path, ["--input-size", "-3"])

@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from edgepipe.core.results import Message, ResultsWriter, encode
 
@@ -95,6 +98,42 @@ async def test_writer_keeps_order_across_flushes(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     assert [json.loads(line)["data"]["i"] for line in lines] == list(range(5000))
     assert writer.lines_written == 5000
+
+
+async def test_stdout_closed_by_its_reader_stops_quietly_and_is_no_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -1` has gone
+    stdout = os.fdopen(write_end, "w")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    writer = ResultsWriter("-")
+    gone: list[bool] = []
+    writer.on_reader_gone = lambda: gone.append(True)
+    await writer.open()
+    await writer.write({"kind": "n", "i": 1}, "src")
+    await writer.flush()
+    await writer.write({"kind": "n", "i": 2}, "src")
+    await writer.close()
+    assert gone == [True]
+    assert writer.reader_gone
+    assert writer.error is None
+    assert (writer.lines_written, writer.lines_lost) == (0, 2)
+    print("after", file=stdout, flush=True)  # now /dev/null: no EPIPE again, no noise at exit
+    stdout.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+async def test_a_full_disk_is_an_error_that_counts_what_was_lost() -> None:
+    writer = ResultsWriter("/dev/full")
+    gone: list[bool] = []
+    writer.on_reader_gone = lambda: gone.append(True)
+    await writer.open()
+    for i in range(3):
+        await writer.write({"kind": "n", "i": i}, "src")
+    await writer.close()
+    assert writer.error == "/dev/full: cannot write results: No space left on device"
+    assert (writer.lines_written, writer.lines_lost, gone) == (0, 3, [])
 
 
 def test_a_password_quoted_in_a_result_is_masked() -> None:

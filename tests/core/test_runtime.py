@@ -111,6 +111,32 @@ async def test_skip_policy_drops_the_failing_item_and_goes_on() -> None:
     assert report.stats.node("fragile").errors == 1
 
 
+async def test_the_report_names_a_sink_that_wrote_nothing_it_was_given() -> None:
+    def broken(x: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    class LostAtClose:  # every call succeeded, but the output was lost as a whole
+        failed_output: str | None = None
+
+        def process(self, x: int) -> None: ...
+
+        def stop(self) -> None:
+            self.failed_output = "out.mp4: nothing recorded of 6 frame(s): I/O error"
+
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(6)))
+    p.sink("disk", broken, inputs=src)
+    p.sink("flaky", fragile, inputs=src)  # one failure in six: not a lost output
+    p.sink("recorder", LostAtClose(), inputs=src)
+    report = await run_async(p)
+    assert report.failed_sinks == (
+        "sink 'disk': every write failed (5 of 5; 1 more skipped while its circuit was open); nothing it was "
+        "given was written (errors logged above)",
+        "sink 'recorder': out.mp4: nothing recorded of 6 frame(s): I/O error",
+    )
+    assert report.output_failed
+
+
 async def test_stop_policy_stops_the_pipeline_naming_the_node() -> None:
     out: ListSink[int] = ListSink()
     p = Pipeline()

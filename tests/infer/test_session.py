@@ -191,3 +191,23 @@ def test_close_lets_the_model_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     with pytest.raises(InferError, match="closed"):
         session.run({"x": x})
     assert session.stats.runs == 1  # the figures stay readable
+
+
+def test_debug_logging_does_not_pour_onnx_runtimes_graph_warnings_out(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # An unused initializer: ONNX Runtime warns about it (a line per leftover) at load time.
+    from onnx import load as onnx_load
+    from onnx import numpy_helper
+
+    model = onnx_load(add_model(tmp_path / "add.onnx"))
+    for i in range(5):
+        model.graph.initializer.append(numpy_helper.from_array(np.zeros(3, np.float32), f"unused{i}"))
+    path = tmp_path / "leftovers.onnx"
+    path.write_bytes(model.SerializeToString())
+    logging.getLogger("edgepipe").setLevel(logging.DEBUG)
+    try:
+        Session(path, NO_CACHE)
+    finally:
+        logging.getLogger("edgepipe").setLevel(logging.NOTSET)
+    assert "unused" not in capfd.readouterr().err

@@ -104,6 +104,44 @@ def test_an_hour_of_ntsc_timestamps_does_not_drift() -> None:
     assert last / 1000 == pytest.approx((frames - 1) * 3003 / 90000, abs=0.002)
 
 
+@pytest.mark.parametrize(
+    ("path", "kwargs", "message"),
+    [
+        ("", {}, r"Recorder needs a file path"),
+        ("out.unknownext", {}, r"cannot record to out\.unknownext: .*; use a \.mp4, \.mkv or \.ts name"),
+        ("out.mp4", {"fps": float("nan")}, r"fps must be a finite number above 0, got nan"),
+        ("out.mp4", {"fps": -15}, r"fps must be a finite number above 0, got -15"),
+        ("out.mp4", {"crf": 99}, r"crf must be an integer in \[0, 51\]"),
+    ],
+)
+def test_nonsense_is_refused_when_the_recorder_is_made(
+    path: str, kwargs: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        Recorder(path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_missing_folder_is_refused_at_start_not_created(tmp_path: Path) -> None:
+    from edgepipe.core.errors import OutputError
+
+    recorder = Recorder(tmp_path / "missing" / "rec.mp4")
+    with pytest.raises(OutputError, match=r"rec\.mp4: cannot record here: .*missing does not exist"):
+        recorder.start()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_frame_no_file_and_no_claim_of_one(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="edgepipe.media.encode")
+    out = tmp_path / "rec.mp4"
+    recorder = Recorder(out)
+    recorder.start()
+    recorder.stop()
+    assert not out.exists()
+    assert recorder.failed_output is None  # nothing came: nothing was lost either
+    assert "recorded 0 frames" not in caplog.text
+    assert "no frame came to record; nothing written" in caplog.text
+
+
 @pytest.mark.parametrize(("matrix", "full_range", "width", "height"),
                          [("bt709", True, 1280, 720), ("bt601", False, 640, 480), ("bt709", False, 640, 360)])  # fmt: skip
 def test_the_recording_is_tagged_as_its_input(

@@ -125,6 +125,9 @@ async def test_off_loopback_every_route_but_health_needs_the_token() -> None:
         assert await status("/metrics", {"Authorization": f"Bearer {token}"}) == 200
         assert await status("/health") in (200, 503)
         assert await status("/nothing") == 401  # nothing is told about routes without the token
+        offer = {"sdp": "v=0", "type": "offer"}
+        async with session.post(f"{url}/offer", json=offer) as r:
+            assert r.status == 401  # no viewer without the token
 
     opened = ServeConfig(port=0, host="0.0.0.0", token=token, metrics_open=True)
     async with serving(Camera(), opened) as (url, _), aiohttp.ClientSession() as session:

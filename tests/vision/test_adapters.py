@@ -96,7 +96,7 @@ def test_guess_from_shapes(shapes: list[tuple[int, ...]], adapter: str) -> None:
 
 
 def test_unknown_outputs_ask_for_an_adapter() -> None:
-    with pytest.raises(AdapterError, match=r"logits \[1, 1000\].*pass adapter="):
+    with pytest.raises(AdapterError, match=r"logits \[1, 1000\].*family edgepipe knows.*adapter=NAME"):
         guess(["logits"], [(1, 1000)])
 
 

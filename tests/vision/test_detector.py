@@ -192,3 +192,20 @@ def test_batching_across_cameras_in_a_pipeline(centerface: Path) -> None:
     assert detector.session is not None
     assert detector.session.stats.runs < 1 + 12  # some frames shared a run
     assert report.stats.node("faces").errors == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"input_size": -3}, r"input_size must be a number in \[32, 4096\], got -3"),
+        ({"input_size": 10_000}, r"input_size must be a number in \[32, 4096\], got 10000"),
+        ({"score_threshold": float("nan")}, r"score_threshold must be a number in \[0, 1\], got nan"),
+        ({"iou_threshold": 1.5}, r"iou_threshold must be a number in \[0, 1\], got 1.5"),
+        ({"max_detections": 0}, r"max_detections must be a number at least 1, got 0"),
+    ],
+)
+def test_nonsense_settings_are_refused_when_the_detector_is_made(
+    kwargs: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        Detector("centerface", **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,128 @@
+"""Constraints on a pipeline's parameters, declared with ``typing.Annotated``::
+
+    def pipeline(
+        input_size: Annotated[int, Range(32, 4096)] = 640,
+        threshold: Annotated[float, Range(0, 1)] = 0.35,
+        output: Annotated[str, WritableFile()] = "out.mp4",
+    ) -> Pipeline: ...
+
+The loader (:mod:`edgepipe.core.loader`) checks every value, given or default, before
+``pipeline()`` is called: a value that breaks one is refused (exit 2) naming the parameter and
+what it allows. The checks are plain functions too (:meth:`Range.check`,
+:func:`check_writable_file`), for library code that takes the same values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Constraint(Protocol):
+    """What the loader asks of an ``Annotated`` extra: check one converted value."""
+
+    def check(self, value: Any) -> None:
+        """Raise ``ValueError`` saying what is allowed when ``value`` is not."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A number between ``low`` and ``high`` (each included unless ``*_open``; ``None``: no
+    bound). NaN is never in range, nor an infinity unless a bound is missing on that side."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    """``low`` itself is not allowed (``Range(0, low_open=True)``: more than 0)."""
+    high_open: bool = False
+
+    def __post_init__(self) -> None:
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"Range({self.low}, {self.high}): low is above high")
+
+    def describe(self) -> str:
+        """``in [32, 4096]``, ``more than 0``, ``at most 1`` …"""
+        low, high = _number(self.low), _number(self.high)
+        if self.low is not None and self.high is not None:
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"in {left}{low}, {high}{right}"
+        if self.low is not None:
+            return f"more than {low}" if self.low_open else f"at least {low}"
+        if self.high is not None:
+            return f"less than {high}" if self.high_open else f"at most {high}"
+        return "a number"
+
+    def check(self, value: Any) -> None:
+        if value is None:  # an ``X | None`` parameter left at None
+            return
+        wanted = f"a number {self.describe()}"
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise ValueError(wanted)
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            raise ValueError(wanted)
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            raise ValueError(wanted)
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class WritableFile:
+    """A path where a file can be written: its folder exists and a file there can be opened for
+    writing (proven by opening it: ``os.access`` says yes for ``/proc`` as root). ``""`` and
+    ``None`` pass unchecked: by convention they mean "write nothing". Nothing is left behind:
+    a file the check created is removed at once (the sink creates it again when it starts), and
+    an existing one is opened for appending, never truncated."""
+
+    def check(self, value: Any) -> None:
+        if value is None or value == "":
+            return
+        check_writable_file(value)
+
+
+def check_writable_file(path: str | os.PathLike[str]) -> None:
+    """Raise ``ValueError`` (the reason, and what to give instead) unless a file can be written
+    at ``path``. A FIFO or device (``/dev/null``) is checked by permission only: opening one to
+    prove it could block or have effects."""
+    target = Path(path)
+    folder = target.parent
+    if not str(path).strip():
+        raise ValueError("a file path (got an empty one)")
+    if target.is_dir():
+        raise ValueError(f"a file path, not a folder ({target} is a folder)")
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"a file path in an existing folder ({folder} {what}; create it first)")
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise ValueError(f"a file that can be written ({target}: {exc.strerror or exc})") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        if not os.access(target, os.W_OK):
+            raise ValueError(f"a file that can be written ({target}: permission denied)")
+        return
+    try:
+        # O_EXCL when it is absent: a file created here is ours to remove; one that appears
+        # meanwhile is not touched.
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if mode is None else 0)
+        fd = os.open(target, flags, 0o666)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOENT:  # /proc as root: the folder is there but takes no file
+            reason = f"no file can be created in {folder}"
+        raise ValueError(f"a file that can be written ({target}: {reason})") from None
+    os.close(fd)
+    if mode is None:
+        with contextlib.suppress(OSError):
+            os.unlink(target)
