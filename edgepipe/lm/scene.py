@@ -84,6 +84,9 @@ class SceneWindow:
     def observe(self, item: Any, now: float | None = None) -> None:
         """Add one result: a frame's detections count by label, any other item by its kind."""
         t = time.monotonic() if now is None else now
+        seen = self._seen
+        while seen and t - seen[0][0] > self.window_s:  # out of every window to come: memory flat
+            seen.popleft()
         items = getattr(item, "items", None)
         source = str(getattr(item, "source_id", "") or "")
         if isinstance(items, list):

@@ -75,3 +75,13 @@ def test_sources_silent_past_forget_s_leave_the_state() -> None:
     assert [s.source for s in window.source_states(now=59.0)] == ["old", "new"]
     assert [s.source for s in window.source_states(now=61.0)] == ["new"]
     assert window.fields(now=61.0)["state"] == "new: silent, no frames for 11 s"
+
+
+def test_only_the_window_is_kept() -> None:
+    # 10 frames/s for 20 minutes through a 5 s window: what is held is the window's 50 or so
+    # frames, not every frame up to the deque's cap (10,000: ~2 MB, and walked at every report).
+    window = SceneWindow(5.0)
+    for i in range(12_000):
+        window.observe(faces("cam", i, 1), now=i / 10)
+    assert len(window._seen) <= 51
+    assert window.fields(now=1199.95)["frames"] == 50  # 1195.0 .. 1199.9 s
