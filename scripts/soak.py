@@ -296,7 +296,13 @@ def soak(args: argparse.Namespace, folder: Path, lm: Path, model: str, frames: P
         f.writelines(json.dumps(s) + "\n" for s in samples)
     with results.open(encoding="utf-8") if results.exists() else open(os.devnull) as f:
         parsed = parse_results(f, wall0)
-    result = figures(samples, parsed, seconds, args.window, usable_cores())
+    try:
+        result = figures(samples, parsed, seconds, args.window, usable_cores())
+    except ValueError as exc:
+        log = (folder / "pipeline.log").read_text(encoding="utf-8").splitlines()
+        tail, ran_s = "\n".join(log[-10:]), samples[-1]["t"] if samples else 0.0
+        raise RunFailed(f"the pipeline ended early (exit {exit_code} after {ran_s:.0f} s): {exc}; "
+                        f"the end of its log:\n{tail}") from None  # fmt: skip
     return {**result, "restarts": restarts, "reconnect_max_s": reconnect_max_s(back, parsed["live"]),
             "exit_code": exit_code}  # fmt: skip
 
@@ -307,6 +313,10 @@ def reconnect_max_s(back: list[float], live: list[float]) -> float | None:
     if not waits or None in waits:
         return None
     return round(max(w for w in waits if w is not None), 2)
+
+
+class RunFailed(Exception):
+    """The pipeline did not run long enough to be measured: the soak failed (exit 1)."""
 
 
 def _cpu_s(camera: RtspServer) -> float:
@@ -347,7 +357,11 @@ def main() -> int:
           file=sys.stderr, flush=True)  # fmt: skip
     try:
         result = soak(args, folder, lm, model, frames)
-    except (RuntimeError, OSError, ValueError) as exc:
+    except RunFailed as exc:
+        print(f"soak: {exc}\n(files kept in {folder})", file=sys.stderr)
+        print(json.dumps({"soak": {"ok": False, "error": str(exc).splitlines()[0]}}))
+        return 1
+    except (RuntimeError, OSError) as exc:  # the camera did not start, a file could not be written
         print(f"soak: {exc} (files kept in {folder})", file=sys.stderr)
         return 2
     ok = True

@@ -11,14 +11,17 @@ new description ``every_s`` after the last one began (at once when writing takes
 
 Leak hunting: with ``SOAK_TRACE=PATH`` in the environment the process also starts
 :mod:`tracemalloc` and a daemon thread that, every ``SOAK_TRACE_EVERY_S`` seconds (default 60),
-appends to PATH the allocations that grew most since its first snapshot (by line) and the
-object types that grew most in number (a :mod:`gc` census). It slows the process down: use it
-to find what grows, not to measure how much.
+appends to PATH the allocations that grew most since its first snapshot (by line), the
+object types that grew most in number (a :mod:`gc` census) and glibc's own account of the heap
+(``mallinfo2``: bytes in use and bytes free but kept, over every arena; native memory that
+tracemalloc does not see). It slows the process down: use it to find what grows, not to
+measure how much.
 """
 
 from __future__ import annotations
 
 import collections
+import ctypes
 import gc
 import os
 import threading
@@ -68,6 +71,25 @@ def pipeline(
     return p
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                     "usmblks", "fsmblks", "uordblks", "fordblks",
+                                                     "keepcost")]  # fmt: skip
+
+
+def _heap() -> str:
+    """glibc's heap: in use, free but kept (both over every arena), and mmapped blocks."""
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return "heap: no mallinfo2 here (glibc >= 2.33)"
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    mib = 2**20
+    return (f"heap: in use {info.uordblks / mib:.1f} MiB, free but kept {info.fordblks / mib:.1f} MiB, "
+            f"mmapped {info.hblkhd / mib:.1f} MiB in {info.hblks} blocks")  # fmt: skip
+
+
 def _census() -> collections.Counter[str]:
     return collections.Counter(type(o).__qualname__ for o in gc.get_objects())
 
@@ -79,13 +101,17 @@ def _trace(path: Path, every_s: float) -> None:
     time.sleep(every_s)  # the first snapshot after the warm-up: models loaded, pools filled
     gc.collect()
     base, base_count, t0 = tracemalloc.take_snapshot(), _census(), time.monotonic()
+    with path.open("a", encoding="utf-8") as f:
+        f.write(f"== the first snapshot\n  {_heap()}\n")
     while True:
         time.sleep(every_s)
         gc.collect()
         snap, count = tracemalloc.take_snapshot(), _census()
         current, _ = tracemalloc.get_traced_memory()
+        elapsed = time.monotonic() - t0
         lines = [
-            f"== {time.monotonic() - t0:.0f} s after the first snapshot; traced {current / 2**20:.1f} MiB"
+            f"== {elapsed:.0f} s after the first snapshot; traced {current / 2**20:.1f} MiB",
+            f"  {_heap()}",
         ]
         for stat in snap.compare_to(base, "lineno")[:TOP]:
             lines.append(
