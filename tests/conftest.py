@@ -74,3 +74,18 @@ def make_clip(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return make_sample_clip.make_clip(folder / name, **kwargs)  # type: ignore[no-any-return]
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def loopback_ice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No test reaches the internet: no STUN server, and ICE gathers 127.0.0.1 only (both peers).
+    monkeypatch.setenv("EDGEPIPE_ICE_HOSTS", "127.0.0.1")
+    monkeypatch.delenv("EDGEPIPE_ICE_SERVERS", raising=False)
+
+
+@pytest.fixture
+def libx264() -> None:
+    import av
+
+    if "libx264" not in av.codecs_available:
+        pytest.skip("libx264 is not available in this PyAV build")

@@ -13,8 +13,7 @@ import tiny_lm
 
 from edgepipe import Message, PipelineFileError, load_pipeline
 from edgepipe.testing import ListSink, run_pipeline
-
-from .viewing import connect, messages_of, served, video_feeds
+from tests.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "describe_scene.py"

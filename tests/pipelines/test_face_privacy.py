@@ -11,8 +11,7 @@ from edgepipe import load_pipeline
 from edgepipe.media.frame import from_rgb
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
-
-from .viewing import connect, messages_of, served, video_feeds
+from tests.viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
 

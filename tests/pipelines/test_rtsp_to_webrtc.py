@@ -12,8 +12,7 @@ import pytest
 
 from edgepipe import load_pipeline
 from tests.media.conftest import SYSTEM_PYTHON, RtspServer, free_port
-
-from .viewing import connect, messages_of, served, video_feeds
+from tests.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "rtsp_to_webrtc.py"

@@ -19,13 +19,12 @@ import aiohttp
 import msgpack
 import pytest
 
-from edgepipe import Pipeline
-from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame
-from edgepipe.media.source import VideoSource
-from edgepipe.serve import HttpServer, ServeConfig, messages
+from edgepipe.serve import ServeConfig, messages
 from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
+from tests.viewing import camera_pipeline
+from tests.viewing import served as serve
 
 from .webdriver import Browser, require_chromium
 
@@ -46,24 +45,9 @@ def detector(frame: Frame) -> Detections:
 async def served(stream: WebRTCStream | None, token: str | None = TOKEN) -> AsyncIterator[str]:
     """A pipeline (synthetic 640x360 camera, a detector with one known box) served with ``token``
     (bound off loopback so that the token is required, reached over 127.0.0.1)."""
-    p = Pipeline("page")
-    camera = p.source("camera", VideoSource("synthetic://640x360@30"))
-    if stream is not None:
-        p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
-        faces = p.stage("faces", detector, inputs=camera, policy="latest", queue_size=1)
-        p.sink("view_results", stream.results, inputs=faces, queue_size=16, blocking=False)
-    else:
-        p.sink("drop", lambda f: None, inputs=camera, policy="latest", queue_size=1)
     config = ServeConfig(port=0, host="0.0.0.0", token=token) if token else ServeConfig(port=0)
-    server = HttpServer(config)
-    async with asyncio.TaskGroup() as tg:
-        run = tg.create_task(run_async(p, watchers=[server], duration_s=60, drain_timeout_s=1.0))
-        await asyncio.wait_for(server.ready.wait(), 10)
-        assert server.url is not None
-        try:
-            yield f"http://127.0.0.1:{server.url.rsplit(':', 1)[1]}"
-        finally:
-            run.cancel()
+    async with serve(camera_pipeline(stream, detector, "page"), config=config) as run:
+        yield run.url
 
 
 async def test_the_page_and_its_files_are_served_with_the_token_and_safe_headers() -> None:

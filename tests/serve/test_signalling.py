@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,13 +10,12 @@ import aiohttp
 import pytest
 from aiortc import RTCSessionDescription
 
-from edgepipe import Pipeline
-from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame
-from edgepipe.media.source import VideoSource
-from edgepipe.serve import HttpServer, ServeConfig, messages
+from edgepipe.serve import messages
 from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
+from tests.viewing import camera_pipeline
+from tests.viewing import served as serve
 
 from .peers import Peer
 
@@ -38,23 +36,8 @@ def detector(frame: Frame) -> Detections:
 
 @asynccontextmanager
 async def served(stream: WebRTCStream | None) -> AsyncIterator[str]:
-    p = Pipeline("view")
-    camera = p.source("camera", VideoSource("synthetic://640x360@30"))
-    if stream is not None:
-        p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
-        faces = p.stage("faces", detector, inputs=camera, policy="latest", queue_size=1)
-        p.sink("view_results", stream.results, inputs=faces, queue_size=16, blocking=False)
-    else:
-        p.sink("drop", lambda f: None, inputs=camera, policy="latest", queue_size=1)
-    server = HttpServer(ServeConfig(port=0))
-    async with asyncio.TaskGroup() as tg:
-        run = tg.create_task(run_async(p, watchers=[server], duration_s=30, drain_timeout_s=1.0))
-        await asyncio.wait_for(server.ready.wait(), 10)
-        assert server.url is not None
-        try:
-            yield f"http://127.0.0.1:{server.url.rsplit(':', 1)[1]}"
-        finally:
-            run.cancel()
+    async with serve(camera_pipeline(stream, detector), duration_s=30) as run:
+        yield run.url
 
 
 class Viewer(Peer):

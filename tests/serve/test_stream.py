@@ -8,69 +8,46 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import aiohttp
 import av
 import pytest
-from aiortc import RTCRtpReceiver, RTCSessionDescription
+from aiortc import RTCRtpReceiver
 from prometheus_client.parser import text_string_to_metric_families
 
 from edgepipe import Message, Pipeline
 from edgepipe.core.errors import PipelineError
-from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame
 from edgepipe.media.source import VideoSource
-from edgepipe.serve import HttpServer, ServeConfig, messages
+from edgepipe.serve import messages
 from edgepipe.serve.stream import WebRTCStream, streams_of
+from tests.viewing import camera_pipeline, connect, messages_of
+from tests.viewing import served as serve
 
 from .peers import Peer
 
 pytestmark = pytest.mark.usefixtures("libx264")
 
 
-def words(frame: Frame) -> Message | None:
-    """A stand-in language model: a token every 10th frame, an event every 30th."""
-    if frame.seq % 30 == 29:
-        return Message("event", {"what": "description", "request": frame.seq // 30, "text": "all quiet"})
-    if frame.seq % 10 == 0:
-        return Message("token", {"request": frame.seq // 30, "text": f" w{frame.seq}"})
-    return None
+class Words:
+    """A stand-in language model: a token every 10th frame it sees, an event every 30th."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, frame: Frame) -> Message | None:
+        self.n += 1
+        if self.n % 30 == 0:
+            return Message("event", {"what": "description", "request": self.n // 30, "text": "all quiet"})
+        if self.n % 10 == 0:
+            return Message("token", {"request": self.n // 30, "text": f" w{self.n}"})
+        return None
 
 
 @asynccontextmanager
 async def served(stream: WebRTCStream) -> AsyncIterator[str]:
-    p = Pipeline("view")
-    camera = p.source("camera", VideoSource("synthetic://640x360@30"))
-    p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
-    said = p.stage("words", words, inputs=camera, queue_size=4)
-    p.sink("view_results", stream.results, inputs=said, queue_size=16, blocking=False)
-    server = HttpServer(ServeConfig(port=0))
-    async with asyncio.TaskGroup() as tg:
-        run = tg.create_task(run_async(p, watchers=[server], duration_s=30, drain_timeout_s=1.0))
-        await asyncio.wait_for(server.ready.wait(), 10)
-        assert server.url is not None
-        try:
-            yield f"http://127.0.0.1:{server.url.rsplit(':', 1)[1]}"
-        finally:
-            run.cancel()
-
-
-async def connect(url: str, peer: Peer) -> None:
-    offer = {"sdp": await peer.offer(), "type": "offer"}
-    async with aiohttp.ClientSession() as http, http.post(f"{url}/offer", json=offer) as r:
-        assert r.status == 200, await r.text()
-        answer = await r.json()
-    await peer.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
-
-
-async def wait_for_messages(peer: Peer, kind: str, n: int) -> list[dict[str, Any]]:
-    for _ in range(200):
-        found = [m for m in peer.messages if m["kind"] == kind]
-        if len(found) >= n:
-            return found
-        await asyncio.sleep(0.05)
-    return [m for m in peer.messages if m["kind"] == kind]
+    async with serve(camera_pipeline(stream, Words()), duration_s=30) as run:
+        yield run.url
 
 
 @pytest.mark.skipif("libvpx" not in av.codecs_available, reason="no libvpx in this PyAV build")
@@ -102,8 +79,8 @@ async def test_the_data_channel_carries_states_tokens_and_events() -> None:
         peer = Peer()
         await connect(url, peer)
         await peer.frames(5)
-        tokens = await wait_for_messages(peer, "token", 3)
-        events = await wait_for_messages(peer, "event", 1)
+        tokens = await messages_of(peer, "token", 3)
+        events = await messages_of(peer, "event", 1)
         peer.channel.send(messages.pack({"v": 1, "kind": "keyframe"}))
         peer.channel.send(b"\xc1 not msgpack")
         await asyncio.sleep(1.0)  # /metrics reads a snapshot at most 0.5 s old
@@ -149,22 +126,11 @@ def probe(frame: Frame) -> None:
 
 
 async def test_a_password_in_an_error_never_reaches_a_viewer() -> None:
-    p = Pipeline("leak")
-    camera = p.source("camera", VideoSource("synthetic://320x240@30"))
-    stream = WebRTCStream()
-    p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
-    p.stage("probe", probe, inputs=camera, policy="latest", queue_size=1)
-    server = HttpServer(ServeConfig(port=0))
-    peer = Peer()
-    async with asyncio.TaskGroup() as tg:
-        run = tg.create_task(run_async(p, watchers=[server], duration_s=30, drain_timeout_s=1.0))
-        await asyncio.wait_for(server.ready.wait(), 10)
-        assert server.url is not None
-        await connect(f"http://127.0.0.1:{server.url.rsplit(':', 1)[1]}", peer)
+    async with serve(camera_pipeline(WebRTCStream(), probe), duration_s=30) as run:
+        peer = await connect(run.url)
         await peer.frames(3)
-        errors = await wait_for_messages(peer, "error", 2)
+        errors = await messages_of(peer, "error", 2)
         await peer.pc.close()
-        run.cancel()
     assert errors, "the node's errors reach the viewer"
     assert all("hunter2pw" not in str(m) for m in peer.messages)
     assert "admin:***@192.0.2.10" in errors[0]["message"]
