@@ -25,14 +25,14 @@ BUDGET_S = DRAIN_S + 1.0 + SLACK_S
 """What a stop may take, from the signal to the exit."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Ended:
     code: int
     took_s: float
     """Seconds from the signal (or from the "running" line) to the exit."""
     stderr: str
 
-    def __str__(self) -> str:  # what a failed assertion shows
+    def __repr__(self) -> str:  # what a failed assertion shows
         return f"exit {self.code} after {self.took_s:.2f} s; stderr:\n{self.stderr}"
 
 
@@ -50,13 +50,18 @@ class Run:
         self.proc = proc
         self.head: list[str] = []
         assert proc.stderr is not None
-        for line in proc.stderr:  # after the imports and the checks: the run begins
+        self.wait_for("edgepipe: running '")  # after the imports and the checks: the run begins
+        self.running_t = time.monotonic()
+
+    def wait_for(self, text: str) -> str:
+        """The first line of stderr (from here on) that holds ``text``."""
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
             self.head.append(line)
-            if "edgepipe: running '" in line:
-                self.running_t = time.monotonic()
-                return
+            if text in line:
+                return line
         self.ended(0)
-        raise AssertionError(f"the run did not start:\n{''.join(self.head)}")
+        raise AssertionError(f"no {text!r} in its output:\n{''.join(self.head)}")
 
     def stop(self, after_s: float = 1.0, before: Callable[[], None] | None = None) -> Ended:
         """SIGTERM ``after_s`` after the run began (``before`` it, if given); how it ended."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -175,6 +176,19 @@ def test_a_dead_results_pipe_stops_the_run_within_its_budget() -> None:
     assert ended.code == 0, ended  # the head convention
     assert ended.took_s <= FLUSH_INTERVAL_S + BUDGET_S, ended  # the next flush finds it closed
     assert "standard output was closed by its reader; stopping" in ended.stderr, ended
+
+
+def test_a_client_that_sends_half_a_request_does_not_hold_up_the_stop() -> None:
+    # aiohttp waited 60 s for the handler reading its body.
+    run_ = start(["pipelines/rtsp_to_webrtc.py", "--port", "0"])
+    found = re.search(r"serving http://([\d.]+):(\d+)", run_.wait_for("serving http://"))
+    assert found is not None
+    with socket.create_connection((found[1], int(found[2]))) as client:
+        client.sendall(b"POST /offer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: 1000\r\n\r\n{\"sdp\": ")  # fmt: skip
+        ended = run_.stop()
+    assert ended.code == 0, ended
+    assert ended.took_s <= BUDGET_S, ended
 
 
 # -- no thread left behind ------------------------------------------------------------------
