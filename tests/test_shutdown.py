@@ -54,6 +54,27 @@ def pipeline(source: str = "synthetic://320x240@30") -> Pipeline:
     return p
 """
 
+HUNG_STOP_HOOK = """
+import threading
+
+from edgepipe import Pipeline
+from edgepipe.media import VideoSource
+
+
+class Sink:
+    def process(self, frame):
+        pass
+
+    def stop(self):
+        threading.Event().wait()  # a flush to a disk that never answers
+
+
+def pipeline() -> Pipeline:
+    p = Pipeline("hung_stop")
+    p.sink("out", Sink(), inputs=p.source("camera", VideoSource("synthetic://320x240@30")))
+    return p
+"""
+
 BLOBS = """
 import asyncio
 import itertools
@@ -130,6 +151,14 @@ def test_a_hung_stage_is_cancelled_at_the_drain_deadline(tmp_path: Path) -> None
     assert ended.code == 0, ended
     assert ended.took_s <= BUDGET_S, ended
     assert f"drain did not finish within {DRAIN_S:.1f} s" in ended.stderr, ended
+
+
+def test_a_hung_stop_hook_is_abandoned_within_the_budget(tmp_path: Path) -> None:
+    # It had stop_timeout_s (5 s) whatever the drain deadline.
+    ended = start([pipeline_file(tmp_path, HUNG_STOP_HOOK)]).stop()
+    assert ended.code == 0, ended
+    assert ended.took_s <= BUDGET_S, ended
+    assert "[out] stop() did not return within" in ended.stderr, ended
 
 
 def test_a_results_writer_nobody_reads_is_abandoned_its_lines_counted_lost(

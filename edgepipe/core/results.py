@@ -145,6 +145,7 @@ class ResultsWriter:
         self._pending_bytes = 0
         self._in_flight = 0
         """Lines handed to the writer thread and not yet written (or failed)."""
+        self._last_write: asyncio.Future[None] | None = None
         self._abandoned = False
         self._file: IO[str] | None = None
         self._pool = DaemonThreadPool(1, "results")
@@ -182,6 +183,7 @@ class ResultsWriter:
             loop = asyncio.get_running_loop()
             write = loop.run_in_executor(self._pool, _write_lines, self._file, lines)
             self._in_flight += len(lines)
+            self._last_write = write
             # Counted when the write ends, and shielded: a forced stop may stop waiting for the
             # disk, but the lines in flight still land (or count as lost) exactly once.
             write.add_done_callback(self._counted(len(lines)))
@@ -230,6 +232,10 @@ class ResultsWriter:
         try:
             async with asyncio.timeout(timeout_s):
                 await self.flush()
+                last = self._last_write  # in flight still when a cancelled flush let go of the lock
+                if last is not None and not last.done():
+                    with contextlib.suppress(OSError, ValueError):  # counted by _counted
+                        await asyncio.shield(last)
                 if self._file is not None and self._file is not sys.stdout:
                     loop = asyncio.get_running_loop()
                     try:
@@ -239,10 +245,12 @@ class ResultsWriter:
         except TimeoutError:
             self._abandon(timeout_s)
         self._file = None
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=False)
 
     def _abandon(self, timeout_s: float | None) -> None:
         self._abandoned = True
+        if self._file is not None and self._file is not sys.stdout:
+            self._pool.submit(_close_quietly, self._file)  # if the blocked write ever returns
         self.lines_lost += self._in_flight + len(self._pending)
         self._pending, self._pending_bytes = [], 0
         # No log line: the report carries it, and the CLI says it once with the count.
@@ -254,6 +262,11 @@ class ResultsWriter:
 
 def _open_for_write(path: str) -> IO[str]:
     return open(path, "w", encoding="utf-8")  # closed by ResultsWriter.close
+
+
+def _close_quietly(file: IO[str]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        file.close()
 
 
 def _write_lines(file: IO[str], lines: list[str]) -> None:

@@ -8,9 +8,8 @@ Life of a run:
    ``--duration``).
 3. Stopping cancels the sources only; everything already in the channels drains through to the
    sinks within ``drain_timeout_s``. Past that, or on :meth:`Runtime.force_stop` (a second
-   Ctrl-C), every remaining task is cancelled. The results left to write get what remains of
-   the drain deadline (at least :data:`RESULTS_CLOSE_MIN_S`): a writer blocked past it is
-   abandoned and its lines count as lost, so the whole stop fits in ``drain_timeout_s`` + 1 s.
+   Ctrl-C), every remaining task is cancelled. Stop hooks and the results left to write are
+   bounded too (:mod:`~edgepipe.core.deadlines`): the whole stop fits in the drain deadline + 1 s.
 4. A node whose error policy says stop raises :class:`NodeError`: the TaskGroup cancels the rest
    and :meth:`Runtime.run` re-raises that error, naming the node.
 5. The report names every sink that was given items and wrote none of them
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from edgepipe.core.channel import ChannelStats
+from edgepipe.core.deadlines import StopDeadlines
 from edgepipe.core.errors import EdgepipeError, NodeError
 from edgepipe.core.executor import Resources
 from edgepipe.core.graph import Graph
@@ -40,10 +40,6 @@ from edgepipe.core.results import Message, ResultsWriter
 from edgepipe.core.spec import NodeKind
 
 log = logging.getLogger(__name__)
-
-RESULTS_CLOSE_MIN_S = 0.5
-"""After a stop, the results left to write get what remains of the drain deadline, and at least
-this long (a forced stop used it all)."""
 
 Watcher = Callable[["Runtime"], Coroutine[Any, Any, None]]
 """A coroutine function run beside the nodes (a stats table, a health file); cancelled when the
@@ -138,7 +134,8 @@ class Runtime:
         self._listeners: list[Callable[[Message], None]] = []
         self.drain_timeout_s = drain_timeout_s
         self.stop_timeout_s = stop_timeout_s
-        """Each node's stop() hook gets this long, whatever the drain deadline (sinks flush there)."""
+        """Each node's stop() hook gets this long at most (sinks flush there); after a stop, no
+        longer than the drain deadline allows (:meth:`hook_timeout_s`)."""
         self.debug = debug
         self.resources = Resources({**graph.workers(), **(workers or {})})
         # Hooks get threads of their own: a stop() must not queue behind the blocking read it is
@@ -162,8 +159,7 @@ class Runtime:
         self._force_count = 0
         self._force_seen = 0
         self._t0 = 0.0
-        self._stop_t: float | None = None
-        """When the first stop was asked for (monotonic seconds)."""
+        self._deadlines = StopDeadlines(drain_timeout_s, stop_timeout_s)
         self._opening: asyncio.Timeout | None = None
         """While ``--results`` opens: a stop cuts it short (a FIFO's open waits for a reader)."""
 
@@ -183,8 +179,7 @@ class Runtime:
 
     def _stop_requested(self) -> None:
         self._stopping = True
-        if self._stop_t is None:
-            self._stop_t = time.monotonic()
+        self._deadlines.request()
         if self._opening is not None:
             self._opening.reschedule(0)  # now
 
@@ -220,6 +215,10 @@ class Runtime:
         if self._running == 0:
             self._done.set()
             self._changed.set()
+
+    def hook_timeout_s(self) -> float:
+        """How long a node's stop() hook starting now may take (:mod:`~edgepipe.core.deadlines`)."""
+        return self._deadlines.hook_s()
 
     def add_listener(self, listener: Callable[[Message], None]) -> None:
         """Tell ``listener`` of every runtime event (a source's state, a node's error or
@@ -261,7 +260,7 @@ class Runtime:
             self.resources.shutdown()
             self._hooks_pool.shutdown(wait=False, cancel_futures=True)
             if results is not None:
-                await results.close(self._results_close_s())
+                await results.close(self._deadlines.results_s())
         if failure is not None:
             raise failure
         return self._report()
@@ -295,14 +294,6 @@ class Runtime:
         finally:
             self._opening = None
         return True
-
-    def _results_close_s(self) -> float:
-        """How long the results left to write may take: after a stop, what remains of the drain
-        deadline (at least :data:`RESULTS_CLOSE_MIN_S`); after a run that ended by itself, as
-        long as a stop() hook."""
-        if self._stop_t is None:
-            return self.stop_timeout_s
-        return max(RESULTS_CLOSE_MIN_S, self._stop_t + self.drain_timeout_s - time.monotonic())
 
     def _report(self) -> RunReport:
         stopped_by = "forced" if self._forced else ("stop" if self._stopping else "end")
