@@ -11,7 +11,9 @@ Loaders and runners hold a :class:`Native` marker (made once, entered around eac
 is allocated per call); ``edgepipe``'s command line calls :func:`settle` before it exits: it
 waits a moment for the calls in progress, and when some are still running (a long load, a run
 past its deadline) the process leaves with ``os._exit`` after flushing its output, so no C++
-destructor runs under a live call.
+destructor runs under a live call. A call that cannot end soon (an open that FFmpeg cannot cut
+short before its deadline) is marked ``wait=False``: it too makes the process leave with
+``os._exit``, without the wait.
 """
 
 from __future__ import annotations
@@ -22,27 +24,35 @@ from collections import Counter
 
 _cond = threading.Condition()
 _busy: Counter[str] = Counter()
+_waited = 0
+"""How many of the calls in progress :func:`settle` waits for."""
 
 
 class Native:
     """``with marker:`` around a native call; ``what`` names it in :func:`settle`'s answer.
-    Re-entrant and usable from many threads at once."""
+    Re-entrant and usable from many threads at once. ``wait``: whether :func:`settle` waits for
+    it (False for a call that cannot end within a second)."""
 
-    __slots__ = ("what",)
+    __slots__ = ("wait", "what")
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, wait: bool = True) -> None:
         self.what = what
+        self.wait = wait
 
     def __enter__(self) -> None:
+        global _waited
         with _cond:
             _busy[self.what] += 1
+            _waited += self.wait
 
     def __exit__(self, *exc: object) -> None:
+        global _waited
         with _cond:
             _busy[self.what] -= 1
             if _busy[self.what] <= 0:
                 del _busy[self.what]
-            if not _busy:
+            _waited -= self.wait
+            if not _waited:
                 _cond.notify_all()
 
 
@@ -53,10 +63,11 @@ def in_progress() -> list[str]:
 
 
 def settle(timeout_s: float) -> list[str]:
-    """Wait up to ``timeout_s`` for the native calls in progress; what is still running."""
+    """Wait up to ``timeout_s`` for the native calls in progress (those marked ``wait``); what
+    is still running, all of them."""
     deadline = time.monotonic() + timeout_s
     with _cond:
-        while _busy:
+        while _waited:
             left = deadline - time.monotonic()
             if left <= 0:
                 break

@@ -50,6 +50,8 @@ class Host(Protocol):
 
     def node_finished(self, runner: NodeRunner) -> None: ...
 
+    def hook_timeout_s(self) -> float: ...
+
 
 class NodeRunner:
     """One node's task: starts it, runs its loop, stops it."""
@@ -192,7 +194,7 @@ class NodeRunner:
     async def _stop(self) -> None:
         hooks = self._source or self._process
         assert hooks is not None
-        timeout_s = self.host.stop_timeout_s
+        timeout_s = self.host.hook_timeout_s()
         try:
             async with asyncio.timeout(timeout_s):
                 await hooks.stop()

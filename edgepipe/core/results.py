@@ -143,6 +143,10 @@ class ResultsWriter:
         """Called once, on the event loop, when standard output's reader has gone."""
         self._pending: list[str] = []
         self._pending_bytes = 0
+        self._in_flight = 0
+        """Lines handed to the writer thread and not yet written (or failed)."""
+        self._last_write: asyncio.Future[None] | None = None
+        self._abandoned = False
         self._file: IO[str] | None = None
         self._pool = DaemonThreadPool(1, "results")
         self._lock = asyncio.Lock()
@@ -178,6 +182,8 @@ class ResultsWriter:
                 return
             loop = asyncio.get_running_loop()
             write = loop.run_in_executor(self._pool, _write_lines, self._file, lines)
+            self._in_flight += len(lines)
+            self._last_write = write
             # Counted when the write ends, and shielded: a forced stop may stop waiting for the
             # disk, but the lines in flight still land (or count as lost) exactly once.
             write.add_done_callback(self._counted(len(lines)))
@@ -186,6 +192,9 @@ class ResultsWriter:
 
     def _counted(self, n: int) -> Callable[[asyncio.Future[None]], None]:
         def done(write: asyncio.Future[None]) -> None:
+            self._in_flight -= n
+            if self._abandoned:  # already counted as lost by close()
+                return
             exc = None if write.cancelled() else write.exception()
             if exc is None and not write.cancelled():
                 self.lines_written += n
@@ -207,7 +216,7 @@ class ResultsWriter:
         return done
 
     async def flush_every(self, interval_s: float, done: asyncio.Event) -> None:
-        """Flush periodically until ``done`` is set, then once more."""
+        """Flush periodically until ``done`` is set (:meth:`close` writes the rest)."""
         while not done.is_set():
             try:
                 async with asyncio.timeout(interval_s):
@@ -216,20 +225,48 @@ class ResultsWriter:
                 pass
             await self.flush()
 
-    async def close(self) -> None:
-        await self.flush()
-        if self._file is not None and self._file is not sys.stdout:
-            loop = asyncio.get_running_loop()
-            try:
-                await loop.run_in_executor(self._pool, self._file.close)
-            except OSError as exc:  # close flushes: the last write can fail here
-                self.error = self.error or f"{self.path}: cannot write results: {exc.strerror or exc}"
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Write what is left and close the file, within ``timeout_s`` (None: no limit). A
+        writer still blocked then (a pipe nobody reads, a hung network disk) is abandoned to its
+        thread: every line not written counts as lost, said in one line (:attr:`error`)."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.flush()
+                last = self._last_write  # in flight still when a cancelled flush let go of the lock
+                if last is not None and not last.done():
+                    with contextlib.suppress(OSError, ValueError):  # counted by _counted
+                        await asyncio.shield(last)
+                if self._file is not None and self._file is not sys.stdout:
+                    loop = asyncio.get_running_loop()
+                    try:
+                        await loop.run_in_executor(self._pool, self._file.close)
+                    except OSError as exc:  # close flushes: the last write can fail here
+                        self.error = self.error or f"{self.path}: cannot write results: {exc.strerror or exc}"
+        except TimeoutError:
+            self._abandon(timeout_s)
         self._file = None
         self._pool.shutdown(wait=False)
+
+    def _abandon(self, timeout_s: float | None) -> None:
+        self._abandoned = True
+        if self._file is not None and self._file is not sys.stdout:
+            self._pool.submit(_close_quietly, self._file)  # if the blocked write ever returns
+        self.lines_lost += self._in_flight + len(self._pending)
+        self._pending, self._pending_bytes = [], 0
+        # No log line: the report carries it, and the CLI says it once with the count.
+        self.error = self.error or (
+            f"{self.path}: cannot write results: the write was still blocked {timeout_s or 0:.1f} s "
+            "after the run ended (is anything reading it?); abandoned"
+        )
 
 
 def _open_for_write(path: str) -> IO[str]:
     return open(path, "w", encoding="utf-8")  # closed by ResultsWriter.close
+
+
+def _close_quietly(file: IO[str]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        file.close()
 
 
 def _write_lines(file: IO[str], lines: list[str]) -> None:

@@ -8,7 +8,8 @@ Life of a run:
    ``--duration``).
 3. Stopping cancels the sources only; everything already in the channels drains through to the
    sinks within ``drain_timeout_s``. Past that, or on :meth:`Runtime.force_stop` (a second
-   Ctrl-C), every remaining task is cancelled.
+   Ctrl-C), every remaining task is cancelled. Stop hooks and the results left to write are
+   bounded too (:mod:`~edgepipe.core.deadlines`): the whole stop fits in the drain deadline + 1 s.
 4. A node whose error policy says stop raises :class:`NodeError`: the TaskGroup cancels the rest
    and :meth:`Runtime.run` re-raises that error, naming the node.
 5. The report names every sink that was given items and wrote none of them
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from edgepipe.core.channel import ChannelStats
+from edgepipe.core.deadlines import StopDeadlines
 from edgepipe.core.errors import EdgepipeError, NodeError
 from edgepipe.core.executor import Resources
 from edgepipe.core.graph import Graph
@@ -132,7 +134,8 @@ class Runtime:
         self._listeners: list[Callable[[Message], None]] = []
         self.drain_timeout_s = drain_timeout_s
         self.stop_timeout_s = stop_timeout_s
-        """Each node's stop() hook gets this long, whatever the drain deadline (sinks flush there)."""
+        """Each node's stop() hook gets this long at most (sinks flush there); after a stop, no
+        longer than the drain deadline allows (:meth:`hook_timeout_s`)."""
         self.debug = debug
         self.resources = Resources({**graph.workers(), **(workers or {})})
         # Hooks get threads of their own: a stop() must not queue behind the blocking read it is
@@ -156,20 +159,29 @@ class Runtime:
         self._force_count = 0
         self._force_seen = 0
         self._t0 = 0.0
+        self._deadlines = StopDeadlines(drain_timeout_s, stop_timeout_s)
+        self._opening: asyncio.Timeout | None = None
+        """While ``--results`` opens: a stop cuts it short (a FIFO's open waits for a reader)."""
 
     # -- control ------------------------------------------------------------------------------
 
     def request_stop(self) -> None:
         """Stop the sources and let what is queued drain. Safe to call from a signal handler."""
-        self._stopping = True
+        self._stop_requested()
         self._changed.set()
 
     def force_stop(self) -> None:
         """Cancel every node now (a node in its stop() hook may finish it; asked again, not)."""
-        self._stopping = True
+        self._stop_requested()
         self._force_count += 1
         self._forced = True
         self._changed.set()
+
+    def _stop_requested(self) -> None:
+        self._stopping = True
+        self._deadlines.request()
+        if self._opening is not None:
+            self._opening.reschedule(0)  # now
 
     @property
     def stopping(self) -> bool:
@@ -204,6 +216,10 @@ class Runtime:
             self._done.set()
             self._changed.set()
 
+    def hook_timeout_s(self) -> float:
+        """How long a node's stop() hook starting now may take (:mod:`~edgepipe.core.deadlines`)."""
+        return self._deadlines.hook_s()
+
     def add_listener(self, listener: Callable[[Message], None]) -> None:
         """Tell ``listener`` of every runtime event (a source's state, a node's error or
         restart) as it happens, on the event loop. It must not block; what it raises is logged
@@ -230,30 +246,56 @@ class Runtime:
         """Run to the end. Raises :class:`NodeError` if a node's policy stopped the pipeline."""
         self._t0 = time.monotonic()
         memory_plan().announced = False  # logged whole once this run has started, then by change
-        if self._results is not None:
-            await self._results.open()
+        results = self._results
+        opened = results is None or await self._opened(results)
         for warning in self.graph.warnings:
             log.warning("%s", warning)
         failure: BaseException | None = None
         try:
-            async with asyncio.TaskGroup() as tg:
-                for runner in self.runners.values():
-                    runner.task = tg.create_task(runner.run(), name=f"node:{runner.node_id}")
-                watcher_tasks = [tg.create_task(w(self), name=f"watcher:{i}") for i, w in enumerate(watchers)]
-                if self.scheduler is not None:
-                    watcher_tasks.append(tg.create_task(self.scheduler.run(self), name="scheduler"))
-                if self._results is not None:
-                    tg.create_task(self._results.flush_every(0.5, self._done), name="results-flush")
-                tg.create_task(self._supervise(watcher_tasks), name="supervisor")
+            if opened:  # else stopped before --results could be opened: nothing ran
+                await self._run_tasks(watchers)
         except BaseExceptionGroup as group:
             failure = _first_failure(group)
         finally:
             self.resources.shutdown()
             self._hooks_pool.shutdown(wait=False, cancel_futures=True)
-            if self._results is not None:
-                await self._results.close()
+            if results is not None:
+                await results.close(self._deadlines.results_s())
         if failure is not None:
             raise failure
+        return self._report()
+
+    async def _run_tasks(self, watchers: Sequence[Watcher]) -> None:
+        results = self._results
+        async with asyncio.TaskGroup() as tg:
+            for runner in self.runners.values():
+                runner.task = tg.create_task(runner.run(), name=f"node:{runner.node_id}")
+            watcher_tasks = [tg.create_task(w(self), name=f"watcher:{i}") for i, w in enumerate(watchers)]
+            if self.scheduler is not None:
+                watcher_tasks.append(tg.create_task(self.scheduler.run(self), name="scheduler"))
+            if results is not None:  # cancelled with the watchers: close() writes the rest
+                flushing = tg.create_task(results.flush_every(0.5, self._done), name="results-flush")
+                watcher_tasks.append(flushing)
+            tg.create_task(self._supervise(watcher_tasks), name="supervisor")
+
+    async def _opened(self, results: ResultsWriter) -> bool:
+        """Open ``--results``; False when a stop comes first (opening a FIFO waits for its
+        reader: that open is abandoned to its thread)."""
+        if self._stopping:
+            return False
+        try:
+            async with asyncio.timeout(None) as self._opening:
+                await results.open()
+        except TimeoutError:
+            if self._opening is None or not self._opening.expired():
+                raise
+            log.info("stopped while opening %s for the results", results.path)
+            return False
+        finally:
+            self._opening = None
+        return True
+
+    def _report(self) -> RunReport:
         stopped_by = "forced" if self._forced else ("stop" if self._stopping else "end")
         stats = self.snapshot()
         results = self._results

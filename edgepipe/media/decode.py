@@ -17,6 +17,8 @@ from typing import Any
 import av
 import av.error
 
+from edgepipe.core.native import Native
+from edgepipe.core.redact import redact_url
 from edgepipe.media import hw
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.url import SourceURL
@@ -113,13 +115,16 @@ class StreamDecoder:
         hwaccel = self.choice.hwaccel_settings() if self.choice is not None else None
         t0 = time.monotonic()
         try:
-            self.container = av.open(
-                src.target,
-                format=fmt,
-                options=self._container_options(),
-                timeout=(self.timeout_s, self.timeout_s),
-                hwaccel=hwaccel,
-            )
+            # A stop does not wait for an open (FFmpeg cannot cut it short before its deadline):
+            # the process must not finalize under it (a crash at exit, -11, in about one stop in 20).
+            with Native(f"opening {redact_url(src.url)}", wait=False):
+                self.container = av.open(
+                    src.target,
+                    format=fmt,
+                    options=self._container_options(),
+                    timeout=(self.timeout_s, self.timeout_s),
+                    hwaccel=hwaccel,
+                )
         except (av.error.FFmpegError, OSError, RuntimeError) as exc:
             if hwaccel is not None and isinstance(exc, RuntimeError | av.error.PermissionError):
                 label = self.choice.label if self.choice else "hardware"

@@ -41,6 +41,11 @@ TRACKER = web.AppKey("tracker", ProgressTracker)
 SNAPSHOTS = web.AppKey("snapshots", SnapshotCache)
 METRICS = web.AppKey("metrics", MetricsText)
 
+SHUTDOWN_S = 0.2
+"""At the end, how long a request in progress may take to finish, and then to be cancelled
+(aiohttp waits for each in turn; 60 s by default): a client that sends half a request must not
+hold up the stop (the whole of it fits in the drain deadline + 1 s)."""
+
 
 def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Application:
     """The app serving ``runtime``. ``config`` (default: loopback, port 0) sets the token rules."""
@@ -136,7 +141,9 @@ class HttpServer:
         sock = self._sock
         assert sock is not None
         app = build_app(runtime, self.config)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=ServerLog())
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, logger=ServerLog(), shutdown_timeout=SHUTDOWN_S
+        )
         await runner.setup()
         try:
             await web.SockSite(runner, sock).start()

@@ -31,3 +31,17 @@ def test_a_marker_is_reentrant_and_shared_by_threads() -> None:
     with marker, marker:
         assert in_progress() == ["a run of model m"]
     assert in_progress() == []
+
+
+def test_settle_does_not_wait_for_a_call_that_cannot_end_soon_but_names_it() -> None:
+    opening = Native("opening rtsp://cam", wait=False)
+    loading = Native("loading model m")
+    with opening:
+        t0 = time.monotonic()
+        assert settle(5) == ["opening rtsp://cam"]  # the caller leaves with os._exit
+        assert time.monotonic() - t0 < 1
+        with loading:
+            t0 = time.monotonic()
+            assert settle(0.2) == ["loading model m", "opening rtsp://cam"]
+            assert time.monotonic() - t0 >= 0.15  # the model call is waited for
+    assert settle(0) == []

@@ -1,15 +1,20 @@
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import os
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
 
+from edgepipe.core import results
 from edgepipe.core.results import Message, ResultsWriter, encode
 
 
@@ -141,3 +146,48 @@ def test_a_password_quoted_in_a_result_is_masked() -> None:
     line = encode(Message("error", {"message": "cannot reach rtsp://admin:hunter2pw@10.0.0.7/live"}), "probe")
     assert "hunter2pw" not in line
     assert json.loads(line)["data"]["message"] == "cannot reach rtsp://admin:***@10.0.0.7/live"
+
+
+async def test_close_waits_for_a_write_that_a_cancelled_flush_left_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runtime cancels the periodic flush at the end; its write goes on in the thread, and
+    # close() found nothing pending: the report counted half the lines (--results -).
+    slow = threading.Event()
+
+    def slow_write(file: IO[str], lines: list[str]) -> None:
+        slow.wait(5)
+        file.writelines(lines)
+        file.flush()
+
+    monkeypatch.setattr(results, "_write_lines", slow_write)
+    writer = ResultsWriter(str(tmp_path / "r.jsonl"))
+    await writer.open()
+    for i in range(3):
+        await writer.write({"kind": "n", "i": i}, "src")
+    flushing = asyncio.ensure_future(writer.flush())
+    await asyncio.sleep(0.05)
+    flushing.cancel()
+    asyncio.get_running_loop().call_later(0.1, slow.set)
+    await writer.close(5.0)
+    assert (writer.lines_written, writer.lines_lost, writer.error) == (3, 0, None)
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 3
+
+
+async def test_a_writer_blocked_past_the_close_deadline_is_abandoned_its_lines_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    never = threading.Event()
+    monkeypatch.setattr(results, "_write_lines", lambda file, lines: never.wait())
+    writer = ResultsWriter(str(tmp_path / "r.jsonl"))
+    await writer.open()
+    await writer.write({"kind": "n", "i": 0}, "src")
+    t0 = time.monotonic()
+    await writer.close(0.2)
+    assert time.monotonic() - t0 < 1.0
+    assert (writer.lines_written, writer.lines_lost) == (0, 1)
+    assert writer.error == (
+        f"{tmp_path / 'r.jsonl'}: cannot write results: the write was still blocked 0.2 s after the run "
+        "ended (is anything reading it?); abandoned"
+    )
+    never.set()
