@@ -22,6 +22,7 @@ from edgepipe import load_pipeline
 from edgepipe.core.results import FLUSH_INTERVAL_S
 from edgepipe.core.run import run
 from edgepipe.serve import HttpServer, ServeConfig
+from tests.test_quality import parse
 
 from .stopping import BUDGET_S, DRAIN_S, REPO, start
 
@@ -264,7 +265,7 @@ def test_the_package_starts_no_thread_that_would_keep_the_process_alive() -> Non
     # pools of edgepipe.core.executor.
     found = []
     for path in sorted((REPO / "edgepipe").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parse(path)):
             if not isinstance(node, ast.Call):
                 continue
             name = ast.unparse(node.func)
