@@ -13,6 +13,7 @@ import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,3 +90,21 @@ def libx264() -> None:
 
     if "libx264" not in av.codecs_available:
         pytest.skip("libx264 is not available in this PyAV build")
+
+
+@pytest.fixture
+def rtsp_server() -> Iterator[Any]:
+    """GStreamer's RTSP server (Debian's, run by the system Python) on 127.0.0.1 at a free port."""
+    import shutil
+
+    from rtsp_camera import SYSTEM_PYTHON, RtspServer, free_port  # scripts/, shared with scripts/soak.py
+
+    if not Path(SYSTEM_PYTHON).exists() or shutil.which("gst-inspect-1.0") is None:
+        pytest.fail("GStreamer's RTSP server is not installed: run scripts/test.sh (it installs python3-gi and "
+                    "gir1.2-gst-rtsp-server-1.0), or apt-get install them")  # fmt: skip
+    server = RtspServer(free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rtsp_camera import RtspServer
 
 from edgepipe import load_pipeline
-from tests.media.conftest import SYSTEM_PYTHON, RtspServer, free_port
 from tests.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,18 +17,6 @@ PIPELINE = REPO / "pipelines" / "rtsp_to_webrtc.py"
 WATCH_HINT = "to watch it: add --port 8080, then open http://127.0.0.1:8080/"
 
 pytestmark = pytest.mark.usefixtures("libx264")
-
-
-@pytest.fixture
-def rtsp_server() -> Iterator[RtspServer]:
-    if not Path(SYSTEM_PYTHON).exists() or shutil.which("gst-inspect-1.0") is None:
-        pytest.fail("GStreamer's RTSP server is not installed: run scripts/test.sh (it installs it)")
-    server = RtspServer(free_port())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 async def test_the_camera_streams_with_its_detections(centerface: Path) -> None:
