@@ -244,7 +244,10 @@ def watch(url: str, stream: WebRTCStream, loop: asyncio.AbstractEventLoop, tmp_p
         seen.update(times=(t0, b.script(VIDEO)[0]), width=width, contrast=b.script(PICTURE))
         # the pts the page computes for the frame on screen (sync + RTP timestamps), a few times
         frame_pts = "return window.edgepipeViewer.sources.camera.framePts"
-        seen["frame_pts"] = [b.script(frame_pts) for _ in range(10) if not time.sleep(0.1)]
+        seen["frame_pts"] = []
+        for _ in range(10):
+            seen["frame_pts"].append(b.script(frame_pts))
+            time.sleep(0.1)
         send(stream, loop, SENT)
         b.wait_for("return window.edgepipeViewer.malformed > 0", 10)
         seen.update(
