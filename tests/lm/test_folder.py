@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.lm import LMWorker, MissingPackage, ModelFolder
+from edgepipe.lm import LanguageModel, LMWorker, MissingPackage, ModelFolder, SamplingParams
+from tests.lm import bpe
 
 HINT = 'README "Language models" shows how to export one'
 
@@ -62,3 +64,29 @@ def test_a_worker_of_a_model_without_tokenizer_json_needs_no_package(
     (folder / "tokenizer.json").unlink()
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     LMWorker(folder).close()  # bytes: ids 0..255
+
+
+def test_an_optimum_export_folder_is_read_as_it_lands(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """What `optimum-cli export onnx --task text-generation-with-past` writes (README, "Language
+    models"): model.onnx with its weights in model.onnx_data, config.json, generation_config.json
+    with several end tokens, tokenizer.json, and files edgepipe does not read."""
+    import onnx
+
+    tok = bpe.trained("bytelevel")
+    folder = bpe.model_with(tok, tiny_models["concat"], tmp_path / "qwen-like")
+    graph = onnx.load(str(folder / "model.onnx"))
+    onnx.save(graph, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="model.onnx_data", size_threshold=100)  # fmt: skip  # as optimum saves it
+    assert (folder / "model.onnx_data").stat().st_size > (folder / "model.onnx").stat().st_size
+    end, other = tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")
+    (folder / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": [end, other], "do_sample": True})
+    )
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        (folder / name).write_text("{}")
+    ModelFolder().check(folder)
+    lm = LanguageModel(folder)
+    assert lm.tokenizer.eos_ids == (end, other)
+    text = lm.complete("the camera sees", SamplingParams(max_new_tokens=8))
+    assert isinstance(text, str)
+    assert lm.stats.new_tokens >= 1
