@@ -12,7 +12,7 @@ import time
 from edgepipe.infer import cache_limit as cl
 from edgepipe.infer.cache import cache_dir
 
-EXIT_OK, EXIT_USAGE = 0, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def show_or_clean(args: argparse.Namespace) -> int:
@@ -60,14 +60,21 @@ def _show(limit: int, *, as_json: bool) -> int:
 
 def _clean(*, everything: bool, as_json: bool) -> int:
     kinds = (cl.OPTIMIZED, cl.PULLED) if everything else (cl.OPTIMIZED,)
-    gone = [e for e in cl.entries() if e.kind in kinds]
-    for entry in gone:
-        cl.remove(entry)
+    gone, failed = [], []
+    for entry in cl.entries():
+        if entry.kind not in kinds:
+            continue
+        try:
+            cl.remove(entry)
+        except OSError as exc:  # another user's files, a read-only mount
+            failed.append(f"edgepipe: error: cannot remove {entry.kind} {entry.name}: {exc}")
+            continue
+        gone.append(entry)
     freed = sum(e.size_bytes for e in gone)
     if as_json:
         removed = [{"kind": e.kind, "name": e.name, "size_bytes": e.size_bytes} for e in gone]
         print(json.dumps({"removed": removed, "freed_bytes": freed}, indent=2))
-        return EXIT_OK
+        return _failed(failed)
     graphs = sum(e.kind == cl.OPTIMIZED for e in gone)
     said = f"removed {graphs} optimized graph{'' if graphs == 1 else 's'}"
     if everything:
@@ -76,4 +83,10 @@ def _clean(*, everything: bool, as_json: bool) -> int:
     print(f"{said}, {cl.format_size(freed)}, from {cache_dir()}")
     if not everything:
         print("pulled models kept (--clean --all removes them too; they are fetched again on next use)")
-    return EXIT_OK
+    return _failed(failed)
+
+
+def _failed(messages: list[str]) -> int:
+    for message in messages:
+        print(message, file=sys.stderr)
+    return EXIT_FAILED if messages else EXIT_OK

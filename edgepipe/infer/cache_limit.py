@@ -48,6 +48,8 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORE
 _GRAPH_STEM = re.compile(r"^(.*-[0-9a-f]{20})\.")
 _PARTIAL = re.compile(r"\.(\d+)\.partial$")
 _PULL_TMP = "edgepipe-pull-"
+_PULL_MAX_S = 900.0
+"""Longer than a pull may take (its download's timeout, and the checks after it)."""
 
 
 def parse_size(text: str) -> int:
@@ -174,7 +176,8 @@ def _pulled(folder: Path) -> list[Entry]:
                     stat = file.stat()
                     newest = max(newest, stat.st_mtime)
                     size += stat.st_size if file.is_file() else 0
-                    busy |= file.name.startswith(_PULL_TMP)  # a pull under way writes there
+                    # A pull under way writes there (one that was killed left it: not for long).
+                    busy |= file.name.startswith(_PULL_TMP) and time.time() - stat.st_mtime < _PULL_MAX_S
             found.append(Entry(PULLED, model.name, (model,), size, newest, busy))
     return found
 
@@ -249,7 +252,11 @@ def enforce(keep: Iterable[Path] = ()) -> list[Entry]:
             break
         if _in_use(entry, held):
             continue
-        remove(entry)
+        try:
+            remove(entry)
+        except OSError as exc:  # not ours to delete (permissions): the next one, then
+            log.warning("model cache: cannot evict %s %s: %s", entry.kind, entry.name, exc)
+            continue
         evicted.append(entry)
         total -= entry.size_bytes
     if evicted:
@@ -283,19 +290,12 @@ def _limit_or_default() -> int:
 
 
 def remove(entry: Entry) -> None:
-    """Delete the entry's files (already gone is fine: another process may evict too)."""
+    """Delete the entry's files (already gone is fine: another process may evict too).
+    Raises :class:`OSError` for one that cannot be deleted."""
     for file in entry.files:
         if file.is_dir():
-            shutil.rmtree(file, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(file)
         else:
             with contextlib.suppress(FileNotFoundError):
                 file.unlink()
-
-
-def age_text(last_used_s: float) -> str:
-    """How long ago, in the largest whole unit (``3 h ago``)."""
-    ago = max(0.0, time.time() - last_used_s)
-    for unit, seconds in (("d", 86400), ("h", 3600), ("min", 60)):
-        if ago >= seconds:
-            return f"{ago // seconds:.0f} {unit} ago"
-    return "just now"
