@@ -1,4 +1,5 @@
-"""``edgepipe models list | pull NAME | path NAME``: the model registry on the command line."""
+"""``edgepipe models list | pull NAME | path NAME | cache [--clean [--all]]``: the model registry
+and the model cache on the command line."""
 
 from __future__ import annotations
 
@@ -27,6 +28,19 @@ def add_parser(sub: Any) -> None:
     pull_p.add_argument("--force", action="store_true", help="fetch again even if cached")
     path_p = actions.add_parser("path", help="print the cached file's path (exit 1 if not fetched)")
     path_p.add_argument("name")
+    cache_p = actions.add_parser(
+        "cache",
+        help="show the model cache (pulled models, optimized graphs) against its limit, or empty it",
+        description="The cache holds pulled models and ONNX Runtime's optimized graphs; it is kept "
+        "under $EDGEPIPE_CACHE_MAX (default 1G; 500M, 2G, 1.5GB or bytes), least recently used "
+        "first, optimized graphs before pulled models.",
+    )
+    cache_p.add_argument(
+        "--clean", action="store_true", help="remove the optimized graphs (rebuilt on next use)"
+    )
+    cache_p.add_argument("--all", action="store_true",
+                         help="with --clean: the pulled models too (fetched again on next use)")  # fmt: skip
+    cache_p.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -36,17 +50,16 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
         if args.action == "list":
-            rows = [_row(entry) for entry in reg.REGISTRY.values()]
-            if args.format == "json":
-                print(json.dumps(rows, indent=2))
-                return EXIT_OK
-            print(f"{'name':<12} {'fetched':<8} {'size':>8}  {'from':<16} description")
-            for row in rows:
-                fetched = "yes" if row["fetched"] else "no"
-                print(f"{row['name']:<12} {fetched:<8} {row['size_mb']:>6.1f}MB  {row['from']:<16} "
-                      f"{row['description']}")  # fmt: skip
-            print(f"\ncache: {reg.models_dir()}")
-            return EXIT_OK
+            return _list(args.format)
+        if args.action == "cache":
+            from edgepipe.cli_cache import show_or_clean
+
+            return show_or_clean(args)
+        exported = reg.EXPORTED.get(args.name.lower())
+        if exported is not None:
+            print(f"edgepipe: error: model {exported.name}: {exported.how}, then pass its folder "
+                  "(describe_scene.py --model DIR)", file=sys.stderr)  # fmt: skip
+            return EXIT_USAGE
         if reg.looks_like_path(args.name):
             resolved = reg.resolve(args.name)  # a local file: nothing to fetch, just checked
             print(resolved.path.resolve())
@@ -66,11 +79,34 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE if exc.__class__.__name__ == "ModelNotFound" else EXIT_FAILED
 
 
+def _list(fmt: str) -> int:
+    from edgepipe.infer import registry as reg
+
+    rows = [_row(entry) for entry in reg.REGISTRY.values()]
+    rows += [_exported_row(model) for model in reg.EXPORTED.values()]
+    if fmt == "json":
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    print(f"{'name':<22} {'kind':<15} {'fetched':<8} {'size':>7}  {'from':<16} description")
+    for row in rows:
+        if not row["pullable"]:
+            print(f"{row['name']:<22} {row['kind']:<15} {'-':<8} {'-':>7}  {row['from']}: "
+                  f"{row['description']}")  # fmt: skip
+            continue
+        fetched = "yes" if row["fetched"] else "no"
+        print(f"{row['name']:<22} {row['kind']:<15} {fetched:<8} {row['size_mb']:>5.1f}MB  {row['from']:<16} "
+              f"{row['description']}")  # fmt: skip
+    print(f"\ncache: {reg.models_dir()} (edgepipe models cache)")
+    return EXIT_OK
+
+
 def _row(entry: Any) -> dict[str, Any]:
     from edgepipe.infer import registry as reg
 
     return {
         "name": entry.name,
+        "kind": entry.kind,
+        "pullable": True,
         "fetched": reg.is_cached(entry),
         "size_mb": entry.size_bytes / 1e6,
         "from": entry.requirement,
@@ -78,4 +114,20 @@ def _row(entry: Any) -> dict[str, Any]:
         "license": entry.license,
         "path": str(reg.path(entry)),
         "description": entry.description,
+    }
+
+
+def _exported_row(model: Any) -> dict[str, Any]:
+    """A model that cannot be pulled: the same keys, with nothing to fetch or find."""
+    return {
+        "name": model.name,
+        "kind": model.kind,
+        "pullable": False,
+        "fetched": False,
+        "size_mb": None,
+        "from": model.how,
+        "sha256": None,
+        "license": model.license,
+        "path": None,
+        "description": model.description,
     }

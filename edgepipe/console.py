@@ -9,61 +9,103 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from rich.console import Console
+from rich import box
+from rich.console import Console, Group
+from rich.constrain import Constrain
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from edgepipe.core.channel import ChannelStats
 from edgepipe.core.runtime import Runtime, Snapshot, Watcher
 
 REFRESH_S = 1.0
+WIDTH = 100
+"""The summary's width where stderr is not a terminal (a log file); the tables are built to fit it."""
+_NODE_MAX = 16
+"""A longer node id wraps within its cell rather than widening every row."""
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    """Three significant figures at most: 0.04, 5.89, 95.9, 1234."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+def _count(value: int) -> str:
+    """Exact up to 9,999,999 (days at 30 frames/s), then in millions."""
+    return str(value) if value < 10_000_000 else f"{value / 1e6:.1f}M"
+
+
+def stats_view(snap: Snapshot, title: str, previous: Snapshot | None = None) -> Constrain:
+    """The table, each node's gauges under it (one line per node that has any) and the
+    scheduler's line: what ``--stats`` draws, live and at exit. Fits :data:`WIDTH` columns."""
+    parts: list[Any] = [stats_table(snap, title, previous)]
+    info = Table.grid(padding=(0, 2))
+    info.add_column(max_width=_NODE_MAX, overflow="fold")
+    info.add_column()
+    for node in snap.nodes:
+        text = " ".join(f"{k}={v}" for k, v in node_info(snap, node.node_id).items())
+        if text:
+            info.add_row(node.node_id, text)
+    if info.row_count:
+        parts.append(info)
+    if snap.sched is not None:
+        parts.append(Text(sched_line(snap.sched)))
+    return Constrain(Group(*parts), WIDTH)  # on a wider terminal too: one shape everywhere
 
 
 def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) -> Table:
-    """One row per node (with its inbox's depth and drops); rates over the last interval."""
+    """One row per node (with its inbox's depth and drops); rates over the last interval.
+
+    A source has no ``in`` and a sink no ``out`` (shown ``-``): that is how the kind shows."""
     before = {n.node_id: n for n in previous.nodes} if previous else {}
     dt = snap.t_s - previous.t_s if previous else snap.t_s
-    table = Table(title=f"{title}  ({snap.t_s:.1f} s)", title_justify="left", expand=False)
-    for column in ("node", "kind", "state", "in", "out", "out/s", "err", "p50 ms", "p95 ms",
-                   "p99 ms", "busy", "queue", "dropped", "info"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("node", "kind", "state") else "right")
+    table = Table(title=f"{title}  ({snap.t_s:.1f} s; latency p50/p95/p99 in ms)", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)  # fmt: skip
+    table.add_column("node", max_width=_NODE_MAX, overflow="fold")
+    table.add_column("state")
+    for column in ("in", "out", "out/s", "err", "p50", "p95", "p99", "busy"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("queue", max_width=11)  # a second policy wraps under the first
+    table.add_column("drop", justify="right", no_wrap=True)
     for node in snap.nodes:
         prior = before.get(node.node_id)
         done = node.items_out - (prior.items_out if prior else 0)
         rate = done / dt if dt > 0 else 0.0
         lanes = snap.inbox(node.node_id)
-        info = dict(node.gauges)
-        if node.skipped:
-            info["skipped"] = node.skipped  # circuit open: items dropped without a call
-        shed, aged = sum(c.shed for c in lanes), sum(c.aged for c in lanes)
-        if shed:
-            info["shed"] = shed  # turned away by the governor
-        if aged:
-            info["aged"] = aged  # older than the lane's max_age_s
         table.add_row(
             node.node_id,
-            node.kind,
             node.state,
-            str(node.items_in),
-            str(node.items_out),
-            f"{rate:.1f}",
+            "-" if node.kind == "source" else _count(node.items_in),
+            "-" if node.kind == "sink" else _count(node.items_out),
+            "-" if node.kind == "sink" else f"{rate:.1f}",
             str(node.errors),
             _ms(node.latency_p50_ms),
             _ms(node.latency_p95_ms),
             _ms(node.latency_p99_ms),
             f"{node.busy_frac:.0%}",
             _queue(lanes),
-            str(sum(c.dropped for c in lanes)) if lanes else "-",
-            " ".join(f"{k}={v}" for k, v in info.items()),
+            _count(sum(c.dropped for c in lanes)) if lanes else "-",
         )
-    if snap.sched is not None:
-        table.caption = sched_line(snap.sched)
-        table.caption_justify = "left"
     return table
+
+
+def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
+    """What a node reports about itself (its gauges), and what was turned away before its code
+    saw it: ``skipped`` (circuit open), ``shed`` (by the governor), ``aged`` (past max_age_s)."""
+    node = snap.node(node_id)
+    lanes = snap.inbox(node_id)
+    info = dict(node.gauges)
+    if node.skipped:
+        info["skipped"] = node.skipped
+    shed, aged = sum(c.shed for c in lanes), sum(c.aged for c in lanes)
+    if shed:
+        info["shed"] = shed
+    if aged:
+        info["aged"] = aged
+    return info
 
 
 def sched_line(sched: dict[str, Any]) -> str:
@@ -107,12 +149,12 @@ def live_stats(title: str) -> Watcher:
         if not console.is_terminal:
             return
         previous = runtime.snapshot()
-        live = Live(stats_table(previous, title), console=console, refresh_per_second=2, transient=True)
+        live = Live(stats_view(previous, title), console=console, refresh_per_second=2, transient=True)
         with live, _logs_above(live):
             while True:
                 await asyncio.sleep(REFRESH_S)
                 snap = runtime.snapshot()
-                live.update(stats_table(snap, title, previous))
+                live.update(stats_view(snap, title, previous))
                 previous = snap
 
     return watch
@@ -137,5 +179,5 @@ def print_summary(snap: Snapshot, title: str) -> None:
     """The whole-run table, to stderr (stdout may carry ``--results -``)."""
     console = Console(stderr=True)
     if not console.is_terminal:
-        console = Console(file=sys.stderr, width=160)  # a log file has no width to fit
-    console.print(stats_table(snap, f"{title}: summary"))
+        console = Console(file=sys.stderr, width=WIDTH)  # a log file has no width of its own
+    console.print(stats_view(snap, f"{title}: summary"))

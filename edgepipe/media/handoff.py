@@ -54,9 +54,12 @@ class Handoff:
                 self._parked = False
         return items.popleft()
 
-    def drain(self) -> None:
-        """Release whatever frames were never taken."""
+    def drain(self) -> int:
+        """Release whatever frames were never taken; how many."""
+        count = 0
         while self._items:
             kind, payload = self._items.popleft()
             if kind == "frame":
                 payload.release()
+                count += 1
+        return count

@@ -68,6 +68,7 @@ class Outlet:
         if self._handoff.post("frame", frame):
             return True
         frame.release()
+        self.status.unsent += 1
         return False
 
     def run(self, produce: Callable[[], None]) -> None:

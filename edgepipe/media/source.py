@@ -255,7 +255,8 @@ class VideoSource:
                     log.warning("%s: decode thread did not stop within %.1f s; abandoned",
                                 redact_url(self.url), wait_s)  # fmt: skip
         if self._handoff is not None:
-            self._handoff.drain()
+            self._status.unsent += self._handoff.drain()
+            self._status.update_gauges()
         if self._chooser is not None and (done is None or done.done()):
             self._chooser.discard()  # started but never ran: the input opened at start-up
 

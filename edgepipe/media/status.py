@@ -23,9 +23,12 @@ class SourceStatus:
         self.gauges: dict[str, Any] = {}
         """The node's gauges, given at start in a pipeline (a private dict otherwise)."""
         self.decoded = 0
+        """Frames decoded: ``delivered + dropped``; the node emits ``delivered - unsent``."""
         self.delivered = 0
         self.dropped = 0
         """Frames decoded while consumers held every frame of the pool (live sources)."""
+        self.unsent = 0
+        """Frames decoded and delivered that the node never emitted: the run stopped first."""
         self.corrupt = 0
         self.reconnects = 0
         self.failovers = 0
@@ -50,6 +53,8 @@ class SourceStatus:
         g["decoded"] = self.decoded
         if self.dropped:
             g["pool_drops"] = self.dropped
+        if self.unsent:
+            g["unsent"] = self.unsent
         if self.corrupt:
             g["corrupt"] = self.corrupt
         if self.reconnects:

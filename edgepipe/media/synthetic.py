@@ -106,6 +106,7 @@ def play(src: SourceURL, outlet: Outlet) -> None:
         slot = pool.try_acquire()
         if slot is None:
             status.dropped += 1  # consumers hold every frame: skip this one (a camera would)
+            status.update_gauges()
         else:
             y, uv = nv12_views(pool.buffer(slot, nbytes), src.width, src.height)
             scene.draw(i, y, uv)
@@ -113,10 +114,9 @@ def play(src: SourceURL, outlet: Outlet) -> None:
                                 time_base=None, pool=pool, slot=slot, matrix=MATRIX,
                                 full_range=False)  # fmt: skip
             status.delivered += 1
+            status.update_gauges()  # before the frame is out: decoded >= the node's out, always
             if not outlet.post(frame):
                 return
-        if status.decoded % 30 == 1:
-            status.update_gauges()
         i += 1
         if ticker.tick():
             return
