@@ -5,10 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests use: GStreamer's RTSP server (a real server for the RTSP tests),
-# run by Debian's own Python through PyGObject; Chromium and its WebDriver (the viewer page's
-# end-to-end test drives a real headless browser; nothing is downloaded by the tests).
-DEBIAN_PACKAGES=(python3 python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base
+# Debian packages the tests use: python3-venv (Debian's python3 makes no virtual environment
+# without it); GStreamer's RTSP server (a real server for the RTSP tests), run by Debian's own
+# Python through PyGObject; Chromium and its WebDriver (the viewer page's end-to-end test drives
+# a real headless browser; nothing is downloaded by the tests).
+DEBIAN_PACKAGES=(python3 python3-venv python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base
                  gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly gstreamer1.0-tools chromium chromium-driver)
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
