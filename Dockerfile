@@ -35,6 +35,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# Distribution packages to add, e.g. the video driver of an Intel GPU for /dev/dri:
+# --build-arg APT_PACKAGES=intel-media-va-driver (the image carries no GPU driver of its own).
+ARG APT_PACKAGES=
+RUN if [ -n "$APT_PACKAGES" ]; then \
+      apt-get update \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $APT_PACKAGES \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+
 WORKDIR /app
 
 # Dependencies first, from the project's list and the pins alone, so that a code change does not
