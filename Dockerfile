@@ -25,10 +25,17 @@ RUN apt-get update \
  && python3.11 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 
-FROM python-${FLAVOR}
+# The pinned requirements, from the project's list and constraints.txt alone. Copied into the
+# image by content: an edit of pyproject.toml that changes no dependency reinstalls nothing.
+FROM python-${FLAVOR} AS requirements
 ARG FLAVOR
 # Extras of the project to install too, comma-separated: --build-arg EXTRAS=lm.
 ARG EXTRAS=
+WORKDIR /src
+COPY pyproject.toml constraints.txt scripts/image_requirements.py ./
+RUN python image_requirements.py --flavor "$FLAVOR" --extras "$EXTRAS" > requirements.txt
+
+FROM python-${FLAVOR}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -46,14 +53,13 @@ RUN if [ -n "$APT_PACKAGES" ]; then \
 
 WORKDIR /app
 
-# Dependencies first, from the project's list and the pins alone, so that a code change does not
-# reinstall them: this layer is rebuilt only when pyproject.toml or constraints.txt changes.
-COPY pyproject.toml constraints.txt scripts/image_requirements.py ./
-RUN python image_requirements.py --flavor "$FLAVOR" --extras "$EXTRAS" > requirements.txt \
- && pip install -c constraints.txt -r requirements.txt
+# Dependencies first, so that a code change does not reinstall them: this layer is rebuilt only
+# when a pin or the list of requirements changes.
+COPY --from=requirements /src/requirements.txt /src/constraints.txt ./
+RUN pip install -c constraints.txt -r requirements.txt
 
 # Then the code, without its dependencies (all installed above).
-COPY README.md ./
+COPY pyproject.toml README.md ./
 COPY edgepipe ./edgepipe
 RUN pip install --no-deps . && rm -rf build edgepipe.egg-info
 COPY pipelines ./pipelines
