@@ -94,14 +94,15 @@ def parse_params(
     *,
     path: str,
     line: int | None,
-    preset: Mapping[str, Any] | None = None,
+    params_file: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """``["--fps", "5", "--debug-boxes"]`` → ``{"fps": 5.0, "debug_boxes": True}``, over the
-    ``preset`` values (a parameter file's, already converted and checked): the command line
-    wins."""
+    values of ``params_file`` (:func:`~edgepipe.core.param_file.read_param_file`): the command
+    line wins, and a file value it overrides is not checked against its constraints (a camera's
+    ``output = "/data/out.mp4"`` overridden on a machine without ``/data``)."""
     by_flag = {p.flag: p for p in params}
     by_flag.update({"--" + p.name: p for p in params})
-    values: dict[str, Any] = dict(preset or {})
+    values: dict[str, Any] = {}
     texts: dict[str, str] = {}
 
     def fail(message: str) -> typing.NoReturn:
@@ -146,6 +147,8 @@ def parse_params(
             values[param.name] = from_text(text, param.annotation)
         except ValueError as exc:
             fail(f"{param.flag}: expected {exc}, got {text!r}")
+    if params_file is not None:
+        values = {**read_param_file(params_file, params, overridden=set(values)), **values}
     missing = [p.flag for p in params if p.required and p.name not in values]
     if missing:
         fail("missing required parameter(s): " + ", ".join(missing))
@@ -185,8 +188,9 @@ class PipelineFunction:
         """Call ``pipeline()`` with ``args`` converted over ``params_file``'s values, and return
         the Pipeline. Raises :class:`ParameterError`, :class:`PipelineFileError` or
         :class:`GraphError` (from a declaration call), each naming the file and line."""
-        preset = read_param_file(params_file, self.params) if params_file is not None else {}
-        values = parse_params(list(args), list(self.params), path=self.path, line=self.line, preset=preset)
+        values = parse_params(
+            list(args), list(self.params), path=self.path, line=self.line, params_file=params_file
+        )
         try:
             result = self.fn(**values)
         except GraphError:

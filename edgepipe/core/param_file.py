@@ -21,7 +21,7 @@ import difflib
 import os
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -32,10 +32,14 @@ from edgepipe.core.signature import Param
 _AT = re.compile(r"\s*\(at line (?P<line>\d+), column (?P<column>\d+)\)$")
 
 
-def read_param_file(path: str | os.PathLike[str], params: Sequence[Param]) -> dict[str, Any]:
-    """``{name: value}`` for each key of the file, converted and checked (constraints too).
-    Raises :class:`ParameterError` for a file that is missing, unreadable or not TOML, an
-    unknown or repeated key, a table, or a value of the wrong type or out of range."""
+def read_param_file(
+    path: str | os.PathLike[str], params: Sequence[Param], *, overridden: Collection[str] = ()
+) -> dict[str, Any]:
+    """``{name: value}`` for each key of the file, converted and checked against its
+    constraints, except those of the parameters named in ``overridden`` (given on the command
+    line: their file values are not used). Raises :class:`ParameterError` for a file that is
+    missing, unreadable or not TOML, an unknown or repeated key, a table, or a value of the
+    wrong type or (unless overridden) out of range."""
     path = os.fspath(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -72,7 +76,7 @@ def read_param_file(path: str | os.PathLike[str], params: Sequence[Param]) -> di
         keys[param.name] = key
         try:
             value = from_value(raw, param.annotation)
-            for constraint in param.constraints:
+            for constraint in () if param.name in overridden else param.constraints:
                 constraint.check(value)
         except ValueError as exc:
             fail(f"{key}: expected {exc}, got {_shown(raw)}")
