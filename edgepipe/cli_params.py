@@ -73,12 +73,12 @@ def help_text(param: Param) -> str:
         words.append(
             " or ".join(_TYPE_WORDS.get(arm, ("", _name(arm)))[1] for arm in _arms(param.annotation))
         )
-        if _optional(param.annotation):
-            words.append("or none")
     for constraint in param.constraints:
         describe = getattr(constraint, "describe", None)
         if callable(describe):
             words.append(str(describe()))
+    if words and _optional(param.annotation):
+        words.append("or none")
     default = "required" if param.required else f"default: {show_value(param.default)}"
     details = "; ".join(part for part in (" ".join(words), default) if part)
     return f"{param.help.rstrip('.')} ({details})" if param.help else details
