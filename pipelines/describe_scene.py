@@ -13,9 +13,12 @@ lowest-priority work: when the process passes its CPU target (70% of the cores; 
 the governor paces the model first, then detection. ``--max-tokens-per-s`` caps it by hand too
 (0: no cap of its own).
 
-``--model`` (required) takes a folder with ``model.onnx`` (a decoder exported with past key
-values, in the Hugging Face / Optimum layout) and its ``tokenizer.json``. Without it the run
-stops at once, saying how to get one (``MODEL_HINT``).
+``--model`` (required) takes a folder with a language model exported to ONNX: ``model.onnx``
+(a decoder with past key values, in the Hugging Face / Optimum layout), its ``tokenizer.json``
+(read by the ``tokenizers`` package: ``pip install 'edgepipe[lm]'``) and ``config.json``. The
+README's "Language models" shows the commands that export one (Qwen2.5-0.5B-Instruct). Without
+it, or with a folder that lacks one of those files, the run stops at once with one line saying
+so (exit 2).
 
 With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: the
 camera's video, the face boxes, and the tokens and descriptions as they stream, on the
@@ -29,19 +32,13 @@ from pathlib import Path
 from typing import Annotated
 
 from edgepipe import Message, Pipeline, Range
-from edgepipe.lm.describe import Describe
+from edgepipe.lm import Describe, ModelFolder
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
 from edgepipe.serve.stream import WebRTCStream
 from edgepipe.vision import Detector
 
 log = logging.getLogger("describe_scene")
-
-MODEL_HINT = (
-    "a folder with model.onnx and tokenizer.json, e.g. an Optimum export of a small instruct model: "
-    "optimum-cli export onnx --model Qwen/Qwen2.5-0.5B-Instruct --task text-generation-with-past "
-    "./qwen2.5-0.5b-onnx (scripts/make_tiny_lm.py DIR makes an untrained test model)"
-)
 
 TEMPLATE = (
     "You watch a security camera ({state}). In the last {seconds:.0f} seconds it saw: {summary}.\n"
@@ -58,7 +55,7 @@ async def show(message: Message) -> None:
 
 def pipeline(
     source: str = SYNTHETIC_DEFAULT,
-    model: Path | None = None,
+    model: Annotated[Path | None, ModelFolder()] = None,
     detect: str = "centerface",
     every_s: Annotated[float, Range(0, low_open=True)] = 10.0,
     window_s: Annotated[float, Range(0, low_open=True)] = 10.0,
@@ -66,11 +63,21 @@ def pipeline(
     max_tokens_per_s: Annotated[float, Range(0)] = 0.0,
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,
-    faces and describe -> viewers."""
-    if model is None:
-        raise ValueError(f"--model DIR is required: {MODEL_HINT}")
-    if not (model / "model.onnx").is_file():
-        raise ValueError(f"--model {model}: no model.onnx in it; give {MODEL_HINT}")
+    faces and describe -> viewers.
+
+    Args:
+        source: The camera: synthetic://WxH@FPS, rtsp://..., a video file or /dev/videoN.
+        model: Folder of the language model exported to ONNX: model.onnx, tokenizer.json and
+            config.json (README "Language models" shows how to export one). Required.
+        detect: The face detector: a registry name (edgepipe models list) or an .onnx file.
+        every_s: Seconds between two descriptions, input or not.
+        window_s: Seconds of detections each description covers.
+        max_new_tokens: The longest description, in tokens.
+        max_tokens_per_s: Cap on the model's decode rate (0: none of its own; the CPU
+            governor paces it all the same).
+    """
+    if model is None:  # on the command line ModelFolder says so first, at the door
+        raise ValueError("model: a folder with model.onnx and tokenizer.json is required")
     p = Pipeline("describe_scene")
     video = VideoSource(source)
     camera = p.source("camera", video)

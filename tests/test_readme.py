@@ -25,20 +25,24 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     assert any("edgepipe run pipelines/demo.py" in c for c in commands)
 
 
+def test_readme_pipeline_example_is_the_shipped_file() -> None:
+    example = next(b for b in code_blocks("python") if b.startswith("# pipelines/hello.py\n"))
+    assert example == (REPO / "pipelines" / "hello.py").read_text()
+
+
 @pytest.mark.slow
-def test_readme_pipeline_example_runs(tmp_path: Path) -> None:
-    example = next(b for b in code_blocks("python") if "# pipelines/hello.py" in b)
-    path = tmp_path / "hello.py"
-    path.write_text(example)
+def test_hello_reports_every_fifth_tick_even_and_odd(tmp_path: Path) -> None:
     results = tmp_path / "events.jsonl"
     result = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(path), "--fps", "200", "--duration", "1", "--results", str(results)],
-        capture_output=True, text=True, timeout=30,
+        [sys.executable, "-m", "edgepipe", "run", str(REPO / "pipelines" / "hello.py"), "--fps", "200", "--duration", "1",
+         "--results", str(results)],
+        capture_output=True, text=True, timeout=30, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    events = [json.loads(line) for line in results.read_text().splitlines()]
+    events = [json.loads(line)["data"] for line in results.read_text().splitlines()]
     assert len(events) >= 5
-    assert all(e["kind"] == "event" and e["data"]["n"] % 10 == 0 for e in events)
+    assert all(e["n"] % 5 == 0 and e["even"] == (e["n"] % 2 == 0) for e in events)
+    assert {e["even"] for e in events} == {True, False}
 
 
 def test_readme_testing_example_runs() -> None:

@@ -3,7 +3,8 @@
 - :class:`DecoderRunner`: one model on one KV cache (shared buffer or concat, IO-bound);
 - :class:`LanguageModel`: runner + tokenizer + sampler, blocking generation with its figures;
 - :class:`LMWorker`: the async face (``async for piece in worker.generate(prompt)``);
-- :class:`Describe`: the pipeline stage that writes about a :class:`SceneWindow` of results.
+- :class:`Describe`: the pipeline stage that writes about a :class:`SceneWindow` of results;
+- :class:`ModelFolder`: a pipeline parameter that takes a model's folder, checked at the door.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from edgepipe.lm.errors import (
     DecoderLayoutError,
     KVCacheAllocationError,
     LMError,
+    MissingPackage,
     TokenizerMismatch,
 )
+from edgepipe.lm.folder import ModelFolder
 from edgepipe.lm.generate import GenerationStats, LanguageModel
 from edgepipe.lm.layout import DecoderLayout, InputNames
 from edgepipe.lm.runner import DecoderRunner
@@ -35,6 +38,8 @@ __all__ = [
     "LMError",
     "LMWorker",
     "LanguageModel",
+    "MissingPackage",
+    "ModelFolder",
     "Sampler",
     "SamplingParams",
     "SceneWindow",

@@ -8,7 +8,8 @@
             ├── DecoderLayoutError   the model lacks the inputs/outputs a decoder needs
             ├── ContextOverflow      a request would pass max_seq_len              (needed, limit)
             ├── KVCacheAllocationError  the device could not hold the KV cache
-            └── TokenizerMismatch    the tokenizer's ids do not fit the model's vocabulary
+            ├── TokenizerMismatch    the tokenizer's ids do not fit the model's vocabulary
+            └── MissingPackage       a package the model's files need is not installed  (package)
 """
 
 from __future__ import annotations
@@ -47,3 +48,16 @@ class KVCacheAllocationError(LMError, MemoryError):
     """The session's device could not allocate the KV cache (a smaller max_seq_len may fit)."""
 
     retryable = False
+
+
+class MissingPackage(LMError):
+    """A package the model's files need is not installed (or too old to read them): the
+    ``tokenizers`` package for a ``tokenizer.json``. The message names the command to run."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, model: str, package: str) -> None:
+        self.package = package
+        self.reason = message
+        """The message without the model's name."""
+        super().__init__(message, model=model)

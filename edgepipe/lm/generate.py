@@ -22,7 +22,7 @@ from edgepipe.lm.errors import ContextOverflow
 from edgepipe.lm.layout import InputNames
 from edgepipe.lm.runner import DecoderRunner
 from edgepipe.lm.sampling import Sampler, SamplingParams
-from edgepipe.lm.tokenizer import TextStream, Tokenizer, load_tokenizer
+from edgepipe.lm.tokenizer import Tokenizer, load_tokenizer
 
 Overflow = Literal["refuse", "stop"]
 
@@ -172,7 +172,7 @@ class LanguageModel:
         a token whose text is not out yet (part of a character, or of a possible stop string),
         so a caller can pace the steps themselves."""
         params = params or SamplingParams()
-        stream = TextStream(self.tokenizer)
+        stream = self.tokenizer.text_stream()  # the tokenizer's own decoder, one per request
         ends = set(params.stop_tokens) | (set() if params.ignore_eos else set(self.tokenizer.eos_ids))
         pending = ""
         longest = max((len(s) for s in params.stop_strings), default=0)
@@ -203,6 +203,10 @@ class LanguageModel:
             elif every_token:
                 yield ""
         pending += stream.flush()
+        hit = min((pending.find(s) for s in params.stop_strings if s in pending), default=-1)
+        if hit >= 0:  # in the text the stream held to the end
+            self.stats.stop_reason = "stop_string"
+            pending = pending[:hit]
         if pending:
             yield pending
 

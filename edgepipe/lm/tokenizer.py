@@ -1,25 +1,54 @@
-"""Text <-> token ids, and streaming ids back into text without splitting a character.
+"""Text <-> token ids, and streaming ids back into text in whole characters.
 
-- A ``tokenizer.json`` with the Hugging Face ``tokenizers`` package installed: the real thing.
-- Without the package, a ``tokenizer.json`` whose vocabulary has byte tokens (``<0x00>`` ..
-  ``<0xFF>``, as byte-fallback BPE vocabularies do) is used byte by byte: every text encodes
-  (less compactly than with merges), every output decodes.
-- Without a ``tokenizer.json``: plain bytes, ids 0..255.
+- A ``tokenizer.json`` (Hugging Face) is read by the ``tokenizers`` package, the ``lm`` extra
+  (``pip install 'edgepipe[lm]'``); without it, or with a release older than
+  :data:`MIN_TOKENIZERS`, a folder with a ``tokenizer.json`` is refused at once
+  (:class:`~edgepipe.lm.MissingPackage`): reading it any other way would encode prompts the
+  model never saw.
+- Without a ``tokenizer.json``: plain bytes, ids 0..255 (:class:`ByteTokenizer`).
 
-:class:`TextStream` turns ids into text pieces as they come: bytes are held back until they
-form whole UTF-8 characters, so no piece ever ends in half a character.
+A request's text streams through :meth:`Tokenizer.text_stream`: for a ``tokenizer.json``, the
+tokenizer's own decoder (``tokenizers.decoders.DecodeStream``), so spaces, byte-level alphabets,
+SentencePiece's ``▁`` and byte-fallback pieces come out as ``Tokenizer.decode`` writes them (a
+tokenizer without a decoder gets the library's default, pieces joined by spaces, as ``decode``
+does); for bytes, an incremental UTF-8 decoder. Either way a piece is never half a character:
+text is held back until its character is whole, and :meth:`TextStream.flush` gives what is left
+at the end (a dangling partial character as U+FFFD).
 """
 
 from __future__ import annotations
 
 import codecs
 import importlib
-import json
+import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from edgepipe.lm.errors import TokenizerMismatch
+from edgepipe.lm.errors import MissingPackage, TokenizerMismatch
+
+log = logging.getLogger(__name__)
+
+MIN_TOKENIZERS = (0, 21, 1)
+"""The first ``tokenizers`` release whose ``DecodeStream`` streams every tokenizer: 0.21.0 added
+it to the Python binding, 0.21.1 fixed its panic (#1699) and its ``InvalidPrefix`` error on
+Llama 3 (#1716)."""
+
+INSTALL = "pip install 'edgepipe[lm]'"
+"""What to run for the ``tokenizers`` package."""
+
+
+class TextStream(Protocol):
+    """One request's token ids in, its text out; never half a character."""
+
+    def push(self, token: int) -> str:
+        """The text that ``token`` completes ('' while it is not out yet)."""
+        ...
+
+    def flush(self) -> str:
+        """What is left at the end (a dangling partial character becomes U+FFFD)."""
+        ...
 
 
 class Tokenizer(Protocol):
@@ -31,110 +60,136 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
 
-    def token_bytes(self, token: int) -> bytes:
-        """The bytes a token stands for (b"" for special tokens)."""
+    def text_stream(self) -> TextStream:
+        """A new stream for one request's output."""
         ...
 
 
 class ByteTokenizer:
-    """One token per byte, through a table (ids of ``<0xNN>`` tokens, or the bytes themselves)."""
+    """One token per byte: ids 0..255 are the bytes (for a model without a ``tokenizer.json``)."""
 
-    def __init__(self, byte_ids: list[int], vocab_size: int, bos_id: int | None = None,
-                 eos_ids: Sequence[int] = ()) -> None:  # fmt: skip
-        if len(byte_ids) != 256:
-            raise ValueError("a byte tokenizer needs an id for each of the 256 bytes")
-        self._to_id = byte_ids
-        self._to_byte = {token: bytes([b]) for b, token in enumerate(byte_ids)}
+    def __init__(self, vocab_size: int = 256, bos_id: int | None = None, eos_ids: Sequence[int] = ()) -> None:
         self.vocab_size = vocab_size
         self.bos_id = bos_id
         self.eos_ids = tuple(eos_ids)
         self.eos_id = self.eos_ids[0] if self.eos_ids else None
 
     def encode(self, text: str) -> list[int]:
-        table = self._to_id
-        return [table[b] for b in text.encode("utf-8")]
+        return list(text.encode("utf-8"))
 
-    def token_bytes(self, token: int) -> bytes:
-        return self._to_byte.get(token, b"")
+    def text_stream(self) -> TextStream:
+        return _ByteStream()
+
+
+class _ByteStream:
+    """Bytes held back until they form whole UTF-8 characters; ids past 255 are no text."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token: int) -> str:
+        return str(self._decoder.decode(bytes([token]) if 0 <= token < 256 else b""))
+
+    def flush(self) -> str:
+        return str(self._decoder.decode(b"", final=True))
 
 
 class HFTokenizer:
-    """A ``tokenizers.Tokenizer`` (Hugging Face) behind the same small interface.
-
-    Each token's bytes are worked out once, from how the tokenizer spells its pieces: GPT-2
-    style byte-level alphabets are mapped back to bytes, SentencePiece's ``▁`` becomes a space,
-    ``<0xNN>`` byte-fallback pieces are that byte, special tokens are no text. Decoding one
-    token at a time through the library would lose spaces and split characters.
-    """
+    """A ``tokenizers.Tokenizer`` (Hugging Face) behind the same small interface."""
 
     def __init__(self, tokenizer: Any, bos_id: int | None, eos_ids: Sequence[int]) -> None:
         self._tok = tokenizer
+        self._decoders = importlib.import_module("tokenizers.decoders")
         vocab: dict[str, int] = tokenizer.get_vocab(with_added_tokens=True)
         # The highest id + 1, not the count: added tokens may leave gaps.
         self.vocab_size = max(vocab.values(), default=-1) + 1
         self.bos_id = bos_id
         self.eos_ids = tuple(eos_ids)
         self.eos_id = self.eos_ids[0] if self.eos_ids else None
-        self._bytes = _token_bytes_table(tokenizer, vocab, self.vocab_size)
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
-    def token_bytes(self, token: int) -> bytes:
-        return self._bytes[token] if 0 <= token < len(self._bytes) else b""
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids`` as a whole, special tokens left out."""
+        return str(self._tok.decode(list(ids), skip_special_tokens=True))
+
+    def text_stream(self) -> TextStream:
+        return _DecoderStream(self)
+
+    def decode_stream(self) -> Any:
+        """A new ``tokenizers.decoders.DecodeStream`` (special tokens are no text)."""
+        return self._decoders.DecodeStream(skip_special_tokens=True)
+
+    def step(self, stream: Any, token: int) -> str | None:
+        """``stream.step`` with this tokenizer: the text ``token`` completes, or None."""
+        piece = stream.step(self._tok, token)
+        return None if piece is None else str(piece)
 
 
-def _is_byte_piece(piece: str) -> bool:
-    return len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">")
+HOLD_LIMIT = 8
+"""Tokens a stream holds back at most. A character is at most 4 bytes, so a real model's text
+never waits this long; a model writing invalid UTF-8 would otherwise hold its text to the end."""
 
 
-def _byte_level_alphabet() -> dict[str, int]:
-    """GPT-2's printable stand-ins for bytes (a character per byte) -> the byte."""
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    table = {chr(b): b for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            table[chr(0x100 + extra)] = b
-            extra += 1
-    return table
+class _DecoderStream:
+    """The tokenizer's ``DecodeStream``, one per request, and the tokens it holds back.
 
+    ``DecodeStream.step`` gives None while the text so far ends in a partial character (or the
+    token is no text: a special or unknown id) and has no end of its own: what it holds is
+    decoded at :meth:`flush`, or once it holds more than :data:`HOLD_LIMIT` tokens with some
+    text, or when a step fails (``tokenizers`` raises plain ``Exception``); the stream then
+    starts afresh (the next token is decoded without the ones before it: a SentencePiece
+    tokenizer may drop its leading space, which only text that was no UTF-8 comes to).
+    """
 
-def _token_bytes_table(tokenizer: Any, vocab: dict[str, int], size: int) -> list[bytes]:
-    spec = json.loads(tokenizer.to_str())
-    decoder = json.dumps(spec.get("decoder") or {})
-    specials = {t["content"] for t in spec.get("added_tokens", []) if t.get("special")}
-    byte_level = '"ByteLevel"' in decoder
-    metaspace = "\u2581" in decoder or "▁" in decoder or '"Metaspace"' in decoder
-    alphabet = _byte_level_alphabet() if byte_level else {}
-    table = [b""] * size
-    for piece, token in vocab.items():
-        if piece in specials:
-            continue
-        if _is_byte_piece(piece):
-            table[token] = bytes([int(piece[3:5], 16)])
-        elif byte_level and all(ch in alphabet for ch in piece):
-            table[token] = bytes(alphabet[ch] for ch in piece)
-        elif metaspace:
-            table[token] = piece.replace("\u2581", " ").encode("utf-8")
-        else:
-            table[token] = tokenizer.decode([token], skip_special_tokens=True).encode("utf-8")
-    return table
+    def __init__(self, tokenizer: HFTokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._stream = tokenizer.decode_stream()
+        self._held: list[int] = []
+        self._failed = False
+
+    def push(self, token: int) -> str:
+        self._held.append(token)
+        try:
+            piece = self._tokenizer.step(self._stream, token)
+        except Exception as exc:  # tokenizers raises bare Exceptions (InvalidPrefix ...)
+            if not self._failed:
+                log.warning("tokenizer stream failed (%s); decoding what it held and starting afresh", exc)
+            self._failed = True
+            return self._release()
+        if piece is not None:
+            self._held.clear()
+            return piece
+        if len(self._held) <= HOLD_LIMIT:
+            return ""
+        if not self._tokenizer.decode(self._held):  # special or unknown ids, no text: the stream
+            self._held.clear()  # keeps its place (and the context the next token is decoded in)
+            return ""
+        return self._release()
+
+    def flush(self) -> str:
+        return self._release()
+
+    def _release(self) -> str:
+        """The held tokens' text, as the decoder writes it (U+FFFD for a partial character);
+        the stream starts afresh after them."""
+        text = self._tokenizer.decode(self._held) if self._held else ""
+        self._held.clear()
+        self._stream = self._tokenizer.decode_stream()
+        return text
 
 
 def load_tokenizer(folder: Path, model_vocab: int, config: dict[str, Any] | None = None) -> Tokenizer:
-    """The tokenizer for the model in ``folder``; :class:`TokenizerMismatch` if its ids do not
-    fit the model's vocabulary."""
+    """The tokenizer for the model in ``folder``. Raises :class:`MissingPackage` for a
+    ``tokenizer.json`` without the ``tokenizers`` package, :class:`TokenizerMismatch` if the
+    file cannot be read or its ids do not fit the model's vocabulary."""
     config = config or {}
     bos = _token_ids(config.get("bos_token_id"))
     eos = _token_ids(config.get("eos_token_id"))
     bos_id = bos[0] if bos else None
     path = folder / "tokenizer.json"
-    tokenizer: Tokenizer
-    if path.is_file():
-        tokenizer = _from_json(path, bos_id, eos)
-    else:
-        tokenizer = ByteTokenizer(list(range(256)), 256, bos_id, eos)
+    tokenizer = _from_json(path, bos_id, eos) if path.is_file() else ByteTokenizer(256, bos_id, eos)
     highest = max([tokenizer.vocab_size - 1, *bos, *eos])
     if highest >= model_vocab:
         raise TokenizerMismatch(
@@ -145,6 +200,32 @@ def load_tokenizer(folder: Path, model_vocab: int, config: dict[str, Any] | None
     return tokenizer
 
 
+def tokenizers_package(path: Path) -> Any:
+    """The ``tokenizers`` module, to read ``path`` (a ``tokenizer.json``). Raises
+    :class:`MissingPackage` naming the command when it is not installed or too old."""
+    floor = ".".join(map(str, MIN_TOKENIZERS))
+    try:
+        module = importlib.import_module("tokenizers")
+    except ImportError:
+        raise MissingPackage(
+            f"{path.name} needs the 'tokenizers' package, which is not installed: {INSTALL}",
+            model=str(path.parent), package="tokenizers",
+        ) from None  # fmt: skip
+    found = str(getattr(module, "__version__", "0"))
+    if _version(found) < MIN_TOKENIZERS:
+        raise MissingPackage(
+            f"{path.name} needs tokenizers>={floor} (its DecodeStream), found {found}: "
+            "pip install -U 'edgepipe[lm]'",
+            model=str(path.parent), package="tokenizers",
+        )  # fmt: skip
+    return module
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"0.21.1rc0"`` -> ``(0, 21, 1)``."""
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
 def _token_ids(value: Any) -> list[int]:
     """A config's token id: an int, a list of them (several end tokens), or absent."""
     values = value if isinstance(value, list) else [value]
@@ -152,51 +233,9 @@ def _token_ids(value: Any) -> list[int]:
 
 
 def _from_json(path: Path, bos: int | None, eos: Sequence[int]) -> Tokenizer:
+    hf = tokenizers_package(path)
     try:
-        hf: Any = importlib.import_module("tokenizers")  # optional: the real tokenizer when installed
-    except ImportError:
-        hf = None
-    if hf is not None:
-        try:
-            loaded = hf.Tokenizer.from_file(str(path))
-        except Exception as exc:  # the tokenizers package raises plain Exceptions for bad files
-            raise TokenizerMismatch(f"{path} cannot be loaded: {exc}", model=str(path.parent)) from exc
-        return HFTokenizer(loaded, bos, eos)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        vocab: dict[str, int] = data["model"]["vocab"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise TokenizerMismatch(
-            f"{path} is not a tokenizer.json this can read: {exc}", model=str(path.parent)
-        ) from exc
-    byte_ids = [vocab.get(f"<0x{b:02X}>") for b in range(256)]
-    added = {str(t.get("content")) for t in data.get("added_tokens", [])}
-    others = [piece for piece in vocab if piece not in added and not _is_byte_piece(piece)]
-    if any(i is None for i in byte_ids) or others:
-        # Anything beyond bytes needs the real tokenizer: reading it byte by byte would encode
-        # prompts the model never saw and decode its other tokens to nothing.
-        raise TokenizerMismatch(
-            f"{path} is more than a byte vocabulary ({len(others)} other tokens); install the "
-            "'tokenizers' package (pip install tokenizers) to use it",
-            model=str(path.parent),
-        )
-    size = max(vocab.values()) + 1
-    for added in data.get("added_tokens", []):
-        size = max(size, int(added.get("id", 0)) + 1)
-    return ByteTokenizer([int(i) for i in byte_ids if i is not None], size, bos, eos)
-
-
-class TextStream:
-    """Token ids in, text pieces out, never splitting a UTF-8 character."""
-
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        self._tokenizer = tokenizer
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def push(self, token: int) -> str:
-        """The text that ``token`` completes ('' while a character is still partial)."""
-        return str(self._decoder.decode(self._tokenizer.token_bytes(token)))
-
-    def flush(self) -> str:
-        """What is left at the end (a dangling partial character becomes U+FFFD)."""
-        return str(self._decoder.decode(b"", final=True))
+        loaded = hf.Tokenizer.from_file(str(path))
+    except Exception as exc:  # the tokenizers package raises plain Exceptions for bad files
+        raise TokenizerMismatch(f"{path} cannot be loaded: {exc}", model=str(path.parent)) from exc
+    return HFTokenizer(loaded, bos, eos)

@@ -37,6 +37,7 @@ from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.markers import END
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.errors import LMError
+from edgepipe.lm.folder import check_packages
 from edgepipe.lm.generate import GenerationStats, LanguageModel, Overflow
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.sched.gate import Ticket
@@ -61,6 +62,7 @@ class LMWorker:
             raise ValueError("queue_size must be at least 1")
         if max_tokens_per_s is not None and max_tokens_per_s <= 0:
             raise ValueError("max_tokens_per_s must be positive (or None: as fast as the model goes)")
+        check_packages(model)  # a missing package now, not as the model loads in the running pipeline
         self.max_tokens_per_s = max_tokens_per_s
         self.model = Path(model)
         self.max_seq_len = max_seq_len

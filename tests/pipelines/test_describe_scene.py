@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 import tiny_lm
 
-from edgepipe import Message, PipelineFileError, load_pipeline
+from edgepipe import Message, load_pipeline
+from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
 from edgepipe.testing import ListSink, run_pipeline
+from tests.lm import bpe
 from tests.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,35 +43,50 @@ def test_descriptions_stream_from_the_synthetic_camera(model: Path, centerface: 
     assert report.stats.node("faces").items_out > 5  # detection kept flowing meanwhile
 
 
+def _run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "edgepipe"] if code is None else [sys.executable, "-c", code]
+    return subprocess.run([*command, "run", "pipelines/describe_scene.py", *args], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)  # fmt: skip
+
+
 @pytest.mark.slow
 def test_without_a_model_the_run_stops_at_once_saying_how_to_get_one() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", "pipelines/describe_scene.py", "--duration", "30"],
-        capture_output=True, text=True, timeout=30, cwd=REPO,
-    )  # fmt: skip
+    done = _run("--duration", "30")
     assert done.returncode == 2
     assert done.stdout == ""
     [line] = done.stderr.splitlines()  # one line: no camera opened, no model loaded, no traceback
-    assert line.startswith("edgepipe: error: pipelines/describe_scene.py:")
-    assert "--model DIR is required: a folder with model.onnx and tokenizer.json" in line
-    assert (
-        "optimum-cli export onnx --model Qwen/Qwen2.5-0.5B-Instruct --task text-generation-with-past "
-        "./qwen2.5-0.5b-onnx" in line
+    assert re.fullmatch(
+        r"edgepipe: error: pipelines/describe_scene\.py:\d+: --model: expected a folder with an ONNX language "
+        r'model: model\.onnx and tokenizer\.json \(README "Language models" shows how to export one\), got None '
+        r"\(its default\)",
+        line,
     )
-    assert "scripts/make_tiny_lm.py DIR makes an untrained test model" in line
+    assert "## Language models" in (REPO / "README.md").read_text()  # the section it points to
 
 
-def test_a_model_folder_without_model_onnx_is_refused_naming_the_parameter(tmp_path: Path) -> None:
-    with pytest.raises(
-        PipelineFileError, match=rf"--model {re.escape(str(tmp_path))}: no model\.onnx in it; give a folder"
-    ):
-        load_pipeline(PIPELINE, ["--model", str(tmp_path)])
+@pytest.mark.slow
+@pytest.mark.parametrize("missing", ["model.onnx", "tokenizer.json"])
+def test_a_model_folder_without_its_files_is_refused_in_one_line(
+    model: Path, tmp_path: Path, missing: str
+) -> None:
+    folder = tmp_path / "m"
+    shutil.copytree(model, folder)
+    (folder / missing).unlink()
+    done = _run("--model", str(folder))
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert re.match(
+        r"edgepipe: error: pipelines/describe_scene\.py:\d+: --model: expected a folder with ", line
+    )
+    assert line.endswith(
+        f"(it has no {missing}; README \"Language models\" shows how to export one), got '{folder}'"
+    )
 
 
 RUNTIME_ONLY = textwrap.dedent(
     """
     import importlib, pathlib, pkgutil, sys
-    for name in ("onnx", "tokenizers"):  # dev dependencies: as if they were not installed
+    for name in ("onnx", "tokenizers"):  # dev dependencies and the lm extra: as if not installed
         sys.modules[name] = None
     import edgepipe
     from edgepipe.core.loader import load_module
@@ -84,18 +102,41 @@ RUNTIME_ONLY = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_the_package_and_the_shipped_pipelines_run_without_onnx_or_tokenizers(
+def test_without_the_lm_extra_the_package_loads_and_describe_scene_names_the_install(model: Path) -> None:
+    # Nothing in the package or the shipped pipelines needs onnx or tokenizers to be imported;
+    # a model with a tokenizer.json needs tokenizers, said at the door.
+    done = _run("--model", str(model), "--duration", "2", code=RUNTIME_ONLY)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.endswith(
+        "--model: expected a model whose files can be read (tokenizer.json needs the 'tokenizers' package, "
+        f"which is not installed: pip install 'edgepipe[lm]'), got '{model}'"
+    )
+
+
+@pytest.mark.slow
+def test_a_real_tokenizer_writes_the_descriptions_end_to_end(
     model: Path, centerface: Path, tmp_path: Path
 ) -> None:
+    folder = bpe.model_with(bpe.trained("chars"), model, tmp_path / "m")
     results = tmp_path / "results.jsonl"
-    args = ["run", "pipelines/describe_scene.py", "--model", str(model), "--every-s", "0.5", "--window-s", "1",
-            "--max-new-tokens", "4", "--duration", "2", "--results", str(results)]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-c", RUNTIME_ONLY, *args], capture_output=True, text=True, timeout=60, cwd=REPO
-    )
+    done = _run("--model", str(folder), "--every-s", "0.5", "--window-s", "1", "--max-new-tokens", "24",
+                "--duration", "3", "--results", str(results))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    kinds = {json.loads(line)["kind"] for line in results.read_text().splitlines()}
-    assert {"token", "event"} <= kinds
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    events = [m["data"] for m in lines if m["kind"] == "event"]
+    assert events
+    assert isinstance(load_tokenizer(folder, 320), HFTokenizer)  # the tokenizers package read it
+    for event in events:
+        tokens = [
+            m["data"]["text"]
+            for m in lines
+            if m["kind"] == "token" and m["data"]["request"] == event["request"]
+        ]
+        assert "".join(tokens) == event["text"]
+        assert "\ufffd" not in event["text"]  # every token of this vocabulary is whole characters
+    text = max((e["text"] for e in events), key=len)
+    assert len(text.split()) > 2, events  # words, spaced as the tokenizer's decoder writes them
 
 
 def test_a_camera_that_cannot_be_reached_is_reported(model: Path, centerface: Path) -> None:
