@@ -11,22 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from edgepipe import __version__, cli_bench, cli_models, cli_plan
+from edgepipe import __version__, cli_bench, cli_models, cli_run
 from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
-from edgepipe.core.graph_json import graph_dict
-from edgepipe.core.loader import load_pipeline
-from edgepipe.core.malloc import fix_mmap_threshold
-from edgepipe.core.params import check_writable_file
 from edgepipe.core.redact import RedactingFilter
-from edgepipe.core.run import run
-from edgepipe.core.runtime import Watcher
 from edgepipe.health import seconds
 
 log = logging.getLogger("edgepipe")
@@ -45,73 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"edgepipe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run_p = sub.add_parser(
-        "run",
-        help="run a pipeline file until its sources end or SIGINT/SIGTERM",
-        description="Run FILE's pipeline(). Extra --name value arguments are its parameters.",
-        allow_abbrev=False,
-    )
-    run_p.add_argument("file", metavar="FILE", help="a pipeline file, e.g. pipelines/demo.py")
-    run_p.add_argument("--duration", type=_seconds(above=0), metavar="SECONDS",
-                       help="stop cleanly after this long")  # fmt: skip
-    run_p.add_argument("--results", type=_output_file, metavar="PATH",
-                       help="write every message reaching a sink as JSON lines ('-': stdout)")  # fmt: skip
-    run_p.add_argument(
-        "--stats", action="store_true", help="live per-node table on a terminal, summary at exit"
-    )
-    run_p.add_argument("--drain-timeout", type=_seconds(at_least=0), default=5.0, metavar="SECONDS",
-                       help="on stop, how long queued items may take to drain (default 5)")  # fmt: skip
-    run_p.add_argument(
-        "--health-file",
-        type=_output_file,
-        metavar="PATH",
-        default=os.environ.get("EDGEPIPE_HEALTH_FILE") or None,
-        help="keep a heartbeat file fresh (see `edgepipe health`; default $EDGEPIPE_HEALTH_FILE)",
-    )
-    run_p.add_argument(
-        "--headroom",
-        type=_headroom,
-        metavar="FRACTION",
-        help="share of the usable cores kept free (default: the pipeline's, 0.3); 0: ungoverned",
-    )
-    run_p.add_argument(
-        "--no-governor",
-        action="store_true",
-        help="do not slow any work to keep the headroom (measures still run; for comparison)",
-    )
-    run_p.add_argument(
-        "--plan", action="store_true", help="print what it would reserve against the memory budget, and exit"
-    )
-    run_p.add_argument(
-        "--port",
-        type=_port,
-        metavar="N",
-        help="serve the viewer page (/), WebRTC, /metrics, /health and /graph on this port",
-    )
-    run_p.add_argument(
-        "--host",
-        default="127.0.0.1",
-        metavar="H",
-        help="serve on this address (not loopback: needs $EDGEPIPE_TOKEN)",
-    )
-    run_p.add_argument("--metrics-open", action="store_true", help="serve /metrics without the token")
-    run_p.add_argument(
-        "--loop",
-        choices=("auto", "uvloop", "asyncio"),
-        default="auto",
-        help="event loop (default: uvloop if installed)",
-    )
-    _add_common(run_p)
-
-    graph_p = sub.add_parser(
-        "graph",
-        help="print the validated graph without running it",
-        description="Validate FILE's pipeline() and print its nodes, channels and resources.",
-        allow_abbrev=False,
-    )
-    graph_p.add_argument("file", metavar="FILE")
-    graph_p.add_argument("--format", choices=("text", "json"), default="text")
-    _add_common(graph_p)
+    cli_run.add_parsers(sub)
 
     probe_p = sub.add_parser(
         "probe",
@@ -139,11 +66,6 @@ def _parser() -> argparse.ArgumentParser:
                           help="fail when no item moved for this long (default: the slowest source's "
                           "frame interval + 5 s)")  # fmt: skip
     return parser
-
-
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--debug", action="store_true", help="debug logging and full tracebacks")
-    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
 
 
 def _setup_logging(debug: bool, quiet: bool) -> None:
@@ -204,9 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if healthy else EXIT_FAILED
     _setup_logging(args.debug, args.quiet)
     try:
-        if args.command == "graph":
-            return _graph(args, extra)
-        return _run(args, extra)
+        return cli_run.main(args, extra)
     except PipelineError as exc:
         return _fail(exc, EXIT_USAGE, args.debug)
     except NodeError as exc:
@@ -223,146 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
 
 
-def _headroom(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1) (0.3 keeps 30% of the cores free), got {text}")
-    return value
-
-
-def _seconds(*, above: float | None = None, at_least: float | None = None) -> Callable[[str], float]:
-    """An argparse ``type``: a finite number of seconds above (or at least) a bound."""
-    bound = f"above {above:g}" if above is not None else f"at least {at_least:g}"
-
-    def seconds(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        low_ok = (above is None or value > above) and (at_least is None or value >= at_least)
-        if not (math.isfinite(value) and low_ok):
-            raise argparse.ArgumentTypeError(f"expected a finite number of seconds {bound}, got {text!r}")
-        return value
-
-    return seconds
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0-65535 (0: any free one), got {text!r}")
-    return value
-
-
-def _output_file(text: str) -> str:
-    """A file path that can be written (proven by opening it; nothing is left behind), or ``-``."""
-    if text == "-":
-        return text
-    try:
-        check_writable_file(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected {exc}, got {text!r}") from None
-    return text
-
-
 def _fail(exc: BaseException, code: int, debug: bool) -> int:
     if debug:
         logging.getLogger("edgepipe").error("error", exc_info=exc)
     print(f"edgepipe: error: {exc}", file=sys.stderr)
     return code
-
-
-def _run(args: argparse.Namespace, extra: list[str]) -> int:
-    fix_mmap_threshold()  # a flat RSS over months (see edgepipe.core.malloc)
-    pipeline = load_pipeline(args.file, extra)
-    graph = pipeline.validate()
-    if args.plan:
-        return cli_plan.main(graph)
-    watchers: list[Watcher] = []
-    if args.port is not None:
-        from edgepipe.serve import HttpServer, ServeConfig
-        from edgepipe.serve.stream import streams_of
-
-        streams_of(graph)  # two streams in one pipeline: exit 2 now, not at the first viewer
-        server = HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
-        server.bind()  # a port in use stops here, before any camera is opened
-        watchers.append(server)
-    if args.stats:
-        from edgepipe.console import live_stats
-
-        watchers.append(live_stats(graph.name))
-    if args.health_file:
-        from edgepipe.health import heartbeat
-
-        watchers.append(heartbeat(args.health_file))
-    log.info("running '%s' from %s (%d nodes)", graph.name, args.file, len(graph.nodes))
-    stream_module = sys.modules.get("edgepipe.serve.stream")  # imported by pipelines that stream only
-    if args.port is None and stream_module is not None and stream_module.streams_of(graph):
-        log.info("to watch it: add --port 8080, then open http://127.0.0.1:8080/")
-    from edgepipe.sched import Scheduler
-
-    scheduler = Scheduler(graph, headroom=args.headroom, governed=not args.no_governor)
-    report = run(
-        graph,
-        loop=args.loop,
-        duration_s=args.duration,
-        results_path=args.results,
-        drain_timeout_s=args.drain_timeout,
-        handle_signals=True,
-        watchers=watchers,
-        debug=args.debug,
-        scheduler=scheduler,
-    )
-    if args.stats:
-        from edgepipe.console import print_summary
-
-        print_summary(report.stats, graph.name)
-    errors = sum(n.errors for n in report.stats.nodes)
-    written = ""
-    if args.results:
-        written = f"; {report.results_written} results written to {args.results}"
-        if report.results_reader_gone:
-            written += " (its reader closed it)"
-    log.info("'%s' ended (%s) after %.1f s; %d errors%s", graph.name, report.stopped_by, report.duration_s,
-             errors, written)  # fmt: skip
-    # Output that failed as a whole fails the run: exit 0 would say the recording or the
-    # results are there.
-    if report.results_error is not None:
-        print(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)", file=sys.stderr)
-    for failed in report.failed_sinks:
-        print(f"edgepipe: error: {failed}", file=sys.stderr)
-    return EXIT_FAILED if report.output_failed else EXIT_OK
-
-
-def _graph(args: argparse.Namespace, extra: list[str]) -> int:
-    graph = load_pipeline(args.file, extra).validate()
-    data = graph_dict(graph, graph.workers())
-    if args.format == "json":
-        print(json.dumps(data, indent=2))
-        return EXIT_OK
-    print(f"pipeline '{graph.name}': {len(graph.nodes)} nodes, {len(data['channels'])} channels")
-    print("nodes:")
-    width = max(len(n["id"]) for n in data["nodes"])
-    for n in data["nodes"]:
-        types = f"{n['in_type'] or '-'} -> {n['out_type'] or '-'}"
-        print(f"  {n['id']:<{width}}  {n['kind']:<6}  {n['code']}  [{types}]  resource={n['resource']}"
-              f"  on_error={n['on_error']}  ({n['declared_at']})")  # fmt: skip
-    print("channels (one lane of its consumer's inbox each):")
-    for c in data["channels"]:
-        lane = "" if c["lane"] == c["from"] else f"[{c['lane']}]"
-        print(f"  {c['from']} -> {c['to']}{lane}  size={c['size']} policy={c['policy']}")
-    print("resources:")
-    for r in data["resources"]:
-        print(f"  {r['name']}: {r['threads']} thread(s) for {', '.join(r['nodes'])}")
-    for warning in graph.warnings:
-        print(f"warning: {warning}")
-    return EXIT_OK
 
 
 def _probe(args: argparse.Namespace) -> int:

@@ -129,9 +129,25 @@ def pipeline(
     detect: str = "centerface",
     every: Annotated[int, Range(1)] = 3,
 ) -> Pipeline:
-    """camera -> motion -> log; camera -> faces -> log (unless --detect none); with --record
-    PATH, camera + boxes -> H.264 file; the picture (annotated with --record) and the results ->
-    viewers. ``--detect`` takes a model name or an .onnx path."""
+    """camera -> motion and faces -> log; with --record, an annotated H.264 file; viewers.
+
+    camera -> motion -> log; camera -> faces -> log (unless --detect none); with --record PATH,
+    camera + boxes -> H.264 file; the picture (annotated with --record) and the results ->
+    viewers.
+
+    Args:
+        source: the camera: rtsp://..., http://..., a video file, /dev/video0, or
+            synthetic://WxH@FPS (a generated test picture).
+        threshold: how much a pixel's luma (0-255) must change between frames to count as
+            motion.
+        record: write the annotated picture (motion and face boxes) to this H.264 file.
+        decoder: the video decoder: auto (hardware when one works), software, or a name
+            from `edgepipe probe`.
+        detect: the face detector: a model name (`edgepipe models list`), an .onnx path,
+            or none for motion only.
+        every: run the face detector on one frame in this many; a tracker carries the boxes
+            between.
+    """
     p = Pipeline("demo")
     # A file plays at its own frame rate here, as a camera would: the demo shows live behaviour
     # (a detector slower than the camera skips frames) rather than batch speed.

@@ -1,52 +1,42 @@
 """Loading a pipeline file and calling its ``pipeline()`` with command-line parameters.
 
 ``pipelines/NAME.py`` defines ``def pipeline(**params) -> Pipeline``. Parameters come from the
-command line as ``--name value`` (``--name=value``; ``--flag``/``--no-flag`` for a bool) and are
-converted by the function's annotations; ``Annotated[int, Range(32, 4096)]`` and the other
-constraints of :mod:`edgepipe.core.params` are checked on every value, given or default, before
-``pipeline()`` is called. Every failure is a :class:`PipelineError` that names
-the file and line; none shows a traceback of edgepipe's own frames.
+command line as ``--name value`` (``--name=value``; ``--flag``/``--no-flag`` for a bool) and
+from a TOML file (``--params camera.toml``, :mod:`edgepipe.core.param_file`; the command line
+wins), and are converted by the function's annotations (:mod:`edgepipe.core.convert`);
+``Annotated[int, Range(32, 4096)]`` and the other constraints of :mod:`edgepipe.core.params`
+are checked on every value, given or default, before ``pipeline()`` is called. ``--params`` is
+reserved for that file: a parameter named ``params`` is refused, as is one whose flag is an
+option of the command (``reserved``). Every failure is a :class:`PipelineError` that names the
+file and line; none shows a traceback of edgepipe's own frames.
 """
 
 from __future__ import annotations
 
 import difflib
-import enum
 import importlib.util
 import inspect
-import math
 import os
 import sys
 import traceback
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgepipe.core.convert import from_text
+from edgepipe.core.docstring import summary
 from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
-from edgepipe.core.params import Constraint
+from edgepipe.core.param_file import read_param_file
 from edgepipe.core.pipeline import Pipeline
+from edgepipe.core.signature import Param, parameters
 
+__all__ = ["Param", "PipelineFunction", "load_pipeline", "parameters", "parse_params", "read_pipeline"]
 
-@dataclass(frozen=True)
-class Param:
-    """One parameter of a pipeline function."""
-
-    name: str
-    annotation: Any
-    default: Any
-    """``inspect.Parameter.empty`` when required."""
-    constraints: tuple[Constraint, ...] = ()
-    """What ``Annotated[...]`` adds to the type: :class:`~edgepipe.core.params.Range` …"""
-
-    @property
-    def required(self) -> bool:
-        return self.default is inspect.Parameter.empty
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+RESERVED_FLAGS: Mapping[str, str] = {"--params": "reserved for a parameter file (--params FILE.toml)"}
+"""Flags no pipeline parameter may take, with what they are for."""
 
 
 def _line_in(path: str, tb: types.TracebackType | None) -> int | None:
@@ -98,115 +88,18 @@ def pipeline_function(module: types.ModuleType, path: str) -> typing.Callable[..
     return fn  # type: ignore[no-any-return]
 
 
-def parameters(fn: typing.Callable[..., Any], *, path: str = "", line: int | None = None) -> list[Param]:
-    """The parameters of ``fn`` with their types and constraints. Raises
-    :class:`PipelineFileError` when an annotation names what the file does not define (a
-    constraint must never be dropped silently)."""
-    try:
-        hints = _parameter_hints(fn)
-    except Exception as exc:
-        raise PipelineFileError(
-            f"the annotations of pipeline() cannot be read: {type(exc).__name__}: {exc} "
-            "(is everything they name imported?)",
-            path=path or getattr(fn, "__module__", "?"),
-            line=line,
-        ) from None
-    out = []
-    for p in inspect.signature(fn).parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        annotation, constraints = _constraints(hints.get(p.name, p.annotation))
-        if annotation is inspect.Parameter.empty and p.default is not inspect.Parameter.empty:
-            annotation = type(p.default) if p.default is not None else str
-        out.append(Param(p.name, annotation, p.default, constraints))
-    return out
-
-
-def _parameter_hints(fn: typing.Callable[..., Any]) -> dict[str, Any]:
-    """The evaluated annotations of ``fn``'s parameters (its return annotation may name what
-    is imported for type checkers only: it is not needed)."""
-    try:
-        return typing.get_type_hints(fn, include_extras=True)
-    except Exception:
-        pass
-    namespace = getattr(fn, "__globals__", {})
-    hints = {}
-    for p in inspect.signature(fn).parameters.values():
-        annotation = p.annotation
-        if isinstance(annotation, str):  # `from __future__ import annotations`
-            annotation = eval(annotation, namespace)  # what get_type_hints does, one at a time
-        hints[p.name] = annotation
-    return hints
-
-
-def _constraints(annotation: Any) -> tuple[Any, tuple[Constraint, ...]]:
-    """``Annotated[int, Range(1, 9)]`` → ``(int, (Range(1, 9),))``; also inside ``X | None``."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        base, *extras = typing.get_args(annotation)
-        inner, more = _constraints(base)
-        return inner, tuple(e for e in extras if callable(getattr(e, "check", None))) + more
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        found: tuple[Constraint, ...] = ()
-        for arg in typing.get_args(annotation):
-            found += _constraints(arg)[1]
-        return annotation, found
-    return annotation, ()
-
-
-def _convert(text: str, annotation: Any) -> Any:
-    """Convert one command-line string by a type annotation; ValueError says what was wanted."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _convert(text, typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if type(None) in typing.get_args(annotation) and text.lower() in ("none", "null"):
-            return None
-        errors = []
-        for arg in args:
-            try:
-                return _convert(text, arg)
-            except ValueError as exc:
-                errors.append(str(exc))
-        raise ValueError(" or ".join(errors))
-    if origin is typing.Literal:
-        choices = typing.get_args(annotation)
-        for choice in choices:
-            if str(choice) == text:
-                return choice
-        raise ValueError("one of " + ", ".join(repr(str(c)) for c in choices))
-    if annotation is inspect.Parameter.empty or annotation is Any or annotation is str:
-        return text
-    if annotation is bool:
-        lowered = text.lower()
-        if lowered in ("1", "true", "yes", "on"):
-            return True
-        if lowered in ("0", "false", "no", "off"):
-            return False
-        raise ValueError("true or false")
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        for member in annotation:
-            if text in (member.name, str(member.value)):
-                return member
-        raise ValueError("one of " + ", ".join(repr(m.name) for m in annotation))
-    if annotation in (int, float):
-        try:
-            number = annotation(text)
-        except ValueError:
-            raise ValueError(f"{'an integer' if annotation is int else 'a number'}") from None
-        if math.isnan(number):  # never what anyone means: every comparison with it is False
-            raise ValueError("a number")
-        return number
-    if isinstance(annotation, type):
-        try:
-            return annotation(text)
-        except Exception as exc:
-            raise ValueError(f"a {annotation.__name__} ({exc})") from None
-    return text
-
-
-def parse_params(args: list[str], params: list[Param], *, path: str, line: int | None) -> dict[str, Any]:
-    """``["--fps", "5", "--debug-boxes"]`` → ``{"fps": 5.0, "debug_boxes": True}``."""
+def parse_params(
+    args: list[str],
+    params: list[Param],
+    *,
+    path: str,
+    line: int | None,
+    params_file: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """``["--fps", "5", "--debug-boxes"]`` → ``{"fps": 5.0, "debug_boxes": True}``, over the
+    values of ``params_file`` (:func:`~edgepipe.core.param_file.read_param_file`): the command
+    line wins, and a file value it overrides is not checked against its constraints (a camera's
+    ``output = "/data/out.mp4"`` overridden on a machine without ``/data``)."""
     by_flag = {p.flag: p for p in params}
     by_flag.update({"--" + p.name: p for p in params})
     values: dict[str, Any] = {}
@@ -238,6 +131,7 @@ def parse_params(args: list[str], params: list[Param], *, path: str, line: int |
             param.annotation is bool and not eq and (i + 1 >= len(args) or args[i + 1].startswith("--"))
         ):
             values[param.name] = not negated
+            texts[param.name] = "false" if negated else "true"
             i += 1
             continue
         if eq:
@@ -250,52 +144,111 @@ def parse_params(args: list[str], params: list[Param], *, path: str, line: int |
             i += 2
         texts[param.name] = text
         try:
-            values[param.name] = _convert(text, param.annotation)
+            values[param.name] = from_text(text, param.annotation)
         except ValueError as exc:
             fail(f"{param.flag}: expected {exc}, got {text!r}")
+    if params_file is not None:
+        values = {**read_param_file(params_file, params, overridden=set(values)), **values}
     missing = [p.flag for p in params if p.required and p.name not in values]
     if missing:
         fail("missing required parameter(s): " + ", ".join(missing))
     for param in params:
+        if param.name in values and param.name not in texts:
+            continue  # the parameter file's: checked where it was read, naming the file
         given = param.name in values
         value = values[param.name] if given else param.default
         for constraint in param.constraints:
             try:
                 constraint.check(value)
             except ValueError as exc:
-                shown = repr(texts.get(param.name, value)) if given else f"{value!r} (its default)"
+                shown = repr(texts[param.name]) if given else f"{value!r} (its default)"
                 fail(f"{param.flag}: expected {exc}, got {shown}")
     return values
 
 
-def load_pipeline(path: str | os.PathLike[str], args: list[str] | None = None) -> Pipeline:
-    """Import the file, call ``pipeline()`` with ``args`` converted, and return the Pipeline.
+@dataclass(frozen=True)
+class PipelineFunction:
+    """A pipeline file's ``pipeline()``, imported and read, not called yet (see
+    :func:`read_pipeline`)."""
 
-    Raises :class:`PipelineFileError`, :class:`ParameterError` or :class:`GraphError` (from a
-    declaration call), each naming the file and line.
+    path: str
+    fn: typing.Callable[..., Any]
+    line: int | None
+    """The line of ``def pipeline``, for messages."""
+    params: tuple[Param, ...]
+
+    @property
+    def summary(self) -> str:
+        """The first paragraph of its docstring, on one line."""
+        return summary(getattr(self.fn, "__doc__", None))
+
+    def call(
+        self, args: Sequence[str] = (), *, params_file: str | os.PathLike[str] | None = None
+    ) -> Pipeline:
+        """Call ``pipeline()`` with ``args`` converted over ``params_file``'s values, and return
+        the Pipeline. Raises :class:`ParameterError`, :class:`PipelineFileError` or
+        :class:`GraphError` (from a declaration call), each naming the file and line."""
+        values = parse_params(
+            list(args), list(self.params), path=self.path, line=self.line, params_file=params_file
+        )
+        try:
+            result = self.fn(**values)
+        except GraphError:
+            raise
+        except Exception as exc:
+            raise PipelineFileError(
+                f"pipeline() raised {type(exc).__name__}: {exc}",
+                path=self.path,
+                line=_line_in(self.path, exc.__traceback__) or self.line,
+            ) from exc
+        if not isinstance(result, Pipeline):
+            raise PipelineFileError(
+                f"pipeline() returned {type(result).__name__}, not a Pipeline; end it with `return p`",
+                path=self.path,
+                line=self.line,
+            )
+        return result
+
+
+def read_pipeline(
+    path: str | os.PathLike[str], *, reserved: Mapping[str, str] | None = None
+) -> PipelineFunction:
+    """Import the file and read its ``pipeline()``'s parameters, without calling it.
+
+    ``reserved`` maps flags the caller's own options take to what they are (``{"--port": "an
+    option of edgepipe run"}``): a parameter with one of them, or with ``--params``, could never
+    be given, so it is refused. Raises :class:`PipelineFileError` naming the file and line.
     """
     path = os.fspath(path)
     module = load_module(path)
     fn = pipeline_function(module, path)
     try:
-        fn_line: int | None = inspect.getsourcelines(fn)[1]
+        line: int | None = inspect.getsourcelines(fn)[1]
     except (OSError, TypeError):
-        fn_line = None
-    values = parse_params(list(args or []), parameters(fn, path=path, line=fn_line), path=path, line=fn_line)
-    try:
-        result = fn(**values)
-    except GraphError:
-        raise
-    except Exception as exc:
-        raise PipelineFileError(
-            f"pipeline() raised {type(exc).__name__}: {exc}",
-            path=path,
-            line=_line_in(path, exc.__traceback__) or fn_line,
-        ) from exc
-    if not isinstance(result, Pipeline):
-        raise PipelineFileError(
-            f"pipeline() returned {type(result).__name__}, not a Pipeline; end it with `return p`",
-            path=path,
-            line=fn_line,
-        )
-    return result
+        line = None
+    params = tuple(parameters(fn, path=path, line=line))
+    taken = {**(reserved or {}), **RESERVED_FLAGS}
+    for param in params:
+        if param.flag in taken:
+            raise PipelineFileError(
+                f"pipeline() parameter {param.name!r} would be {param.flag}, which is {taken[param.flag]}; "
+                "rename it",
+                path=path,
+                line=line,
+            )
+    return PipelineFunction(path, fn, line, params)
+
+
+def load_pipeline(
+    path: str | os.PathLike[str],
+    args: Sequence[str] | None = None,
+    *,
+    params_file: str | os.PathLike[str] | None = None,
+) -> Pipeline:
+    """Import the file, call ``pipeline()`` with ``args`` converted (over ``params_file``'s
+    values: the command line wins), and return the Pipeline.
+
+    Raises :class:`PipelineFileError`, :class:`ParameterError` or :class:`GraphError` (from a
+    declaration call), each naming the file and line.
+    """
+    return read_pipeline(path).call(args or (), params_file=params_file)

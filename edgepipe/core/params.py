@@ -83,6 +83,9 @@ class WritableFile:
     a file the check created is removed at once (the sink creates it again when it starts), and
     an existing one is opened for appending, never truncated."""
 
+    def describe(self) -> str:
+        return "a writable file path, '' for none"
+
     def check(self, value: Any) -> None:
         if value is None or value == "":
             return

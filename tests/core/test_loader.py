@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
-from edgepipe.core.loader import load_pipeline
+from edgepipe.core.loader import load_pipeline, read_pipeline
 
 HEADER = """\
 from __future__ import annotations
@@ -224,3 +224,74 @@ def test_a_return_annotation_for_type_checkers_only_is_no_obstacle(tmp_path: Pat
     path = write(tmp_path, text)
     with pytest.raises(ParameterError, match=r"--input-size: expected a number in \[32, 4096\], got '-3'"):
         load_pipeline(path, ["--input-size", "-3"])
+
+
+def test_a_parameter_file_sets_values_and_the_command_line_wins(tmp_path: Path) -> None:
+    path = write(tmp_path, PARAMS)
+    toml = tmp_path / "camera.toml"
+    toml.write_text('fps = 30\nname = "door"\nmode = "EXACT"\nsize = "large"\nenabled = true\n')
+    p = load_pipeline(path, ["--fps", "5", "--no-enabled"], params_file=toml)
+    assert p.name == "door"
+    assert p.params["fps"] == 5.0  # type: ignore[attr-defined]
+    assert p.params["enabled"] is False  # type: ignore[attr-defined]
+    assert p.params["mode"].name == "EXACT"  # type: ignore[attr-defined]
+    assert p.params["size"] == "large"  # type: ignore[attr-defined]
+    assert p.params["count"] == 3  # type: ignore[attr-defined]  # neither: its default
+
+
+def test_a_command_line_value_overrides_an_out_of_range_file_value_but_is_itself_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, CONSTRAINED)
+    toml = tmp_path / "camera.toml"
+    toml.write_text('output = "/nonexistent/out.mp4"\ninput_size = 64\n')
+    p = load_pipeline(path, ["--output", "here.mp4"], params_file=toml)
+    assert p.params["output"] == Path("here.mp4")  # type: ignore[attr-defined]
+    assert p.params["input_size"] == 64  # type: ignore[attr-defined]
+    with pytest.raises(
+        ParameterError, match=r"camera\.toml:1: output: expected a file path in an existing folder"
+    ):
+        load_pipeline(path, [], params_file=toml)
+    with pytest.raises(
+        ParameterError, match=r"p\.py:6: --input-size: expected a number in \[32, 4096\], got '8'"
+    ):
+        load_pipeline(path, ["--input-size", "8", "--output", "here.mp4"], params_file=toml)
+
+
+def test_a_required_parameter_may_come_from_the_file(tmp_path: Path) -> None:
+    text = PARAMS.replace("fps: float = 15.0,", "*, fps: float = 15.0,").replace(
+        "count: int = 3,", "count: int,"
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(ParameterError, match="missing required parameter"):
+        load_pipeline(path, [])
+    toml = tmp_path / "camera.toml"
+    toml.write_text("count = 2\n")
+    assert load_pipeline(path, [], params_file=toml).params["count"] == 2  # type: ignore[attr-defined]
+    assert load_pipeline(path, ["--count", "1"], params_file=toml).params["count"] == 1  # type: ignore[attr-defined]
+
+
+def test_a_parameter_named_params_is_refused_it_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, PARAMS.replace("untyped=7,", "params: str = '',"))
+    with pytest.raises(PipelineFileError, match=r"p\.py:\d+: pipeline\(\) parameter 'params' would be --params, "
+                                                r"which is reserved for a parameter file .*; rename it"):  # fmt: skip
+        load_pipeline(path, [])
+
+
+def test_a_parameter_that_takes_a_flag_of_the_command_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, PARAMS)
+    spec = read_pipeline(path, reserved={"--port": "an option of edgepipe run"})
+    assert [p.name for p in spec.params] == [
+        "fps",
+        "count",
+        "name",
+        "enabled",
+        "mode",
+        "size",
+        "out",
+        "untyped",
+    ]
+    with pytest.raises(PipelineFileError, match=r"parameter 'count' would be --count, which is an option of "
+                                                r"edgepipe run; rename it"):  # fmt: skip
+        read_pipeline(path, reserved={"--count": "an option of edgepipe run"})
