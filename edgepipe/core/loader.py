@@ -61,7 +61,7 @@ def load_module(path: str | os.PathLike[str]) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     try:
         source = Path(path).read_bytes()
-        code = compile(source, path, "exec")
+        code = compile(source, path, "exec", dont_inherit=True)  # not the loader's own __future__ flags
     except SyntaxError as exc:
         raise PipelineFileError(f"syntax error: {exc.msg}", path=path, line=exc.lineno) from None
     except (OSError, ValueError) as exc:

@@ -295,3 +295,18 @@ def test_a_parameter_that_takes_a_flag_of_the_command_is_refused(tmp_path: Path)
     with pytest.raises(PipelineFileError, match=r"parameter 'count' would be --count, which is an option of "
                                                 r"edgepipe run; rename it"):  # fmt: skip
         read_pipeline(path, reserved={"--count": "an option of edgepipe run"})
+
+
+def test_a_pipeline_file_gets_no_future_flags_of_the_loader(tmp_path: Path) -> None:
+    # The loader module itself uses `from __future__ import annotations`; a pipeline file
+    # without it keeps its annotations evaluated at definition, as Python runs it.
+    path = write(tmp_path, textwrap.dedent("""\
+        from edgepipe import Pipeline
+
+        def pipeline(fps: float = 1.0) -> Pipeline:
+            p = Pipeline("plain")
+            p.params = {"annotation": pipeline.__annotations__["fps"]}
+            p.sink("out", print, inputs=p.source("src", [1]))
+            return p
+    """))
+    assert load_pipeline(path).params["annotation"] is float
