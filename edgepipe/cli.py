@@ -93,7 +93,11 @@ def entry() -> NoReturn:
     stops the run while the detector loads) is waited for; one that outlasts :data:`SETTLE_S`
     is left behind with ``os._exit``: a normal exit would destroy the C++ library under it
     (exit 134; :mod:`edgepipe.core.native`)."""
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:  # `edgepipe graph FILE | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush there
+        code = EXIT_OK
     left = native.settle(SETTLE_S)
     if not left:
         sys.exit(code)
@@ -135,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, EXIT_FAILED, args.debug)
     except KeyboardInterrupt:  # Ctrl-C before the pipeline's own handlers were installed
         return 130
+    except BrokenPipeError:  # stdout's reader closed it: not an internal error (see entry())
+        raise
     except Exception as exc:
         if args.debug:
             raise

@@ -338,3 +338,16 @@ def test_live_stats_table_on_a_terminal(tmp_path: Path) -> None:
     assert text.count("out/s") >= 3  # at least two live redraws and the summary
     assert "demo: summary" in text
     assert "latest" in text  # the camera -> motion channel's policy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["graph", "pipelines/demo.py", "--format", "json"], ["models", "list"]])
+def test_a_reader_that_closes_stdout_is_no_internal_error(command: list[str]) -> None:
+    # `edgepipe graph FILE | head -1`: the reader closed the pipe before the output was written.
+    proc = subprocess.Popen([sys.executable, "-m", "edgepipe", *command], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert b"Error" not in err, err
