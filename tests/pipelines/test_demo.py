@@ -35,6 +35,8 @@ def test_demo_records_an_annotated_clip(tmp_path: Path, centerface: Path) -> Non
     assert len(frames) > 20
     yellow = (frames[-1][:, :, 0] > 180) & (frames[-1][:, :, 1] > 180) & (frames[-1][:, :, 2] < 100)
     assert yellow.sum() > 100  # the motion box and its label are drawn
+    green = [(f[:, :, 1] > 180) & (f[:, :, 0] < 100) & (f[:, :, 2] < 100) for f in frames]
+    assert max(g.sum() for g in green) > 100  # the synthetic camera's face, found and boxed
 
 
 def test_demo_detects_faces_between_model_runs_with_the_tracker(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
