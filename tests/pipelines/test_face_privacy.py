@@ -31,7 +31,7 @@ def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path
     pipeline = load_pipeline(PIPELINE, ["--output", str(out)])  # the default camera, 640x480
     seen: list[tuple[int, list[tuple[float, ...]]]] = []  # (scene frame, face boxes): no frame kept
     pipeline.sink("capture", lambda d: seen.append((d.pts, [tuple(f.box) for f in d])), inputs="faces")
-    report = run_pipeline(pipeline, duration_s=3.0)
+    report = run_pipeline(pipeline, duration_s=4.0)
     assert report.stats.node("record").errors == 0
     with av.open(str(out)) as container:
         recorded = [f.to_ndarray(format="yuv420p")[:480] for f in container.decode(video=0)]  # luma
@@ -54,13 +54,13 @@ def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path
             checked += 1
         # Only the face changed: the rest is the camera's picture (H.264 aside).
         assert np.abs(after[outside].astype(int) - y[outside]).mean() < 4, index
-    assert checked >= 5  # the model takes 0.1-0.3 s a frame here: a live camera's frames are skipped
+    assert checked >= 3  # the model takes 0.1-0.5 s a frame here: a live camera's frames are skipped
 
 
 @pytest.mark.slow
 def test_without_output_nothing_is_written_and_the_log_says_so(tmp_path: Path, centerface: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(PIPELINE), "--duration", "2"],
+        [sys.executable, "-m", "edgepipe", "run", str(PIPELINE), "--duration", "3"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
