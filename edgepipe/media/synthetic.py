@@ -2,9 +2,11 @@
 
 It behaves as a camera does: frames come at the frame rate whether or not anyone keeps up, in
 NV12 straight into the source's pool buffers (no decode, no copy). The scene is a lit gradient
-with texture and sensor noise, a square crossing it and a disc bouncing in it, so that motion,
-drawing and encoding have something real to work on. :func:`play` is a synthetic source's
-decode thread: the scene at the URL's size and rate.
+with texture and sensor noise, a square crossing it, a disc bouncing in it and a face drifting
+slowly across it (:mod:`edgepipe.media.portrait`, a public-domain photo), so that motion,
+drawing, encoding and face detection have something real to work on: a first run of a face
+pipeline finds, tracks and blurs a face. :func:`play` is a synthetic source's decode thread: the
+scene at the URL's size and rate.
 
 The scene is drawn in YUV and means BT.601 limited range (an SD camera's colours, whatever the
 size): its frames are tagged so, and ``to_rgb``, the detectors and the recorder read them so.
@@ -20,6 +22,7 @@ from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import from_planes, nv12_views
 from edgepipe.media.outlet import Outlet
 from edgepipe.media.pacing import Ticker
+from edgepipe.media.portrait import HEIGHT_FRAC, MIN_HEIGHT_PX, Portrait
 from edgepipe.media.url import SourceURL
 
 NOISE_VARIANTS = 8
@@ -52,6 +55,8 @@ class Scene:
         self._uv = uv
         self.side = max(8, min(width, height) // 6) // 2 * 2
         self.radius = max(4, min(width, height) // 10)
+        face_height = min(int(height * HEIGHT_FRAC), width)  # a narrow scene: a smaller face
+        self.portrait = Portrait(face_height, MATRIX) if face_height >= MIN_HEIGHT_PX else None
 
     def square_at(self, i: int) -> tuple[int, int]:
         """Top-left corner of the square in frame ``i`` (even, for 4:2:0 chroma)."""
@@ -65,6 +70,19 @@ class Scene:
         cx = int(self.width * (0.5 + 0.3 * math.cos(i / 23)))
         cy = int(self.height * (0.6 + 0.25 * math.sin(i / 11)))
         return cx, cy
+
+    def portrait_at(self, i: int) -> tuple[int, int] | None:
+        """Top-left corner of the portrait in frame ``i`` (even), or None in a scene too small
+        for one. It drifts slowly over the left two thirds of the picture (across and back in
+        about 40 s at 15 fps, up and down in about 25 s; a few pixels a frame), always whole: a
+        face to find and track, never one half out of view."""
+        if self.portrait is None:
+            return None
+        free_x = max(0, self.width * 2 // 3 - self.portrait.width)
+        free_y = max(0, self.height - self.portrait.height)
+        x = free_x * (0.5 - 0.5 * math.cos(i / 97))
+        y = free_y * (0.5 - 0.5 * math.cos(i / 61) * 0.8)
+        return int(x) // 2 * 2, int(y) // 2 * 2
 
     def draw(self, i: int, y: np.ndarray, uv: np.ndarray) -> None:
         """Frame ``i`` into ``y`` (H, W) and ``uv`` (H/2, W/2, 2)."""
@@ -87,6 +105,9 @@ class Scene:
             cgy, cgx = np.ogrid[cys:cye, cxs:cxe]
             c_inside = (cgy * 2 - cy) ** 2 + (cgx * 2 - cx) ** 2 <= r * r
             uv[cys:cye, cxs:cxe][c_inside] = (170, 100)  # bluish
+        at = self.portrait_at(i)
+        if self.portrait is not None and at is not None:
+            self.portrait.draw(y, uv, *at)  # last: the face is never hidden, so detection is steady
 
 
 def play(src: SourceURL, outlet: Outlet) -> None:

@@ -31,7 +31,9 @@ async def test_the_camera_streams_with_its_detections(centerface: Path) -> None:
     assert frames[-1].to_ndarray(format="gray").std() > 10  # the moving scene, not a flat picture
     assert len(dets) >= 10
     assert all(d["source"] == "camera" and (d["w"], d["h"]) == (640, 360) for d in dets)
-    assert all(d["boxes"] == [] for d in dets)  # the synthetic scene has no faces: empty results go too
+    # The synthetic scene's face, in (nearly) every result: found by the model, carried by the tracker.
+    assert sum(len(d["boxes"]) == 1 for d in dets) >= 0.8 * len(dets), [d["boxes"] for d in dets]
+    assert {b[5] for d in dets for b in d["boxes"]} == {"face"}
     assert {d["inferred"] for d in dets} == {True, False}  # --every 2: the tracker fills between
     [sync] = [m for m in peer.messages if m["kind"] == "sync"]
     received = {sync["first_pts_90k"] + (f.pts - frames[0].pts) % 2**32 for f in frames}
