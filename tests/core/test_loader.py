@@ -300,7 +300,9 @@ def test_a_parameter_that_takes_a_flag_of_the_command_is_refused(tmp_path: Path)
 def test_a_pipeline_file_gets_no_future_flags_of_the_loader(tmp_path: Path) -> None:
     # The loader module itself uses `from __future__ import annotations`; a pipeline file
     # without it keeps its annotations evaluated at definition, as Python runs it.
-    path = write(tmp_path, textwrap.dedent("""\
+    path = write(
+        tmp_path,
+        textwrap.dedent("""\
         from edgepipe import Pipeline
 
         def pipeline(fps: float = 1.0) -> Pipeline:
@@ -308,5 +310,6 @@ def test_a_pipeline_file_gets_no_future_flags_of_the_loader(tmp_path: Path) -> N
             p.params = {"annotation": pipeline.__annotations__["fps"]}
             p.sink("out", print, inputs=p.source("src", [1]))
             return p
-    """))
+    """),
+    )
     assert load_pipeline(path).params["annotation"] is float
