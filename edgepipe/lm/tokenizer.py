@@ -7,6 +7,12 @@
   model never saw.
 - Without a ``tokenizer.json``: plain bytes, ids 0..255 (:class:`ByteTokenizer`).
 
+``bos_id``, the start token put before a text prompt, is what Hugging Face's ``tokenizer(text)``
+puts there: ``add_bos_token`` in ``tokenizer_config.json`` where it says, else what the
+tokenizer's post-processor adds (Llama 3's ``<|begin_of_text|>``; nothing for Qwen, whose
+``config.json`` names a ``bos_token_id`` all the same). A folder without a
+``tokenizer_config.json`` (or without a ``tokenizer.json``) takes ``config.json``'s.
+
 A request's text streams through :meth:`Tokenizer.text_stream`: for a ``tokenizer.json``, the
 tokenizer's own decoder (``tokenizers.decoders.DecodeStream``), so spaces, byte-level alphabets,
 SentencePiece's ``▁`` and byte-fallback pieces come out as ``Tokenizer.decode`` writes them (a
