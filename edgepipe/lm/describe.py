@@ -18,6 +18,10 @@ came after the latest report gets one last, and the stage ends. Input keeps bein
 the model writes, so the window stays current; declare a ``latest`` inbox all the same, so a
 slow consumer never holds back the detector. The template may use ``{seconds}``,
 ``{summary}``, ``{frames}``, ``{counts}``, ``{sources}`` and ``{state}``.
+
+The rendered template is the user's turn in the model's chat format (``chat=True``, the
+default; ``system`` replaces the format's default system prompt), where the model's folder has
+one (see :mod:`edgepipe.lm.chat`); ``chat=False`` sends it as written, for a base model.
 """
 
 from __future__ import annotations
@@ -63,12 +67,18 @@ class Describe:
         max_seq_len: int | None = None,
         session: SessionConfig | None = None,
         max_tokens_per_s: float | None = None,
+        chat: bool = True,
+        system: str | None = None,
     ) -> None:
-        """``max_tokens_per_s`` paces the model (see :class:`~edgepipe.lm.LMWorker`)."""
+        """``max_tokens_per_s`` paces the model (see :class:`~edgepipe.lm.LMWorker`); ``chat``
+        and ``system``: the prompt as the user's turn of a chat model (see
+        :meth:`~edgepipe.lm.LMWorker.generate`)."""
         if every_s <= 0:
             raise ValueError("every_s must be positive")
         self.template = template
         self.every_s = every_s
+        self.chat = chat
+        self.system = system
         self.window = SceneWindow(window_s, stale_s=stale_s, forget_s=forget_s, sources=sources)
         self.params = params or SamplingParams(max_new_tokens=48)
         self.worker = LMWorker(
@@ -186,7 +196,9 @@ class Describe:
         self.requests += 1
         request = self.requests
         pieces: list[str] = []
-        async with contextlib.aclosing(self.worker.generate(prompt, self.params, overflow="stop")) as stream:
+        async with contextlib.aclosing(
+            self.worker.generate(prompt, self.params, overflow="stop", chat=self.chat, system=self.system)
+        ) as stream:
             async for piece in stream:
                 pieces.append(piece)
                 yield Message("token", {"request": request, "text": piece})

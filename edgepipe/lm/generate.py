@@ -4,6 +4,10 @@
 sampler together. :meth:`LanguageModel.tokens` is the synchronous core (a generator: each
 ``next()`` is one model step, so a caller can stop at any token); prefill and decode are timed
 apart and kept apart in :class:`GenerationStats`.
+
+A text prompt goes to the model as written (after the start token the tokenizer puts first,
+if any), or with ``chat=True`` inside the model's chat format (:mod:`edgepipe.lm.chat`) where
+its folder has one. A chat model's end-of-turn token ends generation either way.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Literal
 import numpy as np
 
 from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.chat import ChatFormat, load_chat
 from edgepipe.lm.errors import ContextOverflow
 from edgepipe.lm.layout import InputNames
 from edgepipe.lm.runner import DecoderRunner
@@ -76,6 +81,12 @@ class LanguageModel:
         self.runner = DecoderRunner(model, max_seq_len=max_seq_len, prefill_chunk=prefill_chunk,
                                     session=session, names=names, owner=owner)  # fmt: skip
         self.tokenizer: Tokenizer = load_tokenizer(self.runner.folder, self.runner.vocab, self.runner.config)
+        self.chat: ChatFormat | None = (
+            load_chat(self.runner.folder, self.tokenizer.token_id)
+            if (self.runner.folder / "tokenizer.json").is_file()
+            else None
+        )
+        """The folder's chat format (None: prompts go as written)."""
         self.sampler = Sampler(self.runner.vocab)
         self.stats = GenerationStats()
         """The latest request's figures."""
@@ -92,6 +103,13 @@ class LanguageModel:
         self._cancel.set()
 
     @property
+    def stop_ids(self) -> tuple[int, ...]:
+        """Ids that end a request: the tokenizer's end-of-sequence ids and the chat format's
+        end of turn."""
+        ends, chat = self.tokenizer.eos_ids, self.chat
+        return ends + ((chat.end_id,) if chat is not None and chat.end_id not in ends else ())
+
+    @property
     def max_seq_len(self) -> int:
         return self.runner.max_seq_len
 
@@ -100,6 +118,15 @@ class LanguageModel:
         if bos and self.tokenizer.bos_id is not None:
             ids.insert(0, self.tokenizer.bos_id)
         return ids
+
+    def prompt_ids(self, prompt: str, *, chat: bool = False, system: str | None = None) -> list[int]:
+        """The ids of a text prompt. ``chat``: as the user's turn in the model's chat format,
+        after ``system`` (None: the format's default), where the folder has a format; the
+        format says whether a start token comes first. Otherwise (and ``system`` unused) the
+        text as written, after the tokenizer's start token."""
+        if chat and self.chat is not None:
+            return self.tokenizer.encode(self.chat.render(prompt, system))
+        return self.encode(prompt)
 
     def tokens(self, prompt: Sequence[int], params: SamplingParams | None = None,
                overflow: Overflow = "refuse") -> Generator[int, None, None]:  # fmt: skip
@@ -127,7 +154,7 @@ class LanguageModel:
             raise ValueError(f"prompt token ids must be in 0..{self.runner.vocab - 1}; got {bad[:5]}")
         stops = set(params.stop_tokens)
         if not params.ignore_eos:
-            stops.update(self.tokenizer.eos_ids)
+            stops.update(self.stop_ids)
         runner, sampler = self.runner, self.sampler
         sampler.start(params, list(prompt))
         self._cancel.clear()
@@ -166,17 +193,19 @@ class LanguageModel:
             raise
 
     def pieces(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
-               overflow: Overflow = "refuse", every_token: bool = False) -> Iterator[str]:  # fmt: skip
+               overflow: Overflow = "refuse", every_token: bool = False, *, chat: bool = False,
+               system: str | None = None) -> Iterator[str]:  # fmt: skip
         """Text pieces as they are generated (whole characters only); stop strings end it.
-        ``prompt`` is text or token ids. ``every_token``: one item per model step, ``""`` for
-        a token whose text is not out yet (part of a character, or of a possible stop string),
-        so a caller can pace the steps themselves."""
+        ``prompt`` is text or token ids; ``chat`` and ``system`` apply to text (see
+        :meth:`prompt_ids`). ``every_token``: one item per model step, ``""`` for a token whose
+        text is not out yet (part of a character, or of a possible stop string), so a caller
+        can pace the steps themselves."""
         params = params or SamplingParams()
         stream = self.tokenizer.text_stream()  # the tokenizer's own decoder, one per request
-        ends = set(params.stop_tokens) | (set() if params.ignore_eos else set(self.tokenizer.eos_ids))
+        ends = set(params.stop_tokens) | (set() if params.ignore_eos else set(self.stop_ids))
         pending = ""
         longest = max((len(s) for s in params.stop_strings), default=0)
-        ids = self.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        ids = self.prompt_ids(prompt, chat=chat, system=system) if isinstance(prompt, str) else list(prompt)
         steps = self.tokens(ids, params, overflow)
         for token in steps:
             if token in ends:
@@ -210,8 +239,8 @@ class LanguageModel:
         if pending:
             yield pending
 
-    def complete(
-        self, prompt: str | Sequence[int], params: SamplingParams | None = None, overflow: Overflow = "refuse"
-    ) -> str:
+    def complete(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
+                 overflow: Overflow = "refuse", *, chat: bool = False,
+                 system: str | None = None) -> str:  # fmt: skip
         """The whole generated text (blocking)."""
-        return "".join(self.pieces(prompt, params, overflow))
+        return "".join(self.pieces(prompt, params, overflow, chat=chat, system=system))

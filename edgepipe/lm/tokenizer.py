@@ -7,6 +7,12 @@
   model never saw.
 - Without a ``tokenizer.json``: plain bytes, ids 0..255 (:class:`ByteTokenizer`).
 
+``bos_id``, the start token put before a text prompt, is what Hugging Face's ``tokenizer(text)``
+puts there: ``add_bos_token`` in ``tokenizer_config.json`` where it says, else what the
+tokenizer's post-processor adds (Llama 3's ``<|begin_of_text|>``; nothing for Qwen, whose
+``config.json`` names a ``bos_token_id`` all the same). A folder without a
+``tokenizer_config.json`` (or without a ``tokenizer.json``) takes ``config.json``'s.
+
 A request's text streams through :meth:`Tokenizer.text_stream`: for a ``tokenizer.json``, the
 tokenizer's own decoder (``tokenizers.decoders.DecodeStream``), so spaces, byte-level alphabets,
 SentencePiece's ``▁`` and byte-fallback pieces come out as ``Tokenizer.decode`` writes them (a
@@ -26,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from edgepipe.lm.chat import read_tokenizer_config, token_text
 from edgepipe.lm.errors import MissingPackage, TokenizerMismatch
 
 log = logging.getLogger(__name__)
@@ -60,6 +67,10 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
 
+    def token_id(self, text: str) -> int | None:
+        """The id of the token written ``text`` (``<|im_end|>``), None if there is none."""
+        ...
+
     def text_stream(self) -> TextStream:
         """A new stream for one request's output."""
         ...
@@ -76,6 +87,9 @@ class ByteTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
+
+    def token_id(self, text: str) -> int | None:
+        return None  # bytes have no named tokens
 
     def text_stream(self) -> TextStream:
         return _ByteStream()
@@ -109,6 +123,20 @@ class HFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def token_id(self, text: str) -> int | None:
+        found = self._tok.token_to_id(text)
+        return None if found is None else int(found)
+
+    def added_prefix(self) -> list[int]:
+        """The ids the tokenizer's post-processor puts before a text (``<|begin_of_text|>``
+        for Llama 3, ``<bos>`` for Gemma; none for Qwen's)."""
+        plain = self._tok.encode("a", add_special_tokens=False).ids
+        full = self._tok.encode("a", add_special_tokens=True).ids
+        for start in range(len(full) - len(plain) + 1):
+            if full[start : start + len(plain)] == plain:
+                return list(full[:start])
+        return []
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids`` as a whole, special tokens left out."""
@@ -190,6 +218,8 @@ def load_tokenizer(folder: Path, model_vocab: int, config: dict[str, Any] | None
     bos_id = bos[0] if bos else None
     path = folder / "tokenizer.json"
     tokenizer = _from_json(path, bos_id, eos) if path.is_file() else ByteTokenizer(256, bos_id, eos)
+    if isinstance(tokenizer, HFTokenizer):
+        tokenizer.bos_id = _start_token(tokenizer, read_tokenizer_config(folder), bos_id)
     highest = max([tokenizer.vocab_size - 1, *bos, *eos])
     if highest >= model_vocab:
         raise TokenizerMismatch(
@@ -230,6 +260,24 @@ def _token_ids(value: Any) -> list[int]:
     """A config's token id: an int, a list of them (several end tokens), or absent."""
     values = value if isinstance(value, list) else [value]
     return [int(v) for v in values if isinstance(v, int)]
+
+
+def _start_token(tokenizer: HFTokenizer, settings: dict[str, Any], config_bos: int | None) -> int | None:
+    """The id put before a prompt given as text, as Hugging Face's ``tokenizer(text)`` puts
+    it: ``add_bos_token`` in ``tokenizer_config.json`` where it says; else what the tokenizer's
+    post-processor adds (nothing for Qwen, whose config.json names a ``bos_token_id`` all the
+    same). Without a ``tokenizer_config.json``, config.json's ``bos_token_id``, as before."""
+    lead = tokenizer.added_prefix()
+    add = settings.get("add_bos_token")
+    if isinstance(add, bool):
+        if not add:
+            return None
+        named = token_text(settings.get("bos_token"))
+        named_id = tokenizer.token_id(named) if named else None
+        return named_id if named_id is not None else (lead[0] if lead else config_bos)
+    if lead:
+        return lead[0]
+    return None if settings else config_bos
 
 
 def _from_json(path: Path, bos: int | None, eos: Sequence[int]) -> Tokenizer:

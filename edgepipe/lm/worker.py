@@ -143,8 +143,14 @@ class LMWorker:
         return self.queue_size + 1 - self._admitted._value
 
     async def generate(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
-                       overflow: Overflow = "refuse") -> AsyncGenerator[str, None]:  # fmt: skip
-        """Text pieces as the model produces them. ``prompt`` is text, or token ids."""
+                       overflow: Overflow = "refuse", *, chat: bool = False,
+                       system: str | None = None) -> AsyncGenerator[str, None]:  # fmt: skip
+        """Text pieces as the model produces them. ``prompt`` is text, or token ids.
+
+        ``chat=True`` sends a text prompt as the user's turn in the model's chat format, after
+        ``system`` (None: the format's default system prompt, if it has one), where the
+        model's folder has a known chat template (:mod:`edgepipe.lm.chat`); otherwise, and by
+        default, the text goes as written."""
         self._check_open()
         async with self._admitted, self._running:
             self._check_open()
@@ -154,7 +160,9 @@ class LMWorker:
             loop = asyncio.get_running_loop()
             rate = self.max_tokens_per_s
             # Paced, every model step comes back (text or ""), so the wait goes between steps.
-            steps: Iterator[str] = lm.pieces(prompt, params, overflow, every_token=rate is not None)
+            steps: Iterator[str] = lm.pieces(
+                prompt, params, overflow, every_token=rate is not None, chat=chat, system=system
+            )
             self.requests += 1
             t_first = 0.0
             paced = 0.0
@@ -194,8 +202,10 @@ class LMWorker:
                 del lm, steps
 
     async def complete(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
-                       overflow: Overflow = "refuse") -> str:  # fmt: skip
-        return "".join([piece async for piece in self.generate(prompt, params, overflow)])
+                       overflow: Overflow = "refuse", *, chat: bool = False,
+                       system: str | None = None) -> str:  # fmt: skip
+        pieces = self.generate(prompt, params, overflow, chat=chat, system=system)
+        return "".join([piece async for piece in pieces])
 
 
 def _close(steps: Any) -> None:
