@@ -9,31 +9,51 @@
 # Bases pinned to a Python minor version and a distribution release; pin a digest with
 # --build-arg BASE=python:3.11-slim-bookworm@sha256:... (docker buildx imagetools inspect BASE).
 ARG BASE=python:3.11-slim-bookworm
-# onnxruntime-gpu at constraints.txt's version is built for CUDA 13 and cuDNN 9: the host needs
-# an NVIDIA driver of the 580 series or newer, and the NVIDIA Container Toolkit (--gpus all).
-ARG NVIDIA_BASE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu22.04
+# The NVIDIA flavor: CUDA 13 and cuDNN 9, because that is what onnxruntime-gpu 1.31.1's own wheel
+# metadata asks for (its extras `cuda` and `cudnn` require nvidia-cuda-runtime~=13.0 and
+# nvidia-cudnn-cu13~=9.0: `pip install --dry-run --report - onnxruntime-gpu==1.31.1`; the
+# requirements table https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html#requirements
+# stops at CUDA 12, see https://github.com/microsoft/onnxruntime/issues/29767). That page also says a
+# build for CUDA 12.x works with any 12.x (NVIDIA's minor-version compatibility,
+# https://docs.nvidia.com/deploy/cuda-compatibility/): 13.0 is the lowest 13.x, so the host needs
+# only CUDA 13.0's driver (580 or newer) and the NVIDIA Container Toolkit (--gpus all).
+# The tag: https://hub.docker.com/layers/nvidia/cuda/13.0.3-cudnn-runtime-ubuntu24.04 (NVIDIA's list:
+# https://gitlab.com/nvidia/container-images/cuda/blob/master/doc/supported-tags.md; NVIDIA retires
+# tags, https://gitlab.com/nvidia/container-images/cuda/-/blob/master/doc/support-policy.md: pin a
+# digest, or move to a newer 13.x tag, with --build-arg NVIDIA_BASE=...).
+ARG NVIDIA_BASE=nvidia/cuda:13.0.3-cudnn-runtime-ubuntu24.04
+# onnxruntime-gpu's own pin, changed together with NVIDIA_BASE's CUDA: PyPI has no onnxruntime-gpu
+# for every onnxruntime (none for constraints.txt's 1.32.0: https://pypi.org/project/onnxruntime-gpu/#history).
+ARG ONNXRUNTIME_GPU=1.31.1
 # cpu or nvidia (scripts/image_requirements.py knows what each installs).
 ARG FLAVOR=cpu
 
 FROM ${BASE} AS python-cpu
 
-# Ubuntu 22.04's python3 is 3.10; its universe has 3.11, run from a virtual environment.
+# Ubuntu 24.04's own Python, 3.12 (main, with security updates; 22.04's is 3.10, older than
+# requires-python), in a virtual environment. Every pinned dependency has a manylinux wheel for
+# cp312 (or abi3). The venv starts with Ubuntu's own older pip (python3-pip-whl): replaced by a
+# pinned one (an old pip builds edgepipe too, through build isolation: checked with 22.0.2 and 24.0).
 FROM ${NVIDIA_BASE} AS python-nvidia
+ARG PIP_VERSION=26.3
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.11 python3.11-venv \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3.12 python3.12-venv \
  && rm -rf /var/lib/apt/lists/* \
- && python3.11 -m venv /opt/venv
+ && python3.12 -m venv /opt/venv \
+ && /opt/venv/bin/python -m pip install --no-cache-dir "pip==${PIP_VERSION}"
 ENV PATH=/opt/venv/bin:$PATH
 
 # The pinned requirements, from the project's list and constraints.txt alone. Copied into the
 # image by content: an edit of pyproject.toml that changes no dependency reinstalls nothing.
 FROM python-${FLAVOR} AS requirements
 ARG FLAVOR
+ARG ONNXRUNTIME_GPU
 # Extras of the project to install too, comma-separated: --build-arg EXTRAS=lm.
 ARG EXTRAS=
 WORKDIR /src
 COPY pyproject.toml constraints.txt scripts/image_requirements.py ./
-RUN python image_requirements.py --flavor "$FLAVOR" --extras "$EXTRAS" > requirements.txt
+RUN python image_requirements.py --flavor "$FLAVOR" --extras "$EXTRAS" \
+      --pin "onnxruntime-gpu==$ONNXRUNTIME_GPU" > requirements.txt
 
 FROM python-${FLAVOR}
 

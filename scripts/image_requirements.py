@@ -6,11 +6,15 @@ The Dockerfile runs it with only these two files copied in, before the code, so 
 change does not reinstall the dependencies (the layer stays cached until a pin changes):
 
     python scripts/image_requirements.py > requirements.txt
-    python scripts/image_requirements.py --extras lm --flavor nvidia > requirements.txt
+    python scripts/image_requirements.py --extras lm --flavor nvidia \
+        --pin onnxruntime-gpu==1.31.1 > requirements.txt
 
 A dependency without a pin is an error: an image must not float. ``--flavor nvidia`` installs
-``onnxruntime-gpu`` in place of ``onnxruntime`` (released in step with it: the same version).
-Standard library only: it runs on the bare base image.
+``onnxruntime-gpu`` in place of ``onnxruntime``, at its own pin: PyPI's onnxruntime-gpu releases
+do not follow onnxruntime's one for one (onnxruntime 1.32.0 has no onnxruntime-gpu 1.32.0), and
+the version must match the CUDA of the image's base, so the Dockerfile passes it with ``--pin``
+(``--pin`` overrides or adds to constraints.txt's pins). Standard library only: it runs on the
+bare base image.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def read_pins(text: str) -> dict[str, str]:
+def read_pins(text: str, *, source: str = "constraints.txt") -> dict[str, str]:
     """constraints.txt's ``name==version`` lines by normalized name (comments skipped)."""
     pins: dict[str, str] = {}
     for raw in text.splitlines():
@@ -46,9 +50,9 @@ def read_pins(text: str) -> dict[str, str]:
         if not line:
             continue
         name, sep, version = line.partition("==")
-        if not sep:
-            raise RequirementsError(f"constraints.txt: {line!r} is not name==version")
-        pins[normalize(name)] = version.strip()
+        if not sep or not name.strip() or not version.strip():
+            raise RequirementsError(f"{source}: {line!r} is not name==version")
+        pins[normalize(name.strip())] = version.strip()
     return pins
 
 
@@ -81,6 +85,12 @@ def requirements(pyproject: dict[str, object], pins: dict[str, str], *, extras: 
                 f"{name} has no pin in constraints.txt: refresh it (README, 'Refreshing the pinned versions')"
             )
         installed = renames.get(normalize(name), name)
+        if installed != name:
+            version = pins.get(normalize(installed))
+            if version is None:
+                raise RequirementsError(
+                    f"{installed} (the {flavor} flavor's {name}) has no pin: pass --pin {installed}==VERSION"
+                )
         line = f"{installed}{match['extras'] or ''}=={version}"
         if match["marker"]:
             line += f" {match['marker'].strip()}"
@@ -97,11 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         "--extras", default="", help="comma-separated extras of the project to include (e.g. lm)"
     )
     parser.add_argument("--flavor", default="cpu", choices=list(FLAVORS), help="the image's flavor")
+    parser.add_argument(
+        "--pin", action="append", default=[], metavar="NAME==VERSION",
+        help="a pin that overrides or adds to constraints.txt's (repeatable), e.g. onnxruntime-gpu==1.31.1",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     extras = [extra.strip() for extra in args.extras.split(",") if extra.strip()]
     try:
         pyproject = tomllib.loads(args.pyproject.read_text())
         pins = read_pins(args.constraints.read_text())
+        pins.update(read_pins("\n".join(args.pin), source="--pin"))
         lines = requirements(pyproject, pins, extras=extras, flavor=args.flavor)
     except (OSError, tomllib.TOMLDecodeError, RequirementsError) as exc:
         print(f"image_requirements: {exc}", file=sys.stderr)

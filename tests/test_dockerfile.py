@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import image_requirements
 import pytest
@@ -243,3 +245,56 @@ def test_the_default_command_runs_a_pipeline_the_image_has() -> None:
     assert words(next(i for i in _final_stage() if i.keyword == "ENTRYPOINT").args) == ["edgepipe"]
     pipeline = next(arg for arg in cmd if arg.endswith(".py"))
     assert (REPO / pipeline.removeprefix("/app/")).is_file()
+
+
+UBUNTU_PYTHON = {"22.04": (3, 10), "24.04": (3, 12)}
+"""Each Ubuntu LTS release's own python3, in its main archive with security updates
+(https://packages.ubuntu.com/jammy/python3, https://packages.ubuntu.com/noble/python3)."""
+
+
+def _stage(name: str) -> list[Instruction]:
+    start = next(i.index for i in DOCKERFILE if i.keyword == "FROM" and i.args.split()[-1] == name)
+    end = min(
+        (i.index for i in DOCKERFILE if i.keyword == "FROM" and i.index > start), default=len(DOCKERFILE)
+    )
+    return [i for i in DOCKERFILE if start <= i.index < end]
+
+
+def _project() -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return project
+
+
+def test_the_nvidia_stage_runs_its_ubuntu_releases_own_python_and_a_pinned_pip() -> None:
+    stage = _stage("python-nvidia")
+    base = expand(stage[0].args.split()[0], global_args(DOCKERFILE))
+    release = re.search(r"-ubuntu(\d\d\.\d\d)\b", base)
+    assert release, f"{base}: not an Ubuntu base"
+    assert release.group(1) in UBUNTU_PYTHON, f"{base}: an Ubuntu release this test does not know"
+    own = UBUNTU_PYTHON[release.group(1)]
+    requires = re.fullmatch(r">=(\d+)\.(\d+)", _project()["requires-python"])
+    assert requires, "requires-python is not >=X.Y"
+    minimum = (int(requires[1]), int(requires[2]))
+    assert own >= minimum, f"{base}'s python3 is {own}, edgepipe requires {minimum}"
+    runs = " ".join(i.args for i in stage if i.keyword == "RUN")
+    assert set(re.findall(r"\bpython3\.(\d+)\b", runs)) == {str(own[1])}, f"not {base}'s own python3.{own[1]}"
+    assert re.search(r"-m pip install\b[^&;]*\bpip==", runs), "the venv keeps the distribution's old pip"
+
+
+def test_the_nvidia_flavor_installs_onnxruntime_gpu_at_the_dockerfiles_pin() -> None:
+    variables = global_args(DOCKERFILE)
+    version = variables.get("ONNXRUNTIME_GPU", "")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), "no exact ONNXRUNTIME_GPU pin before the first FROM"
+    stage = _stage("requirements")
+    run = next(i for i in stage if i.keyword == "RUN" and "image_requirements.py" in i.args)
+    # A global ARG is empty inside a stage that does not declare it again.
+    assert any(i.keyword == "ARG" and i.args.split("=")[0] == "ONNXRUNTIME_GPU" and i.index < run.index
+               for i in stage), "the requirements stage does not declare ARG ONNXRUNTIME_GPU"  # fmt: skip
+    pins = [expand(pin, variables) for pin in re.findall(r"--pin\s+\"?([^\s\"]+)", run.args)]
+    project = _project()
+    constraints = image_requirements.read_pins((REPO / "constraints.txt").read_text())
+    lines = image_requirements.requirements({"project": project},
+                                            {**constraints, **image_requirements.read_pins("\n".join(pins))},
+                                            extras=list(project.get("optional-dependencies", {})),
+                                            flavor="nvidia")  # fmt: skip
+    assert f"onnxruntime-gpu=={version}" in lines
