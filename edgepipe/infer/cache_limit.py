@@ -1,4 +1,4 @@
-"""The model cache's size limit: what is in it, what the running process uses, what goes first.
+"""The model cache's size limit: what is in it, what running processes use, what goes first.
 
 The cache (:func:`~edgepipe.infer.cache.cache_dir`) holds two kinds of entries:
 
