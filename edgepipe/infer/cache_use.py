@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - not on Linux/macOS
 _lock = threading.Lock()
 _held: dict[int, tuple[frozenset[Path], list[int]]] = {}
 _tokens = iter(range(1 << 62))
+_forever: set[Path] = set()
 # ``STEM.onnx.PID.partial`` while ONNX Runtime writes a graph; ``STEM.PID.weights`` its weights.
 _PARTIAL = re.compile(r"\.(\d+)\.partial$")
 _WEIGHTS = re.compile(r"^(.*)\.(\d+)\.weights$")
@@ -44,6 +45,10 @@ def hold(paths: Iterable[Path], owner: object | None = None) -> int:
     :func:`release` of the token returned. A path that does not exist yet is held in this
     process only (a graph about to be written)."""
     resolved = frozenset(resolve(p) for p in paths)
+    if owner is None:  # once per file: a server resolving its model on every request opens no more
+        with _lock:
+            resolved -= _forever
+            _forever.update(resolved)
     fds = [fd for fd in map(_share_lock, sorted(resolved)) if fd is not None]
     with _lock:
         token = next(_tokens)
@@ -60,7 +65,8 @@ def tie(token: int, owner: object) -> None:
 
 def release(token: int) -> None:
     with _lock:
-        _, fds = _held.pop(token, (frozenset(), []))
+        paths, fds = _held.pop(token, (frozenset(), []))
+        _forever.difference_update(paths)
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)  # closing drops its lock

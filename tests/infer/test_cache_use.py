@@ -61,6 +61,13 @@ def test_a_held_file_is_locked_against_every_other_open_file(tmp_path: Path) -> 
     assert cache_use.in_use_elsewhere([tmp_path])  # a folder: any file in it
     cache_use.release(token)
     assert not cache_use.in_use_elsewhere([tmp_path])
+    cache_use.hold([model])  # for the life of the process: once, however often it is asked
+    before = len(os.listdir("/proc/self/fd"))
+    cache_use.release(cache_use.hold([model]))  # held meanwhile: nothing to release
+    for _ in range(20):
+        cache_use.hold([model])
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert cache_use.in_use_elsewhere([model])
 
 
 def test_a_model_another_process_uses_is_not_evicted(
