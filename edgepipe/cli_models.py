@@ -33,7 +33,8 @@ def add_parser(sub: Any) -> None:
         help="show the model cache (pulled models, optimized graphs) against its limit, or empty it",
         description="The cache holds pulled models and ONNX Runtime's optimized graphs; it is kept "
         "under $EDGEPIPE_CACHE_MAX (default 1G; 500M, 2G, 1.5GB or bytes), least recently used "
-        "first, optimized graphs before pulled models.",
+        "first, optimized graphs before pulled models; what a running edgepipe uses or writes "
+        "stays, and 0 keeps nothing else.",
     )
     cache_p.add_argument(
         "--clean", action="store_true", help="remove the optimized graphs (rebuilt on next use)"

@@ -9,9 +9,10 @@ What counts as a command:
   (``1.8 MB``) free, runs of spaces free, other lines allowed between. A line ending in ``\\``
   continues on the next; ``#`` starts a comment; a comment that begins ``exit N`` or ``exits N``
   (``# exits 2: no model``) gives the exit code expected, 0 otherwise.
-- inline code in prose only when it is a whole ``edgepipe run pipelines/FILE.py ...`` naming a
-  shipped pipeline file, with no placeholder (an upper-case word such as NAME, URL or DIR, or
-  ``…``, ``...``, ``[``, ``|``, ``<``). Other inline code is a reference, not a command.
+- inline code in prose when it is a whole ``edgepipe ...`` command (``edgepipe models list``,
+  ``edgepipe run pipelines/demo.py --plan``) with no placeholder (an upper-case word such as
+  NAME, URL or DIR, or ``…``, ``...``, ``[``, ``|``, ``<``). A subcommand's bare name that needs
+  more (``edgepipe run``, ``edgepipe graph``) and other inline code are references.
 
 Every part of a command (split at ``&&``, ``||``, ``;`` and ``|``) must be one the suite can
 run: ``edgepipe``, ``.venv/bin/edgepipe``, ``python -m edgepipe`` and ``python scripts/X.py``
@@ -24,18 +25,22 @@ classify.
 
 Adaptations, each keeping what the command means:
 
-- ``edgepipe run`` gets ``--duration 2`` (a longer one is shortened; ``--plan`` and ``--help``
-  get none);
+- ``edgepipe run`` gets ``--duration 2`` (4 when it reads the RTSP stand-in; a longer one is
+  shortened; ``--plan`` and ``--help`` get none) and a heartbeat file (``--health-file``): a run the README shows working must have
+  moved input (an item out of a stage or into a sink: tests/readme_checks.py); a run that saw
+  nothing (a camera it never reached) fails, whatever its exit code;
 - ``rtsp://`` at a documentation address (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
-  ``example.com``) becomes the test's RTSP server on 127.0.0.1; any other address that is not
-  loopback fails the test (no test reaches the internet);
+  ``example.com``) becomes the test's RTSP server on 127.0.0.1, in the command and in the files
+  it reads (below); any address left that is not loopback, anywhere in what runs, fails the
+  test (no test reaches the internet);
 - ``--port N`` becomes a free port;
 - an input the command names that is not there is made where it names it: ``--source X.mp4``
   (any video file) a short generated clip, ``--model DIR`` (and ``bench lm DIR``) a tiny
   random-weight language model with its ``tokenizer.json``;
 - a file a fenced block shows with its path as its first line (``# camera.toml``) is written
-  there, unless the path is in one of the repository's own folders (``# pipelines/hello.py``):
-  such a file must be shipped (and tests/test_readme.py checks it is the same).
+  there when a command names it, its addresses stood in for as a command's are, unless the
+  path is in one of the repository's own folders (``# pipelines/hello.py``): such a file must be
+  shipped (and tests/test_readme.py checks it is the same).
 """
 
 from __future__ import annotations
@@ -43,18 +48,26 @@ from __future__ import annotations
 import ipaddress
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
 SHORT_DURATION_S = 2.0
+CAMERA_DURATION_S = 4.0  # a run from the RTSP stand-in: connecting takes its share
 SHELL_LANGS = frozenset({"sh", "bash", "shell", "console"})
 MARKER = re.compile(r"^<!-- readme-test: skip \((?P<reason>.*\S.*)\) -->$")
 FENCE = re.compile(r"^\s*```(?P<lang>[\w+-]*)\s*$")
 EXIT = re.compile(r"#\s*exits? (?P<code>\d+)\b")
-INLINE = re.compile(r"`(?P<cmd>edgepipe run pipelines/[^`]+)`")
+INLINE = re.compile(r"`(?P<cmd>(?:\.venv/bin/)?edgepipe [^`]+)`")
+NAMES_ONLY = frozenset(
+    {"run", "graph", "health", "bench", "bench lm", "models", "models pull", "models path"}
+)
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'`]*", re.IGNORECASE)
+IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])")
+HEARTBEAT = ".readme-run-{}.heartbeat.json"
+HEALTH_FILE = re.compile(r"--health-file(?:=| )(?P<path>\S+)")  # in a script
 PLACEHOLDER = re.compile(r"\b[A-Z][A-Z0-9_]+\b|…|\.\.\.|[\[|<]")
 SHOWN_FILE = re.compile(r"^# (?P<path>[\w./-]+\.\w+)$")
 
@@ -65,7 +78,6 @@ OPERATORS = frozenset({"&&", "||", ";", "|"})
 VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".mov", ".ts", ".avi", ".webm", ".h264", ".h265"})
 DOC_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
 DOC_HOSTS = ("example.com", "example.org", "example.net")
-NUMBER = r"\d+(?:\.\d+)?(?: ?[kMGT]i?B\b)?"
 ADD_A_MARKER = (
     "add `<!-- readme-test: skip (REASON) -->` on the line before its block, or make it a "
     "command the suite can run (see tests/readme_commands.py)"
@@ -139,9 +151,8 @@ def marker_errors(doc: str, text: str) -> list[str]:
     return errors
 
 
-def commands(doc: str, text: str, root: Path) -> Iterator[tuple[Command, Block | None]]:
-    """Every command of the document (``doc``: its path under ``root``, where commands run) with
-    its block (None for inline code)."""
+def commands(doc: str, text: str) -> Iterator[tuple[Command, Block | None]]:
+    """Every command of the document (``doc``: its name) with its block (None for inline code)."""
     for block in blocks(doc, text):
         prompt = any(line.startswith("$ ") for line in block.lines)
         if block.lang not in SHELL_LANGS and not prompt:
@@ -155,8 +166,8 @@ def commands(doc: str, text: str, root: Path) -> Iterator[tuple[Command, Block |
         if in_block:
             continue
         for found in INLINE.finditer(line):
-            words = found["cmd"].split()
-            if not PLACEHOLDER.search(found["cmd"]) and (root / words[2]).is_file():
+            words = found["cmd"].split()[1:]
+            if not PLACEHOLDER.search(found["cmd"]) and " ".join(words) not in NAMES_ONLY:
                 yield Command(f"{doc}:{n}", found["cmd"]), None
 
 
@@ -219,8 +230,9 @@ def kind(argv: list[str]) -> str:
     return "filter" if head in FILTERS else "other"
 
 
-def script(command: Command, cwd: Path, stand_ins: StandIns) -> str:
-    """The command as a bash script, adapted; Unrunnable if it cannot run in the suite."""
+def script(command: Command, cwd: Path, stand_ins: StandIns, files: Mapping[str, str] | None = None) -> str:
+    """The command as a bash script, adapted; Unrunnable if it cannot run in the suite. ``files``
+    (path -> text, :func:`shown_files`) are written into ``cwd`` where the command names them."""
     parts: list[tuple[list[str], str]] = []  # (argv, the operator after it)
     argv: list[str] = []
     for token in tokens(command.text):
@@ -235,6 +247,7 @@ def script(command: Command, cwd: Path, stand_ins: StandIns) -> str:
         what = next((" ".join(a) for (a, _), k in zip(parts, kinds, strict=True) if k != "run"), "")
         raise Unrunnable(f"{command.where}: `{what or command.text}` cannot run in the suite: {ADD_A_MARKER}")
     kept: list[str] = []
+    runs = 0
     for i, ((words, operator), part_kind) in enumerate(zip(parts, kinds, strict=True)):
         if part_kind == "setup":
             if operator != "&&":
@@ -242,19 +255,39 @@ def script(command: Command, cwd: Path, stand_ins: StandIns) -> str:
             continue
         if part_kind == "filter" and (i == 0 or parts[i - 1][1] != "|"):
             raise Unrunnable(f"{command.where}: `{words[0]}` runs only after a `|`: {ADD_A_MARKER}")
-        adapted = adapt(words, cwd, stand_ins) if part_kind == "run" else words
-        kept.append(" ".join(t if re.fullmatch(r"[<>&|;]+", t) else shlex.quote(t) for t in adapted))
+        if part_kind == "run":
+            words = adapt(words, cwd, stand_ins, dict(files or {}), HEARTBEAT.format(runs))
+            runs += 1
+        kept.append(" ".join(t if re.fullmatch(r"[<>&|;]+", t) else shlex.quote(t) for t in words))
         kept.append(operator)
-    return "set -o pipefail\n" + " ".join(kept).strip()
+    text = "set -o pipefail\n" + " ".join(kept).strip()
+    refuse_addresses(command.where, text)
+    return text
 
 
-def adapt(argv: list[str], cwd: Path, stand_ins: StandIns) -> list[str]:
+def adapt(
+    argv: list[str],
+    cwd: Path,
+    stand_ins: StandIns,
+    files: Mapping[str, str] | None = None,
+    heartbeat: str = "",
+) -> list[str]:
     words = _words(argv)
     out = argv[: len(argv) - len(words)]
+    duration = SHORT_DURATION_S
     for i, word in enumerate(words):
         before = words[i - 1] if i else ""
+        named = word.partition("=")[2] if word.startswith("--") else word
+        if files and named in files and not (cwd / named).exists():
+            (cwd / named).parent.mkdir(parents=True, exist_ok=True)
+            written = stand_in_addresses(files[named], stand_ins)
+            refuse_addresses(named, written)
+            duration = CAMERA_DURATION_S if written != files[named] else duration
+            (cwd / named).write_text(written)
         if "://" in word:
-            word = _address(word, stand_ins)
+            stood_in = _address(word, stand_ins)
+            duration = CAMERA_DURATION_S if stood_in != word else duration
+            word = stood_in
         elif before == "--port":
             word = str(stand_ins.port())
         elif word.startswith("--port="):
@@ -267,8 +300,27 @@ def adapt(argv: list[str], cwd: Path, stand_ins: StandIns) -> list[str]:
             stand_ins.clip(cwd / word)
         out.append(word)
     if _subcommand(words) == "run" and not {"--plan", "--help", "-h"} & set(words):
-        out = _short_duration(out)
+        out = _short_duration(out, duration)
+        if heartbeat and not any(HEALTH_FILE.match(w) or w == "--health-file" for w in out):
+            out += ["--health-file", heartbeat]
     return out
+
+
+def stand_in_addresses(text: str, stand_ins: StandIns) -> str:
+    """``text`` (a file a command reads) with its addresses stood in for as a command's are."""
+    return URL.sub(lambda found: _address(found[0], stand_ins), text)
+
+
+def refuse_addresses(where: str, *texts: str) -> None:
+    """Unrunnable if any address in ``texts`` (what runs, what it reads) is not loopback."""
+    for text in texts:
+        for found in URL.finditer(text):
+            parts = urlsplit(found[0])
+            if parts.scheme not in {"synthetic", "file"} and not _loopback(parts.hostname or ""):
+                raise Unrunnable(f"{where}: `{found[0]}` left in what runs (tests reach only 127.0.0.1)")
+        for address in IPV4.findall(text):
+            if not _loopback(address):
+                raise Unrunnable(f"{where}: `{address}` left in what runs (tests reach only 127.0.0.1)")
 
 
 def _subcommand(words: list[str]) -> str:
@@ -279,15 +331,15 @@ def _subcommand(words: list[str]) -> str:
     return next((w for w in rest if not w.startswith("-")), "")
 
 
-def _short_duration(argv: list[str]) -> list[str]:
+def _short_duration(argv: list[str], limit: float) -> list[str]:
     for i, word in enumerate(argv):
         if word == "--duration" and i + 1 < len(argv):
-            value = min(float(argv[i + 1]), SHORT_DURATION_S)
+            value = min(float(argv[i + 1]), limit)
             return [*argv[: i + 1], f"{value:g}", *argv[i + 2 :]]
         if word.startswith("--duration="):
-            value = min(float(word.partition("=")[2]), SHORT_DURATION_S)
+            value = min(float(word.partition("=")[2]), limit)
             return [*argv[:i], f"--duration={value:g}", *argv[i + 1 :]]
-    return [*argv, "--duration", f"{SHORT_DURATION_S:g}"]
+    return [*argv, "--duration", f"{limit:g}"]
 
 
 def _address(url: str, stand_ins: StandIns) -> str:
@@ -337,28 +389,3 @@ def shown_files(text: str) -> dict[str, str]:
         if first is not None:
             files[first["path"]] = "\n".join(block.lines) + "\n"
     return files
-
-
-def shape(line: str) -> re.Pattern[str]:
-    """The line with its numbers (and sizes) and runs of spaces free."""
-    pattern = ""
-    for piece in re.split(rf"(\s+|{NUMBER})", line.strip()):
-        if not piece:
-            continue
-        if piece.isspace():
-            pattern += r"\s+"
-        elif piece[0].isdigit():
-            pattern += NUMBER
-        else:
-            pattern += re.escape(piece)
-    return re.compile(pattern)
-
-
-def missing_output(expected: tuple[str, ...], output: str) -> str | None:
-    """The first line shown that the output lacks (in order), or None."""
-    lines = iter(line.strip() for line in output.splitlines())
-    for shown in expected:
-        pattern = shape(shown)
-        if not any(pattern.fullmatch(line) for line in lines):
-            return shown
-    return None

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,14 @@ from pathlib import Path
 import pytest
 
 from edgepipe.cli import main
+
+
+@pytest.fixture(autouse=True)
+def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller's own cache settings must not change what these tests see (subprocesses too:
+    they inherit os.environ)."""
+    for name in ("EDGEPIPE_CACHE_MAX", "EDGEPIPE_MODELS_DIR"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def test_list_as_json(capsys: pytest.CaptureFixture[str], centerface: Path) -> None:
@@ -138,3 +147,46 @@ def test_cache_lists_pulled_models_and_graphs_and_cleans_them(tmp_path: Path) ->
     assert [(r["kind"], r["name"]) for r in report["removed"]] == [("pulled model", "centerface")]
     assert report["freed_bytes"] > 7_000_000
     assert list((cache / "models").iterdir()) == []
+
+
+def test_clean_keeps_what_is_being_written_or_in_use(tmp_path: Path, centerface: Path) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(centerface.parent, cache / "models" / "centerface")
+    (cache / "models" / "other" / "edgepipe-pull-x1").mkdir(parents=True)  # a pull under way
+    (cache / "models" / "other" / "edgepipe-pull-x1" / "other.onnx").write_bytes(b"o" * 100)
+    (cache / "models" / "old").mkdir()
+    (cache / "models" / "old" / "old.onnx").write_bytes(b"d" * 100)
+    camera = subprocess.Popen(  # runs CenterFace: holds the pulled model, writes its graph
+        [sys.executable, "-c", "import sys\nfrom edgepipe.infer import Session, resolve\n"
+         "s = Session(resolve('centerface').path)\nprint('ready', flush=True)\nsys.stdin.read()"],
+        env={**os.environ, "EDGEPIPE_CACHE_DIR": str(cache)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert camera.stdout is not None
+        assert camera.stdout.readline() == "ready\n"
+        writing = cache / "optimized" / f"w-{'b' * 20}.onnx.{camera.pid}.partial"
+        writing.write_bytes(b"p" * 100)  # as if it were optimizing a second model now
+        shown = _edgepipe("models", "cache", cache=cache)
+        assert re.search(r"pulled model .* centerface \(in use\)$", shown.stdout, re.MULTILINE)
+        assert re.search(rf"optimized graph .* w-{'b' * 20} \(being written\)$", shown.stdout, re.MULTILINE)
+        done = _edgepipe("models", "cache", "--clean", "--all", "--format", "json", cache=cache)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert [r["name"] for r in report["removed"]] == ["old"]
+        assert sorted((k["name"].split("-")[0], k["why"]) for k in report["kept"]) == [
+            ("centerface", "in use"), ("centerface", "in use"), ("other", "being written"), ("w", "being written")
+        ]  # fmt: skip
+        assert writing.exists()
+        assert (cache / "models" / "centerface" / "centerface.onnx").is_file()
+        assert (cache / "models" / "other" / "edgepipe-pull-x1" / "other.onnx").is_file()
+        done = _edgepipe("models", "cache", "--clean", cache=cache)
+        assert "removed 0 optimized graphs" in done.stdout
+        assert "kept optimized graph centerface-" in done.stdout
+        assert "(in use), optimized graph w-" in done.stdout
+        assert "clean again once it is done" in done.stdout
+    finally:
+        camera.communicate("", timeout=60)
+    writing.unlink()
+    done = _edgepipe("models", "cache", "--clean", "--all", cache=cache)
+    assert "removed 1 optimized graph and 1 pulled model" in done.stdout  # centerface's, stopped

@@ -3,10 +3,12 @@
 tests/readme_commands.py says what counts as a command, which lines need a
 ``<!-- readme-test: skip (REASON) -->`` marker, and how a command is adapted to the suite (a
 short ``--duration``, the test's RTSP server for a documentation address, a free port, a
-generated clip and a tiny language model for inputs the reader would bring). Each command runs
-in a temporary folder holding copies of ``pipelines/`` and ``scripts/``, ``.venv`` (a link to
-the suite's environment) and a model cache of its own seeded from the suite's offline one, so
-nothing is written into the repository or into the shared cache.
+generated clip and a tiny language model for inputs the reader would bring), and what a run
+must show besides its exit code (tests/readme_checks.py). Each command runs in a temporary
+folder holding copies of ``pipelines/`` and ``scripts/``, ``.venv`` (a link to the suite's
+environment), a home folder and a model cache (``EDGEPIPE_CACHE_DIR``, always set) of its own
+seeded from the suite's offline one, so nothing is written into the repository, the shared
+cache or ``~/.cache``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 import tiny_lm
 from rtsp_camera import free_port
 
+from . import readme_checks as checks
 from . import readme_commands as rc
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +37,7 @@ def all_commands() -> list[rc.Command]:
     for doc in DOCS:
         found += [
             c
-            for c, block in rc.commands(doc, (REPO / doc).read_text(), REPO)
+            for c, block in rc.commands(doc, (REPO / doc).read_text())
             if block is None or block.skip is None
         ]
     return found
@@ -67,20 +70,31 @@ def readme_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_lm.write(tmp_path_factory.mktemp("readme_lm") / "lm", tiny_lm.TinyConfig(), "gqa").parent
 
 
-def working_folder(root: Path, cache: Path, models: Path) -> dict[str, str]:
-    """Fill ``root`` as a checkout seen from its own folder; the environment to run in."""
+def shown_files() -> dict[str, str]:
+    """The files the documents show that a reader makes (not those in the checkout's folders,
+    which are shipped): path -> text."""
+    files = {}
+    for doc in DOCS:
+        for path, text in rc.shown_files((REPO / doc).read_text()).items():
+            if not (REPO / Path(path).parts[0]).exists():
+                files[path] = text
+    return files
+
+
+def working_folder(root: Path, home: Path, models: Path) -> dict[str, str]:
+    """Fill ``root`` as a checkout seen from its own folder; the environment to run in: a home
+    and a model cache of its own (a command may clean or fill its cache), no other EDGEPIPE_
+    setting of the suite's."""
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(REPO / "pipelines", root / "pipelines", ignore=skip)
     shutil.copytree(REPO / "scripts", root / "scripts", ignore=skip)
     (root / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
-    for doc in DOCS:
-        for path, text in rc.shown_files((REPO / doc).read_text()).items():
-            if not (REPO / Path(path).parts[0]).exists():  # in the checkout's folders: shipped
-                (root / path).parent.mkdir(parents=True, exist_ok=True)
-                (root / path).write_text(text)
-    shutil.copytree(models, cache / "models")  # its own: a command may clean or fill its cache
+    cache = home / ".cache" / "edgepipe"
+    shutil.copytree(models, cache / "models")
     bin_dir = str(Path(sys.executable).parent)  # edgepipe and python resolve to the suite's
-    return dict(os.environ, EDGEPIPE_CACHE_DIR=str(cache), PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDGEPIPE_")}
+    return dict(env, HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), EDGEPIPE_CACHE_DIR=str(cache),
+                PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")  # fmt: skip
 
 
 def repo_status() -> str | None:
@@ -116,9 +130,9 @@ def test_readme_command_runs(
 ) -> None:
     root = tmp_path / "work"
     root.mkdir()
-    env = working_folder(root, tmp_path / "cache", private_model_cache / "models")
+    env = working_folder(root, tmp_path / "home", private_model_cache / "models")
     try:
-        script = rc.script(command, root, SuiteStandIns(request))
+        script = rc.script(command, root, SuiteStandIns(request), shown_files())
     except rc.Unrunnable as exc:
         pytest.fail(str(exc))
     before = repo_status()
@@ -128,8 +142,12 @@ def test_readme_command_runs(
         f"exit {returncode}, the README implies {command.exit_code}\n{report}"
     )
     assert "Traceback (most recent call last)" not in output, report
-    missing = rc.missing_output(command.output, output)
+    missing = checks.missing_output(command.output, output)
     assert missing is None, f"the output lacks a line shaped like the README's {missing!r}\n{report}"
+    if command.exit_code == 0:  # a run the README shows working saw input
+        for heartbeat in checks.heartbeats(script, root):
+            why = checks.moved(heartbeat)
+            assert why is None, f"{why}\n{report}"
     assert repo_status() == before, f"the command wrote into the repository\n{report}"
 
 
@@ -143,149 +161,3 @@ def test_the_readme_has_commands_to_run_and_marked_blocks() -> None:
     assert any("edgepipe run pipelines/demo.py" in c.text for c in runnable)
     skipped = [b for b in rc.blocks("README.md", (REPO / "README.md").read_text()) if b.skip]
     assert any("scripts/test.sh" in b.lines for b in skipped)
-
-
-# The harness itself, on small documents.
-
-
-class FakeStandIns:
-    def __init__(self) -> None:
-        self.made: list[Path] = []
-
-    def rtsp_url(self) -> str:
-        return "rtsp://127.0.0.1:8554/cam"
-
-    def port(self) -> int:
-        return 40001
-
-    def language_model(self, folder: Path) -> None:
-        self.made.append(folder)
-
-    def clip(self, path: Path) -> None:
-        self.made.append(path)
-
-
-DOC = """\
-Intro `edgepipe run pipelines/NAME.py --source URL` and `edgepipe run pipelines/demo.py --detect none`.
-
-```sh
-python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/edgepipe run pipelines/demo.py --duration 10
-edgepipe run pipelines/describe_scene.py   # exits 2: no model
-edgepipe run pipelines/x.py --source rtsp://192.0.2.10/s \\
-    --port 8080 --model ./qwen-onnx --source clip.mp4 --results - | head -1
-```
-
-<!-- readme-test: skip (needs a daemon) -->
-```sh
-docker run --rm edgepipe
-```
-
-```
-$ edgepipe run pipelines/demo.py --plan
-total: 22.7 MB of a 17.69 GB budget
-fits: 17.67 GB left
-```
-
-```sh
-docker build .
-```
-"""
-
-
-def parsed() -> list[tuple[rc.Command, rc.Block | None]]:
-    return list(rc.commands("DOC.md", DOC, REPO))
-
-
-def test_commands_are_found_with_their_place_exit_code_and_output() -> None:
-    found = {c.where: (c, b) for c, b in parsed()}
-    assert list(found) == [
-        "DOC.md:4",
-        "DOC.md:5",
-        "DOC.md:6",
-        "DOC.md:12",
-        "DOC.md:16",
-        "DOC.md:22",
-        "DOC.md:1",
-    ]
-    assert found["DOC.md:5"][0].exit_code == 2
-    assert found["DOC.md:4"][0].exit_code == 0
-    assert found["DOC.md:6"][0].text.endswith("--results - | head -1")  # the continuation joined
-    block = found["DOC.md:12"][1]
-    assert block is not None
-    assert block.skip == "needs a daemon"
-    assert found["DOC.md:16"][0].output == ("total: 22.7 MB of a 17.69 GB budget", "fits: 17.67 GB left")
-    assert (
-        found["DOC.md:1"][0].text == "edgepipe run pipelines/demo.py --detect none"
-    )  # not the placeholder one
-
-
-def test_set_up_steps_are_dropped_and_the_run_is_shortened(tmp_path: Path) -> None:
-    first = parsed()[0][0]
-    script = rc.script(first, tmp_path, FakeStandIns())
-    assert script.splitlines()[-1] == ".venv/bin/edgepipe run pipelines/demo.py --duration 2"
-
-
-def test_addresses_ports_and_inputs_are_stood_in_for(tmp_path: Path) -> None:
-    stand_ins = FakeStandIns()
-    script = rc.script(parsed()[2][0], tmp_path, stand_ins)
-    assert script.splitlines()[-1] == (
-        "edgepipe run pipelines/x.py --source rtsp://127.0.0.1:8554/cam --port 40001 --model ./qwen-onnx "
-        "--source clip.mp4 --results - --duration 2 | head -1"
-    )
-    assert stand_ins.made == [tmp_path / "qwen-onnx", tmp_path / "clip.mp4"]
-
-
-def test_only_runs_get_a_short_duration(tmp_path: Path) -> None:
-    command = next(c for c, _ in parsed() if c.output)
-    assert rc.script(command, tmp_path, FakeStandIns()).endswith("edgepipe run pipelines/demo.py --plan")
-    cases = {
-        "python -m edgepipe run pipelines/demo.py --duration=30": "python -m edgepipe run pipelines/demo.py --duration=2",
-        "edgepipe run pipelines/demo.py --duration 1.5 --stats": "edgepipe run pipelines/demo.py --duration 1.5 --stats",
-        "edgepipe run pipelines/demo.py --help": "edgepipe run pipelines/demo.py --help",
-        "edgepipe graph pipelines/demo.py": "edgepipe graph pipelines/demo.py",
-        ".venv/bin/python scripts/make_sample_clip.py run.mp4": ".venv/bin/python scripts/make_sample_clip.py run.mp4",
-    }
-    for text, expected in cases.items():
-        assert rc.script(rc.Command("D:1", text), tmp_path, FakeStandIns()).splitlines()[-1] == expected
-
-
-def test_an_unmarked_command_the_suite_cannot_run_fails_saying_what_to_do(tmp_path: Path) -> None:
-    command = parsed()[-2][0]
-    with pytest.raises(
-        rc.Unrunnable, match=r"DOC.md:22: `docker build \.` cannot run .*readme-test: skip \(REASON\)"
-    ):
-        rc.script(command, tmp_path, FakeStandIns())
-    for text in ["python3 -m venv .venv", "head -1", "edgepipe run x.py ; rm -rf out"]:
-        with pytest.raises(rc.Unrunnable):
-            rc.script(rc.Command("D:1", text), tmp_path, FakeStandIns())
-
-
-def test_real_addresses_are_refused(tmp_path: Path) -> None:
-    for url in ["rtsp://10.1.2.3/cam", "http://192.0.2.1/x.m3u8"]:
-        with pytest.raises(rc.Unrunnable):
-            rc.script(
-                rc.Command("D:1", f"edgepipe run pipelines/demo.py --source {url}"), tmp_path, FakeStandIns()
-            )
-
-
-def test_output_shape_frees_numbers_and_spacing_not_words() -> None:
-    shown = ("camera    frame pool (4 x 640x480)   1.8 MB", "total: 22.7 MB of a 17.69 GB budget")
-    ok = "log line\n  camera  frame pool (6 x 320x240)  512 kB\nmore\ntotal: 1.2 GB of a 3 GB budget\n"
-    assert rc.missing_output(shown, ok) is None
-    assert rc.missing_output(shown, ok.replace("frame pool", "frames")) == shown[0]
-    assert (
-        rc.missing_output(shown, "total: 1 MB of a 3 GB budget\ncamera frame pool (1 x 2x2) 1 MB") == shown[1]
-    )  # out of order
-
-
-def test_files_shown_with_their_path_are_found() -> None:
-    doc = "```toml\n# camera.toml\nthreshold = 0.5\n```\n\n```python\n# not a path\nx = 1\n```\n"
-    assert rc.shown_files(doc) == {"camera.toml": "# camera.toml\nthreshold = 0.5\n"}
-
-
-def test_markers_must_be_well_formed_and_precede_a_block() -> None:
-    doc = "<!-- readme-test: skip -->\n```sh\nx\n```\n<!-- readme-test: skip (why) -->\ntext `<!-- readme-test: -->`\n"
-    assert rc.marker_errors("D.md", doc) == [
-        "D.md:1: write the marker as <!-- readme-test: skip (REASON) -->",
-        "D.md:5: a skip marker must be the line before a block's opening fence",
-    ]

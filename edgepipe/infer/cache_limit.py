@@ -1,4 +1,4 @@
-"""The model cache's size limit: what is in it, what the running process uses, what goes first.
+"""The model cache's size limit: what is in it, what running processes use, what goes first.
 
 The cache (:func:`~edgepipe.infer.cache.cache_dir`) holds two kinds of entries:
 
@@ -13,8 +13,11 @@ Both count toward the limit (``$EDGEPIPE_CACHE_MAX``, 1 GiB by default): it is a
 After each write into the cache :func:`enforce` evicts the least recently used optimized graphs
 first, then, only if that is not enough, the least recently used pulled models. "Used" is the
 mtime of the graph's ``.onnx`` or of the model's marker, touched on every use (atime is often off,
-``noatime``, on eMMC). An entry the running process uses is never evicted (see :func:`hold`), nor
-one another process is writing; one bigger than the limit on its own is kept, with one warning.
+``noatime``, on eMMC). An entry a running process uses is never evicted (see
+:mod:`edgepipe.infer.cache_use`: this process's threads and other processes alike), nor one being
+written; one bigger than the limit on its own is kept, with one warning. An optimized graph of a
+model bigger than half the limit is not saved at all (:func:`graph_fits`): rewriting gigabytes
+each start and evicting them again would wear a camera's eMMC for a few seconds saved.
 
 Everything here blocks on file I/O: call it where loading already blocks.
 """
@@ -26,13 +29,12 @@ import logging
 import os
 import re
 import shutil
-import threading
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgepipe.infer import cache_use
 from edgepipe.infer.cache import cache_dir
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,6 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORE
 # An optimized graph's files share the stem ``{model}-{20 hex digits}`` (see loading.py):
 # ``STEM.onnx``, ``STEM.PID.weights``, and ``STEM.onnx.PID.partial`` while it is written.
 _GRAPH_STEM = re.compile(r"^(.*-[0-9a-f]{20})\.")
-_PARTIAL = re.compile(r"\.(\d+)\.partial$")
 _PULL_TMP = "edgepipe-pull-"
 _PULL_MAX_S = 900.0
 """Longer than a pull may take (its download's timeout, and the checks after it)."""
@@ -92,50 +93,23 @@ class Entry:
     last_used_s: float
     """The newest mtime of its files (touched on every use), seconds since the epoch."""
     busy: bool = False
-    """Being written by another process now: not evictable."""
+    """Being written now (a pull, or ONNX Runtime saving a graph), by a live process: not
+    evictable."""
 
 
-# -- what the running process uses ----------------------------------------------------------
+# -- what processes use (see :mod:`edgepipe.infer.cache_use`) -------------------------------
 
-_lock = threading.Lock()
-_held: dict[int, frozenset[Path]] = {}
-_tokens = iter(range(1 << 62))
+hold = cache_use.hold
+release = cache_use.release
+tie = cache_use.tie
 _warned: set[str] = set()
 _bad_limit_warned = False
-
-
-def hold(paths: Iterable[Path], owner: object | None = None) -> None:
-    """Mark ``paths`` as used by this process: never evicted while ``owner`` lives (an ONNX
-    Runtime session), or for the life of the process when there is no owner."""
-    resolved = frozenset(_resolve(p) for p in paths)
-    with _lock:
-        token = next(_tokens)
-        _held[token] = resolved
-    if owner is not None:
-        weakref.finalize(owner, _release, token)
-
-
-def _release(token: int) -> None:
-    with _lock:
-        _held.pop(token, None)
-
-
-def _held_paths() -> frozenset[Path]:
-    with _lock:
-        return frozenset().union(*_held.values())
 
 
 def touch(path: Path) -> None:
     """Mark an entry used now (its LRU clock); a file that is gone is left alone."""
     with contextlib.suppress(OSError):
         os.utime(path)
-
-
-def _resolve(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except OSError:
-        return path.absolute()
 
 
 # -- what is in the cache --------------------------------------------------------------------
@@ -159,7 +133,7 @@ def _graphs(folder: Path) -> list[Entry]:
                 groups.setdefault(match[1] if match else file.name, []).append((file, stat))
     return [
         Entry(OPTIMIZED, stem, tuple(f for f, _ in files), sum(s.st_size for _, s in files),
-              max(s.st_mtime for _, s in files), busy=any(_written_by_another(f) for f, _ in files))
+              max(s.st_mtime for _, s in files), busy=cache_use.being_written(f for f, _ in files))
         for stem, files in groups.items()
     ]  # fmt: skip
 
@@ -191,7 +165,7 @@ def tidy_graph(model: Path, weights_name: str) -> None:
         return
     for file in model.parent.glob(f"{_glob_escape(match[1])}.*"):
         pid = re.search(r"\.(\d+)\.(?:weights|partial)$", file.name)
-        if pid is not None and file.name != weights_name and not _alive(int(pid[1])):
+        if pid is not None and file.name != weights_name and not cache_use.alive(int(pid[1])):
             with contextlib.suppress(OSError):
                 file.unlink()
 
@@ -200,30 +174,9 @@ def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # alive, another user's
-    return True
-
-
-def _written_by_another(file: Path) -> bool:
-    match = _PARTIAL.search(file.name)
-    if match is None or int(match[1]) == os.getpid():
-        return False
-    return _alive(int(match[1]))
-
-
-def _in_use(entry: Entry, held: frozenset[Path]) -> bool:
-    if entry.busy:
-        return True
+def _held_here(entry: Entry, held: frozenset[Path]) -> bool:
     for file in entry.files:
-        resolved = _resolve(file)
+        resolved = cache_use.resolve(file)
         if resolved in held or any(resolved in path.parents for path in held):
             return True
     return False
@@ -235,8 +188,8 @@ def _in_use(entry: Entry, held: frozenset[Path]) -> bool:
 def enforce(keep: Iterable[Path] = ()) -> list[Entry]:
     """Evict least recently used entries until the cache fits its limit; what was evicted.
 
-    Optimized graphs go before pulled models; entries held by this process (:func:`hold`), in
-    ``keep``, or being written by another process stay. Logs one line when it evicts, and warns
+    Optimized graphs go before pulled models; entries a process holds (:func:`hold`), in
+    ``keep``, or being written stay. Logs one line when it evicts, and warns
     once per entry kept over the limit. A bad ``$EDGEPIPE_CACHE_MAX`` is warned about once and
     the default used: a cache setting must not stop a camera that would otherwise run.
     """
@@ -245,18 +198,21 @@ def enforce(keep: Iterable[Path] = ()) -> list[Entry]:
     total = sum(e.size_bytes for e in found)
     if total <= limit:
         return []
-    held = _held_paths() | {_resolve(p) for p in keep}
+    held = cache_use.held_paths() | {cache_use.resolve(p) for p in keep}
     evicted: list[Entry] = []
     for entry in sorted(found, key=lambda e: (e.kind == PULLED, e.last_used_s)):
         if total <= limit:
             break
-        if _in_use(entry, held):
+        if entry.busy or _held_here(entry, held):
             continue
-        try:
-            remove(entry)
-        except OSError as exc:  # not ours to delete (permissions): the next one, then
-            log.warning("model cache: cannot evict %s %s: %s", entry.kind, entry.name, exc)
-            continue
+        with cache_use.claim(entry.files) as free:
+            if not free:  # another process uses it (or a thread of this one, on a file it opened)
+                continue
+            try:
+                remove(entry)
+            except OSError as exc:  # not ours to delete (permissions): the next one, then
+                log.warning("model cache: cannot evict %s %s: %s", entry.kind, entry.name, exc)
+                continue
         evicted.append(entry)
         total -= entry.size_bytes
     if evicted:
@@ -276,6 +232,18 @@ def enforce(keep: Iterable[Path] = ()) -> list[Entry]:
                 format_size(limit), ENV, ENV,
             )  # fmt: skip
     return evicted
+
+
+def graph_fits(model_bytes: int) -> bool:
+    """Whether an optimized graph of a model of ``model_bytes`` (weights included) is worth
+    saving: at most half the limit, so that it does not evict everything else, or itself, at
+    each start of another model."""
+    return model_bytes <= limit_bytes() // 2
+
+
+def limit_bytes() -> int:
+    """The limit; the default, warned about once, for a bad ``$EDGEPIPE_CACHE_MAX``."""
+    return _limit_or_default()
 
 
 def _limit_or_default() -> int:

@@ -98,24 +98,31 @@ class _Loader:
         wanted = self.provider_list()
         cached = self.cache_paths(wanted) if self.config.cache_optimized else None
         if cached is not None and cached[0].is_file():
+            # Held from before it is read: another process's eviction must wait for the next.
+            held = cache_limit.hold([cached[0], self.path])
             try:
                 # Already optimized for these providers on this machine: no second pass.
                 session = self.create(str(cached[0]), wanted, self.options("disable"))
                 cache_limit.touch(cached[0])  # its place in the least-recently-used order
-                cache_limit.hold([cached[0], self.path], owner=session)
+                cache_limit.tie(held, session)
                 return session, cached[0]
             except InferError as exc:
+                cache_limit.release(held)
                 log.warning("model %s: cached optimized graph unusable (%s); rebuilding it", self.name, exc)
                 _remove(cached[0])
         source: str | bytes = str(self.path)
         if self.config.free_image_dims:
             source = self.freed_bytes()
         options = self.options(self.config.optimization)
+        if cached is not None and not self.worth_caching():
+            cached = None
         if cached is None:
             return self.create(source, wanted, options), None
         model_path, data_name = cached
         model_path.parent.mkdir(parents=True, exist_ok=True)
         partial = model_path.with_name(model_path.name + f".{os.getpid()}.partial")
+        # Ours while ONNX Runtime writes them: another thread's eviction must leave them be.
+        writing = cache_limit.hold([partial, model_path.with_name(data_name)])
         options.optimized_model_filepath = str(partial)
         # Weights go to a separate file, aligned so that ONNX Runtime can memory-map them on the
         # next load instead of copying them into the process.
@@ -125,15 +132,36 @@ class _Loader:
         )
         try:
             session = self.create(source, wanted, options)
+            if partial.is_file():
+                os.replace(partial, model_path)
+                cache_limit.hold([model_path, self.path], owner=session)
         except InferError:
             _remove(partial)
             raise
-        if partial.is_file():
-            os.replace(partial, model_path)
-            cache_limit.hold([model_path, self.path], owner=session)
+        finally:
+            cache_limit.release(writing)
+        if model_path.is_file():
             cache_limit.tidy_graph(model_path, data_name)
             cache_limit.enforce()
         return session, None
+
+    def worth_caching(self) -> bool:
+        """Whether the model, weights included, is small enough for its optimized graph to be
+        kept (:func:`cache_limit.graph_fits`); logs one line when it is not."""
+        size = self.path.stat().st_size
+        if size < 64 << 20:  # a graph with its weights outside: count them
+            with contextlib.suppress(OSError, KeyError, onnxfile.OnnxFormatError):  # ORT will say
+                for name in onnxfile.external_data(self.path.read_bytes()):
+                    size += (self.path.parent / name).stat().st_size
+        if cache_limit.graph_fits(size):
+            return True
+        log.info(
+            "model %s: optimized graph not cached: the model (%s) is more than half the cache "
+            "limit %s (%s); it is optimized again at each start; %s=%s keeps it",
+            self.name, cache_limit.format_size(size), cache_limit.format_size(cache_limit.limit_bytes()),
+            cache_limit.ENV, cache_limit.ENV, _size_text(3 * size),
+        )  # fmt: skip
+        return False
 
     def freed_bytes(self) -> bytes:
         try:
@@ -175,6 +203,14 @@ class _Loader:
                 "model %s: %s could not start here; running on %s", self.name, ", ".join(skipped), got[0]
             )
         return session
+
+
+def _size_text(size_bytes: int) -> str:
+    """A value for ``$EDGEPIPE_CACHE_MAX`` of at least ``size_bytes``, rounded up: ``5G``."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20)):
+        if size_bytes >= scale:
+            return f"{-(-size_bytes // scale)}{unit}"
+    return f"{-(-size_bytes // 1024)}K"
 
 
 def _remove(path: Path) -> None:

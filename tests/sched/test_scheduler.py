@@ -131,3 +131,26 @@ def test_a_failing_scheduler_logs_and_the_run_goes_on_ungoverned(caplog: pytest.
     assert report.stats.node("drop").items_in > 10
     assert any("scheduler failed" in r.getMessage() for r in caplog.records)
     assert gate().units is None
+
+
+@pytest.mark.parametrize(("slow", "read_on"), [(1, True), (3, False)])
+def test_temperature_is_given_up_only_after_slow_reads_in_a_row(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, slow: int, read_on: bool
+) -> None:
+    from edgepipe.sched import scheduler as module
+
+    reads: list[float] = []
+
+    def temperature() -> float:  # the first `slow` reads are slow, as a busy machine makes them
+        if len(reads) < slow:
+            time.sleep(module.SLOW_READ_S * 1.5)
+        reads.append(time.monotonic())
+        return 40.0
+
+    monkeypatch.setattr(module, "temperature_c", temperature)
+    caplog.set_level(logging.WARNING, logger="edgepipe.sched")
+    p, _ = burning(headroom=0.3)
+    run_pipeline(p, duration_s=5.5, scheduler=Scheduler)
+    given_up = [r for r in caplog.records if "no longer read" in r.getMessage()]
+    assert (len(reads) > slow) is read_on, reads
+    assert bool(given_up) is not read_on
