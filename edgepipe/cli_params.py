@@ -20,7 +20,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from edgepipe.core.loader import Param, PipelineFunction
+from edgepipe.core.errors import PipelineFileError
+from edgepipe.core.loader import Param, PipelineFunction, flags_of
 from edgepipe.core.params import WritableFile
 
 _TYPE_WORDS: dict[Any, tuple[str, str]] = {
@@ -34,9 +35,21 @@ _TYPE_WORDS: dict[Any, tuple[str, str]] = {
 
 def add_parameters(parser: argparse.ArgumentParser, spec: PipelineFunction) -> None:
     """Add an argument group listing ``spec``'s parameters to ``parser`` (for its help only:
-    pipeline parameters are parsed by :func:`edgepipe.core.loader.parse_params`)."""
+    pipeline parameters are parsed by :func:`edgepipe.core.loader.parse_params`). Raises
+    :class:`PipelineFileError`, before adding any, when a flag of one is taken (the loader
+    refuses those already: this is so that ``--help`` never meets argparse's own error)."""
+    taken = set(parser._option_string_actions)
+    for param in spec.params:
+        for flag in flags_of(param):
+            if flag in taken:
+                raise PipelineFileError(
+                    f"pipeline() parameter {param.name!r} would be {flag}, which is taken; rename it",
+                    path=spec.path,
+                    line=spec.line,
+                )
+            taken.add(flag)
     about = spec.summary if spec.params else f"{spec.summary} (pipeline() takes no parameters)".lstrip()
-    group = parser.add_argument_group(f"parameters of {spec.path}", about or None)
+    group = parser.add_argument_group(f"parameters of {spec.path}", _escape_text(about) or None)
     for param in spec.params:
         text = _escape(help_text(param))
         if _plain(param.annotation) is bool:
@@ -50,7 +63,7 @@ def metavar(param: Param) -> str:
     """``INT``, ``FLOAT``, ``TEXT``, ``PATH``, ``FILE`` (a :class:`WritableFile`), ``{a,b}``."""
     choices = _choices(param.annotation)
     if choices is not None:
-        return "{" + ",".join(choices + ["none"] * _optional(param.annotation)) + "}"
+        return "{" + ",".join(choices + ["none"] * _none_taken(param)) + "}"
     if any(isinstance(c, WritableFile) for c in param.constraints):
         return "FILE"
     arms = _arms(param.annotation)
@@ -63,23 +76,27 @@ def metavar(param: Param) -> str:
 
 def help_text(param: Param) -> str:
     """The docstring's text, then in brackets the type, what the constraints allow and the
-    default: ``the score a face needs (float in [0, 1]; default: 0.35)``."""
+    default: ``the score a face needs (float in [0, 1]; default: 0.35)``. A constraint that
+    names what it takes (``a folder with model.onnx ...``) stands for the type word."""
+    allowed = []
+    for constraint in param.constraints:
+        describe = getattr(constraint, "describe", None)
+        if callable(describe):
+            allowed.append(str(describe()))
     words = []
     if (
         _choices(param.annotation) is None
         and _plain(param.annotation) is not bool
-        and metavar(param) != "FILE"
+        and not any(text.startswith(("a ", "an ")) for text in allowed)
     ):
         words.append(
             " or ".join(_TYPE_WORDS.get(arm, ("", _name(arm)))[1] for arm in _arms(param.annotation))
         )
-    for constraint in param.constraints:
-        describe = getattr(constraint, "describe", None)
-        if callable(describe):
-            words.append(str(describe()))
-    if words and _optional(param.annotation):
+    words += allowed
+    if words and _none_taken(param):
         words.append("or none")
-    default = "required" if param.required else f"default: {show_value(param.default)}"
+    required = param.required or param.none_refused
+    default = "required" if required else f"default: {show_value(param.default)}"
     details = "; ".join(part for part in (" ".join(words), default) if part)
     return f"{param.help.rstrip('.')} ({details})" if param.help else details
 
@@ -118,6 +135,12 @@ def _arms(annotation: Any) -> list[Any]:
     return [annotation]
 
 
+def _none_taken(param: Param) -> bool:
+    """Whether ``none`` is a value it takes: ``X | None``, unless a constraint refuses ``None``
+    (``ModelFolder``: the parameter is required)."""
+    return _optional(param.annotation) and not param.none_refused
+
+
 def _optional(annotation: Any) -> bool:
     origin = typing.get_origin(_plain(annotation))
     return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(_plain(annotation))
@@ -138,3 +161,9 @@ def _name(annotation: Any) -> str:
 def _escape(text: str) -> str:
     """argparse expands ``%(default)s`` in help texts: a ``%`` of the docstring stays one."""
     return text.replace("%", "%%")
+
+
+def _escape_text(text: str) -> str:
+    """A description (a group's): argparse %-formats one only when it holds ``%(prog)``, so
+    only then is a ``%`` doubled (else it would show doubled)."""
+    return _escape(text) if "%(prog)" in text else text

@@ -152,12 +152,13 @@ def _help(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         spec = read_pipeline(args.file, reserved=args.reserved_flags)
-    except PipelineError as exc:
+        cli_params.add_parameters(parser, spec)
+    except (PipelineError, argparse.ArgumentError) as exc:
         parser.print_help()
         sys.stdout.flush()
-        print(f"edgepipe: error: {exc} (so its parameters cannot be listed)", file=sys.stderr)
+        where = "" if isinstance(exc, PipelineError) else f"{args.file}: "
+        print(f"edgepipe: error: {where}{exc} (so its parameters cannot be listed)", file=sys.stderr)
         return EXIT_USAGE
-    cli_params.add_parameters(parser, spec)
     parser.print_help()
     return EXIT_OK
 

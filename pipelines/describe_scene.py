@@ -68,7 +68,7 @@ def pipeline(
     Args:
         source: The camera: synthetic://WxH@FPS, rtsp://..., a video file or /dev/videoN.
         model: Folder of the language model exported to ONNX: model.onnx, tokenizer.json and
-            config.json (README "Language models" shows how to export one). Required.
+            config.json (README "Language models" shows how to export one).
         detect: The face detector: a registry name (edgepipe models list) or an .onnx file.
         every_s: Seconds between two descriptions, input or not.
         window_s: Seconds of detections each description covers.

@@ -3,6 +3,7 @@ subprocesses, as a user runs them."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from edgepipe.cli_params import add_parameters
+from edgepipe.core.errors import PipelineFileError
+from edgepipe.core.loader import Param, PipelineFunction
 from tests.test_cli import BAD_FILES, EDGEPIPE, REPO, write
 
 pytestmark = pytest.mark.slow
@@ -37,7 +41,7 @@ PIPELINE = '''\
         every_s: Annotated[float, Range(0, low_open=True)] | None = None,
         label: str = "",
     ) -> Pipeline:
-        """Counts to COUNT, for the tests of --help and --params (100% synthetic).
+        """Counts to COUNT, for the tests of --help and --params (100% synthetic, no %(prog)s).
 
         Args:
             name: what the pipeline is called.
@@ -73,7 +77,10 @@ def test_help_with_a_file_lists_its_parameters_after_the_options(tmp_path: Path,
     assert out.startswith(f"usage: edgepipe {command} ")
     section = out.index(f"parameters of {path}:")
     assert section > out.index("--debug") > out.index("--params PATH")  # after the command's options
-    assert "Counts to COUNT, for the tests of --help and --params (100% synthetic)." in out[section:]
+    assert (
+        "Counts to COUNT, for the tests of --help and --params (100% synthetic, no %(prog)s)."
+        in out[section:]
+    )
     expected = [
         r"--name TEXT +what the pipeline is called \(text; default: cam\)",
         r"--fps FLOAT +frames per second of the imaginary camera \(float in \(0, 60\]; default: 15\.0\)",
@@ -119,9 +126,13 @@ def test_help_without_a_file_is_the_commands_own() -> None:
 LOAD_ERRORS = {
     **{case: BAD_FILES[case] for case in ("syntax", "no_function")},  # the others fail in pipeline()
     "import": ("import no_such_module\n", r"bad\.py:1: ModuleNotFoundError: No module named 'no_such_module'"),
-    "annotation": ("def pipeline(x: Undefined = 1): ...\n", r"bad\.py:1: the annotations of pipeline\(\) cannot be read"),
+    "annotation": ("from __future__ import annotations\ndef pipeline(x: Undefined = 1): ...\n",
+                   r"bad\.py:2: the annotations of pipeline\(\) cannot be read"),
     "reserved": ("def pipeline(params: str = ''): ...\n", r"bad\.py:1: pipeline\(\) parameter 'params' would be "
                  r"--params, which is reserved for a parameter file \(--params FILE\.toml\); rename it"),
+    "reserved_no": ("def pipeline(governor: bool = True): ...\n", r"bad\.py:1: pipeline\(\) parameter 'governor' is "
+                    r"a bool, so --no-governor would set it false, but --no-governor is an option of edgepipe run; "
+                    r"rename it"),
 }  # fmt: skip
 
 
@@ -146,3 +157,26 @@ def test_help_names_a_missing_file(tmp_path: Path) -> None:
     assert result.stdout.startswith("usage: edgepipe graph")
     assert result.stderr == f"edgepipe: error: {tmp_path / 'nope.py'}: no such pipeline file (give the path of a .py " \
                             "file) (so its parameters cannot be listed)\n"  # fmt: skip
+
+
+def test_a_parameter_whose_flag_is_taken_is_refused_before_any_is_added() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quiet", action="store_true")
+    params = (Param("fps", float, 1.0), Param("quiet", bool, False))
+    with pytest.raises(
+        PipelineFileError, match=r"^p\.py:3: pipeline\(\) parameter 'quiet' would be --quiet, which is taken"
+    ):
+        add_parameters(parser, PipelineFunction("p.py", lambda: None, 3, params))
+    assert "parameters of" not in parser.format_help()  # not half a list: --help prints the rest, exit 2
+
+
+def test_a_parameter_that_must_be_given_reads_as_required() -> None:
+    result = edgepipe(
+        "run", "pipelines/describe_scene.py", "--help"
+    )  # model: Path | None refused by ModelFolder
+    assert result.returncode == 0, result.stderr
+    (model,) = [
+        " ".join(line.split()) for line in re.split(r"\n(?=  --)", result.stdout) if "--model" in line
+    ]
+    assert model.endswith("(a folder with model.onnx and tokenizer.json; required)"), model
+    assert "none" not in model

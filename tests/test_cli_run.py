@@ -129,3 +129,38 @@ def test_the_readmes_camera_toml_is_accepted_by_the_pipeline_it_names(tmp_path: 
     toml.write_text(block)
     result = edgepipe("graph", pipeline, "--params", str(toml))
     assert result.returncode == 0, result.stderr
+
+
+def test_an_empty_path_is_none_on_the_command_line_and_in_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, PIPELINE)  # model: Path | None
+    toml = tmp_path / "camera.toml"
+    toml.write_text('model = ""\n')
+    for args in (["--model", ""], ["--model="], ["--params", str(toml)]):
+        result = edgepipe("graph", str(path), *args)
+        assert result.returncode == 0, result.stderr
+        assert passed(result.stderr)["model"] is None  # not Path('.')
+
+
+def test_a_bool_whose_no_flag_is_an_option_of_run_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, PIPELINE.replace('label: str = "",', 'label: str = "", governor: bool = True,'))
+    result = edgepipe("run", str(path), "--no-governor")  # else run's own --no-governor takes it
+    assert result.returncode == 2, result.stderr
+    assert "PARAMS" not in result.stderr
+    assert result.stderr.endswith("parameter 'governor' is a bool, so --no-governor would set it false, but "
+                                  "--no-governor is an option of edgepipe run; rename it\n")  # fmt: skip
+
+
+def test_values_that_start_with_a_dash(tmp_path: Path) -> None:
+    path = write(tmp_path, PIPELINE)
+    result = edgepipe("graph", str(path), "--label=-q", "--every-s", "-0.5")
+    assert result.returncode == 2
+    assert result.stderr.endswith("--every-s: expected a number more than 0, got '-0.5'\n")  # it got there
+    result = edgepipe("graph", str(path), "--label=-q", "--every-s", "-1e3", "--label", "-q")
+    assert result.returncode == 2  # the second -q was graph's --quiet
+    assert result.stderr.endswith(
+        "--label needs a value (one that starts with '-' is given as --label=VALUE)\n"
+    )
+    result = edgepipe("graph", str(path), "--label=-q", "--name", "-x")
+    assert result.returncode == 0, result.stderr
+    assert passed(result.stderr)["label"] == "-q"
+    assert passed(result.stderr)["name"] == "-x"  # no option of graph's: it reaches the parameter

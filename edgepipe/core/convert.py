@@ -5,6 +5,9 @@ for a ``float``), :func:`from_value` for a value that already has a type, such a
 file's (``30`` → ``30.0``; a string goes through :func:`from_text`, so ``"30"`` works there
 too). Both raise ``ValueError`` whose text says what was wanted (``"an integer"``, ``"one of
 'small', 'large'"``), for the caller to put in a message naming the parameter.
+
+``""`` is ``None`` for ``X | None`` (as ``--output ''`` means no file), unless an arm takes it as
+a value (``str | None``); a plain ``Path`` refuses it (``Path("")`` is the current folder).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import inspect
 import math
 import types
 import typing
+from pathlib import PurePath
 from typing import Any
 
 
@@ -23,8 +27,10 @@ def from_text(text: str, annotation: Any) -> Any:
     if origin is typing.Annotated:
         return from_text(text, typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
-        if type(None) in typing.get_args(annotation) and text.lower() in ("none", "null"):
-            return None
+        if type(None) in typing.get_args(annotation) and (
+            text.lower() in ("none", "null") or (text == "" and not _takes_empty(annotation))
+        ):
+            return None  # '' too, as for ``--output ''``, unless an arm takes it (``str | None``)
         return _first_arm(lambda arm: from_text(text, arm), annotation)
     if origin is typing.Literal:
         choices = typing.get_args(annotation)
@@ -54,12 +60,27 @@ def from_text(text: str, annotation: Any) -> Any:
         if math.isnan(number):  # never what anyone means: every comparison with it is False
             raise ValueError("a number")
         return number
+    if text == "" and isinstance(annotation, type) and issubclass(annotation, PurePath):
+        raise ValueError("a path (an empty one would be the current folder: give '.' for that)")
     if isinstance(annotation, type):
         try:
             return annotation(text)
         except Exception as exc:
             raise ValueError(f"a {annotation.__name__} ({exc})") from None
     return text
+
+
+def _takes_empty(union: Any) -> bool:
+    """Whether an arm of ``union`` takes ``""`` as a value of its own (``str``, ``Any``, a
+    ``Literal`` with ``""``)."""
+    for arm in typing.get_args(union):
+        while typing.get_origin(arm) is typing.Annotated:
+            arm = typing.get_args(arm)[0]
+        if arm in (str, Any) or (typing.get_origin(arm) is typing.Literal and "" in typing.get_args(arm)):
+            return True
+        if isinstance(arm, type) and issubclass(arm, enum.Enum) and any("" in (m.name, m.value) for m in arm):
+            return True
+    return False
 
 
 def from_value(value: Any, annotation: Any) -> Any:

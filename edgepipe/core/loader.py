@@ -6,9 +6,12 @@ from a TOML file (``--params camera.toml``, :mod:`edgepipe.core.param_file`; the
 wins), and are converted by the function's annotations (:mod:`edgepipe.core.convert`);
 ``Annotated[int, Range(32, 4096)]`` and the other constraints of :mod:`edgepipe.core.params`
 are checked on every value, given or default, before ``pipeline()`` is called. ``--params`` is
-reserved for that file: a parameter named ``params`` is refused, as is one whose flag is an
-option of the command (``reserved``). Every failure is a :class:`PipelineError` that names the
-file and line; none shows a traceback of edgepipe's own frames.
+reserved for that file: a parameter named ``params`` is refused, as is one whose flag (or a
+bool's ``--no-`` flag) is an option of the command (``reserved``) or another parameter's. A
+negative number may follow its flag (``--offset -5``); another value that starts with ``-`` is
+given as ``--name=-value`` (after a space the command may take it for an option of its own:
+``-q``). Every failure is a :class:`PipelineError` that names the file and line; none shows a
+traceback of edgepipe's own frames.
 """
 
 from __future__ import annotations
@@ -138,8 +141,8 @@ def parse_params(
             text = inline_value
             i += 1
         else:
-            if i + 1 >= len(args):
-                fail(f"{flag} needs a value")
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                fail(f"{flag} needs a value (one that starts with '-' is given as {flag}=VALUE)")
             text = args[i + 1]
             i += 2
         texts[param.name] = text
@@ -157,12 +160,13 @@ def parse_params(
             continue  # the parameter file's: checked where it was read, naming the file
         given = param.name in values
         value = values[param.name] if given else param.default
-        for constraint in param.constraints:
-            try:
-                constraint.check(value)
-            except ValueError as exc:
-                shown = repr(texts[param.name]) if given else f"{value!r} (its default)"
-                fail(f"{param.flag}: expected {exc}, got {shown}")
+        wanted = param.refusal(value)
+        if wanted is None:
+            continue
+        if not given and value is None:  # a default that only says "not given"
+            fail(f"{param.flag} is required: {wanted}")
+        shown = repr(texts[param.name]) if given else f"{value!r} (its default)"
+        fail(f"{param.flag}: expected {wanted}, got {shown}")
     return values
 
 
@@ -216,8 +220,9 @@ def read_pipeline(
     """Import the file and read its ``pipeline()``'s parameters, without calling it.
 
     ``reserved`` maps flags the caller's own options take to what they are (``{"--port": "an
-    option of edgepipe run"}``): a parameter with one of them, or with ``--params``, could never
-    be given, so it is refused. Raises :class:`PipelineFileError` naming the file and line.
+    option of edgepipe run"}``): a parameter with one of them (a bool's ``--no-name`` too), with
+    ``--params`` or with another parameter's, could never be given, so it is refused. Raises
+    :class:`PipelineFileError` naming the file and line.
     """
     path = os.fspath(path)
     module = load_module(path)
@@ -229,14 +234,26 @@ def read_pipeline(
     params = tuple(parameters(fn, path=path, line=line))
     taken = {**(reserved or {}), **RESERVED_FLAGS}
     for param in params:
-        if param.flag in taken:
-            raise PipelineFileError(
-                f"pipeline() parameter {param.name!r} would be {param.flag}, which is {taken[param.flag]}; "
-                "rename it",
-                path=path,
-                line=line,
-            )
+        for flag in flags_of(param):
+            if flag in taken:
+                what = f"would be {flag}, which is" if flag == param.flag else (
+                    f"is a bool, so {flag} would set it false, but {flag} is"
+                )  # fmt: skip
+                raise PipelineFileError(
+                    f"pipeline() parameter {param.name!r} {what} {taken[flag]}; rename it",
+                    path=path,
+                    line=line,
+                )
+        also = f"also a flag of parameter {param.name!r} ({'/'.join(flags_of(param))})"
+        taken.update(dict.fromkeys(flags_of(param), also))
     return PipelineFunction(path, fn, line, params)
+
+
+def flags_of(param: Param) -> tuple[str, ...]:
+    """The flags that give ``param``: ``--name``, and ``--no-name`` for a bool."""
+    if param.annotation is bool:
+        return param.flag, "--no-" + param.flag[2:]
+    return (param.flag,)
 
 
 def load_pipeline(

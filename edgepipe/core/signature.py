@@ -34,6 +34,22 @@ class Param:
         return self.default is inspect.Parameter.empty
 
     @property
+    def none_refused(self) -> bool:
+        """Its default is ``None`` but a constraint refuses ``None``
+        (``Annotated[Path | None, ModelFolder()] = None``): it must be given, as if required."""
+        return self.default is None and self.refusal(None) is not None
+
+    def refusal(self, value: Any) -> str | None:
+        """What the first constraint that refuses ``value`` wants (its ``ValueError``'s text),
+        or ``None`` when all take it."""
+        for constraint in self.constraints:
+            try:
+                constraint.check(value)
+            except ValueError as exc:
+                return str(exc)
+        return None
+
+    @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 

@@ -85,3 +85,33 @@ def test_text_is_converted_as_on_the_command_line() -> None:
         from_text("2.5", int)
     with pytest.raises(ValueError, match=r"^a number$"):
         from_text("nan", float)
+
+
+class Blank(enum.Enum):
+    NONE = ""
+    ALL = "all"
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [
+        (Path | None, None),  # as --output '' means no file; never Path('.')
+        (Annotated[Path | None, Range(0)], None),
+        (int | None, None),
+        (str | None, ""),  # a value of its own
+        (str, ""),
+        (Blank | None, Blank.NONE),
+    ],
+)
+def test_an_empty_string_is_none_unless_the_type_takes_it(annotation: Any, expected: Any) -> None:
+    assert from_text("", annotation) == expected
+    assert from_value("", annotation) == expected  # a TOML file's `out = ""`
+
+
+def test_an_empty_string_is_no_path() -> None:
+    for convert in (from_text, from_value):
+        with pytest.raises(
+            ValueError, match=r"^a path \(an empty one would be the current folder: give '\.' for that\)$"
+        ):
+            convert("", Path)
+    assert from_text(".", Path) == Path(".")

@@ -313,3 +313,50 @@ def test_a_pipeline_file_gets_no_future_flags_of_the_loader(tmp_path: Path) -> N
     """),
     )
     assert load_pipeline(path).params["annotation"] is float
+
+
+def test_a_bools_no_flag_is_checked_against_the_commands_flags_and_the_other_parameters(
+    tmp_path: Path,
+) -> None:
+    gov = write(tmp_path, HEADER + "def pipeline(governor: bool = True) -> Pipeline: ...\n", "gov.py")
+    with pytest.raises(PipelineFileError, match=r"gov\.py:11: pipeline\(\) parameter 'governor' is a bool, so "
+                       r"--no-governor would set it false, but --no-governor is an option of edgepipe run; "
+                       r"rename it$"):  # fmt: skip
+        read_pipeline(gov, reserved={"--no-governor": "an option of edgepipe run"})
+    both = write(
+        tmp_path, HEADER + "def pipeline(x: bool = True, no_x: str = '') -> Pipeline: ...\n", "both.py"
+    )
+    with pytest.raises(PipelineFileError, match=r"parameter 'no_x' would be --no-x, which is also a flag of "
+                                                r"parameter 'x' \(--x/--no-x\); rename it$"):  # fmt: skip
+        read_pipeline(both)
+
+
+def test_a_value_that_starts_with_a_dash(tmp_path: Path) -> None:
+    path = write(tmp_path, PARAMS)
+    p = load_pipeline(path, ["--fps", "-1e3", "--count", "-2", "--name=-q", "--untyped", "-7"])
+    values = p.params  # type: ignore[attr-defined]
+    assert (values["fps"], values["count"], values["untyped"], p.name) == (-1000.0, -2, -7, "-q")
+    with pytest.raises(ParameterError, match=r"--name needs a value \(one that starts with '-' is given as "
+                                             r"--name=VALUE\)$"):  # fmt: skip
+        load_pipeline(path, ["--name", "--count", "2"])  # not name='--count', then a stray '2'
+
+
+def test_a_none_default_that_a_constraint_refuses_is_required(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER + textwrap.dedent("""\
+        from typing import Annotated
+
+        class Given:
+            def check(self, value):
+                if value is None:
+                    raise ValueError("a folder with a model in it")
+
+        def pipeline(model: Annotated[Path | None, Given()] = None) -> Pipeline:
+            p = Pipeline("m")
+            p.sink("out", print, inputs=p.source("src", [model]))
+            return p
+    """))  # fmt: skip
+    with pytest.raises(ParameterError, match=r"p\.py:\d+: --model is required: a folder with a model in it$"):
+        load_pipeline(path, [])
+    with pytest.raises(ParameterError, match=r"--model: expected a folder with a model in it, got 'none'$"):
+        load_pipeline(path, ["--model", "none"])
+    assert load_pipeline(path, ["--model", "m"]).name == "m"

@@ -41,3 +41,21 @@ def test_parameters_carry_type_constraints_default_and_help() -> None:
     assert params["input_size"].flag == "--input-size"
     assert not params["input_size"].required
     assert Param("x", int, inspect.Parameter.empty).required
+
+
+class Given:
+    """Refuses None, as ``ModelFolder`` does."""
+
+    def check(self, value: object) -> None:
+        if value is None:
+            raise ValueError("a folder")
+
+
+def test_a_none_default_that_a_constraint_refuses_is_no_default() -> None:
+    model = Param("model", Path | None, None, (WritableFile(), Given()))  # the second refuses
+    assert model.none_refused
+    assert not model.required  # it has a default, for Python: the loader says it is missing
+    assert model.refusal(None) == "a folder"
+    assert Param("model", Path | None, None, (Given(),)).refusal(Path("m")) is None
+    assert not Param("model", Path | None, None, (WritableFile(),)).none_refused  # None: write nothing
+    assert not Param("model", Path | None, Path("m"), (Given(),)).none_refused
