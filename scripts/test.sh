@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests use: python3-venv (Debian's python3 makes no virtual environment
 # without it); GStreamer's RTSP server (a real server for the RTSP tests), run by Debian's own
 # Python through PyGObject; Chromium and its WebDriver (the viewer page's end-to-end test drives
-# a real headless browser; nothing is downloaded by the tests).
+# a real headless browser; nothing is downloaded by the tests); Mosquitto, the MQTT broker the
+# MQTT sink's tests start on a free loopback port.
 DEBIAN_PACKAGES=(python3 python3-venv python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base
-                 gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly gstreamer1.0-tools chromium chromium-driver)
+                 gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly gstreamer1.0-tools chromium chromium-driver
+                 mosquitto)
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
