@@ -117,11 +117,15 @@ class Subscriber:
                         await client.subscribe(topic, qos=1)
                     self.connected.set()
                     async for message in client.messages:
-                        payload = message.payload if isinstance(message.payload, bytes) else str(message.payload).encode()
-                        self.heard.append(Heard(str(message.topic), payload, bool(message.retain), message.qos))
+                        self._hear(message)
             except aiomqtt.MqttError:
                 self.connected.clear()
                 await asyncio.sleep(0.1)
+
+    def _hear(self, message: aiomqtt.Message) -> None:
+        raw = message.payload
+        payload = raw if isinstance(raw, bytes) else str(raw).encode()
+        self.heard.append(Heard(str(message.topic), payload, bool(message.retain), message.qos))
 
     def on(self, topic: str) -> list[Heard]:
         return [h for h in self.heard if h.topic == topic]
