@@ -80,7 +80,7 @@ class MqttSink:
         object_name: str = "object",
         prefix: str = "edgepipe",
         keepalive_s: int = 30,
-        backoff_initial_s: float = 0.5,
+        backoff_initial_s: float | None = None,
         backoff_max_s: float = 30.0,
     ) -> None:
         """``url``: the broker (:mod:`~edgepipe.sinks.mqtt_config`). ``device``: this camera or
@@ -91,6 +91,8 @@ class MqttSink:
         ``count`` topic is published on changes either way). ``discovery``: Home Assistant
         discovery (default: with JSON payloads, which it reads; refused with msgpack).
         ``object_name``: what the detector finds (``face``, ``person``), for entity names.
+        ``backoff_initial_s`` (default 0.5 s, at most ``backoff_max_s``) doubles per failed
+        connection attempt up to ``backoff_max_s``.
 
         Raises ``ImportError`` without aiomqtt, and :class:`MqttConfigError` (a ``ValueError``)
         for a broker URL, name or setting that cannot work: at declaration, before anything runs.
@@ -108,6 +110,8 @@ class MqttSink:
             discovery = payload == "json"
         elif discovery and payload != "json":
             raise MqttConfigError("Home Assistant discovery needs JSON payloads (it cannot read msgpack)")
+        if backoff_initial_s is None:
+            backoff_initial_s = min(0.5, backoff_max_s) if isinstance(backoff_max_s, int | float) else 0.5
         for what, seconds in (("backoff_initial_s", backoff_initial_s), ("backoff_max_s", backoff_max_s)):
             if not (isinstance(seconds, int | float) and 0 < seconds < float("inf")):
                 raise MqttConfigError(f"MQTT {what} must be a number of seconds above 0, not {seconds!r}")

@@ -136,7 +136,7 @@ class Connection:
                         "(at most %d)", self.node_id, self.broker.shown, self.stats.last_error,
                         self.outbox.size)  # fmt: skip
         elif not self._warned:
-            log.warning("[%s] cannot reach the MQTT broker %s (%s); retrying (every %.0f s at most), results "
+            log.warning("[%s] cannot reach the MQTT broker %s (%s); retrying (every %g s at most), results "
                         "wait in the outbox (at most %d)", self.node_id, self.broker.shown,
                         self.stats.last_error, self.backoff_max_s, self.outbox.size)  # fmt: skip
         else:

@@ -36,6 +36,6 @@ def pipeline(
     camera = p.source("camera", source)
     faces = p.stage("faces", fake_faces, inputs=camera, policy="latest", queue_size=1, blocking=False)
     sink = MqttSink(broker, device or None, pipeline=p, sources=[source], outbox_size=outbox, object_name="face",
-                    backoff_max_s=backoff_max_s, backoff_initial_s=min(0.5, backoff_max_s))  # fmt: skip
+                    backoff_max_s=backoff_max_s)  # fmt: skip
     p.sink("mqtt", sink, inputs=faces, queue_size=16)
     return p
