@@ -79,6 +79,8 @@ class Connection:
         backoff_max_s: float = 30.0,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:
+        """``announce()``: what to send first at each connection. ``on_change()``: called on the
+        loop when the figures change (connected, published, failures)."""
         self.broker = broker
         self.client_id = client_id
         self.topics = topics
@@ -215,6 +217,7 @@ class Connection:
     async def _publish(self, client: aiomqtt.Client, pub: Publication) -> None:
         await client.publish(pub.topic, pub.payload, qos=pub.qos, retain=pub.retain, timeout=self.timeout_s)
         self.stats.published[pub.kind] += 1
+        self.on_change()  # the gauges: published, outbox
 
     # -- closing ------------------------------------------------------------------------------
 
