@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from tests.sinks.broker import Mosquitto, free_port, subscribed
 
 pytestmark = pytest.mark.slow
 ROOT = "edgepipe/cam1/test"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def frame(seq: int, faces: int) -> Detections:
@@ -165,3 +168,23 @@ def test_without_aiomqtt_the_sink_says_how_to_install_it(monkeypatch: pytest.Mon
     )
     with pytest.raises(ImportError, match=r"pip install 'edgepipe\[mqtt\]'"):
         MqttSink(f"mqtt://127.0.0.1:{free_port()}", pipeline="test")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--broker", "tcp://cam:s3cret@127.0.0.1:1883"],
+            "MQTT broker URL tcp://cam:***@127.0.0.1:1883: the scheme",
+        ),
+        (["--broker", "mqtt://127.0.0.1:70000"], "Port out of range"),
+        (["--device", "front/door"], "MQTT device 'front/door' cannot be a topic level"),
+    ],
+)
+def test_a_wrong_broker_or_device_stops_the_run_before_it_starts(args: list[str], says: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "edgepipe", "run", "tests/sinks/mqtt_pipeline.py", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "s3cret" not in done.stderr
