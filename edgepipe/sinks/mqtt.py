@@ -229,7 +229,8 @@ class MqttSink:
         elif pub.kind == "source_state":
             state = (str(message.get("state")), str(message.get("reason") or ""))
             if self._states.get(source) != state:
-                self._states[source] = state
+                if source in self._states or len(self._states) < MAX_SOURCES:
+                    self._states[source] = state
                 self._queue(pub)
         else:
             self._queue(pub)
