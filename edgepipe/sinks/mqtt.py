@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib.util
 import logging
 import ssl
@@ -162,9 +163,10 @@ class MqttSink:
         from edgepipe.sinks.mqtt_client import Connection
 
         node_id = "mqtt"
+        run_blocking: Any = None
         with contextlib.suppress(RuntimeError):  # outside a pipeline (a unit test) it keeps its own
             ctx = current_node()
-            self._gauges, node_id = ctx.gauges, ctx.node_id
+            self._gauges, node_id, run_blocking = ctx.gauges, ctx.node_id, ctx.run_blocking
         connection = Connection(
             self.broker, self.client_id, self.topics, self.outbox, self._announcements, node_id=node_id,
             keepalive_s=self.keepalive_s, backoff_initial_s=self.backoff_initial_s,
@@ -172,9 +174,9 @@ class MqttSink:
         )  # fmt: skip
         connection.listen_ha = self.discovery
         if self.broker.tls:
-            connection.tls_context = await asyncio.to_thread(
-                ssl.create_default_context, cafile=self.broker.ca_file
-            )
+            # Loading CA certificates reads files: on the node's hook threads, off the loop.
+            make = functools.partial(ssl.create_default_context, cafile=self.broker.ca_file)
+            connection.tls_context = await run_blocking(make) if run_blocking is not None else make()
         self.connection = connection
         for source in self.sources:
             self._see(str(getattr(source, "source_id", "") or ""))
