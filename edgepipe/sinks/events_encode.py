@@ -72,6 +72,7 @@ class ClipEncoder:
         self._anchor: tuple[int, float] | None = None  # (pts, media seconds) where media time counts
         self._decoded_anchor: tuple[int, int] = (0, 0)  # (pts, t_decoded_ns)
         self._last_media_s: float | None = None
+        self._step = 0  # the last frame time by media time (0: none)
 
     def encode(self, frame: Frame) -> list[Any]:
         """The packets ``frame`` gives (usually one), each with pts and dts in :data:`TIME_BASE`.
@@ -179,10 +180,17 @@ class ClipEncoder:
         elif media_s is not None and self._anchor is not None and self._last_media_s is not None \
                 and media_s > self._last_media_s:  # fmt: skip
             pts = max(last + 1, self._anchor[0] + round((media_s - self._anchor[1]) * TICKS_PER_S))
+            self._step = pts - last
+            self._decoded_anchor = (pts, decoded_ns)
+        elif media_s is None and self._step:
+            # A frame without a timestamp amid timed ones (a decoder's last frames at the end of
+            # a file): one frame time on, not the speed it was processed at.
+            pts = last + self._step
             self._decoded_anchor = (pts, decoded_ns)
         else:  # no media time, or it went back (a camera's clock reset): decode time carries on
             anchor_pts, anchor_ns = self._decoded_anchor
             pts = max(last + 1, anchor_pts + round((decoded_ns - anchor_ns) * TICKS_PER_S / 1e9))
             self._anchor = None if media_s is None else (pts, media_s)
+            self._step = 0
         self._last_pts, self._last_media_s = pts, media_s
         return pts

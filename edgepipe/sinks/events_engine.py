@@ -51,7 +51,16 @@ class Limits:
 class _Clip:
     """The clip being written and what its event says."""
 
-    __slots__ = ("end_t", "first", "first_trigger_pts", "last_trigger_pts", "source", "start_t", "triggers", "writer")
+    __slots__ = (
+        "end_t",
+        "first",
+        "first_trigger_pts",
+        "last_trigger_pts",
+        "source",
+        "start_t",
+        "triggers",
+        "writer",
+    )
 
     def __init__(self, writer: ClipWriter, first: Hit, source: str, start_t: float, trigger_pts: int) -> None:
         self.writer = writer
@@ -122,10 +131,19 @@ class RecorderEngine:
         out: list[Message] = []
         clip = self._clip
         if clip is not None:
-            ended = pts > clip.last_trigger_pts + round(self.limits.post_s * TICKS_PER_S)
-            too_long = pts - clip.writer.base_pts >= round(self.limits.max_clip_s * TICKS_PER_S)
-            if ended or too_long:
-                out += self._finish("post_roll" if ended else "max_length")
+            age = pts - clip.writer.base_pts
+            max_ticks = round(self.limits.max_clip_s * TICKS_PER_S)
+            if pts > clip.last_trigger_pts + round(self.limits.post_s * TICKS_PER_S):
+                out += self._finish("post_roll")
+            elif age >= max_ticks or (key and age >= max_ticks - self.encoder.keyframe_ticks):
+                # Cut on a keyframe where one comes in time: the next clip carries on from it,
+                # with no gap and no overlap, while the triggers keep coming.
+                out += self._finish("max_length")
+                if key:
+                    out += self._open(clip.first, [], clip.last_trigger_pts, pts, wall)
+                else:
+                    self._pending = clip.first
+                    self.encoder.request_keyframe()
         self.ring.push(packet, pts, key, wall)
         self._last_pts = pts
         clip = self._clip
@@ -148,22 +166,31 @@ class RecorderEngine:
             clip.last_trigger_pts = now
             clip.triggers += 1
             return []
-        cutoff = now - round(self.limits.pre_s * TICKS_PER_S)
-        preroll = list(self.ring.since(cutoff))
+        preroll = list(self.ring.since(now - round(self.limits.pre_s * TICKS_PER_S)))
         if not preroll:  # no keyframe held (a ring too small): the clip starts at the next one
+            self._pending = hit
             self.encoder.request_keyframe()
             return []
+        return self._open(hit, preroll, now, preroll[0][1], preroll[0][3])
+
+    def _open(
+        self,
+        hit: Hit,
+        preroll: list[tuple[Any, int, bool, float]],
+        trigger_pts: int,
+        first_pts: int,
+        first_wall: float,
+    ) -> list[Message]:
+        """A new clip starting at ``first_pts`` (a keyframe), with the ``preroll`` packets."""
         size = self.encoder.size
         assert size is not None
-        first_pts, first_wall = preroll[0][1], preroll[0][3]
+        name = clip_name(self.folder, self._source, first_wall)
         try:
-            writer = ClipWriter(
-                self.folder, clip_name(self.folder, self._source, first_wall), *size, first_pts
-            )
+            writer = ClipWriter(self.folder, name, *size, first_pts)
         except (av.error.FFmpegError, OSError) as exc:
             log.error("event recordings: cannot open a clip in %s: %s", self.folder, exc)
             return []
-        clip = self._clip = _Clip(writer, hit, self._source, first_wall, now)
+        clip = self._clip = _Clip(writer, hit, self._source, first_wall, trigger_pts)
         for packet, pts, _key, wall in preroll:
             if not self._write(clip, packet, pts, wall):
                 return [self._message("end", clip, "write_failed", None)]
