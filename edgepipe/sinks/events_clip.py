@@ -65,6 +65,9 @@ class ClipWriter:
         reused: its timestamps are set here, its data is not changed (the ring keeps it)."""
         rel = pts - self.base_pts
         packet.pts = packet.dts = rel
+        # The last frame's duration is not known yet: the one before it stands for it (without
+        # one, the file's edit list would end on the last frame's start and players drop it).
+        packet.duration = max(0, pts - self.last_pts)
         packet.time_base = TIME_BASE
         packet.stream = self._stream
         self._container.mux(packet)

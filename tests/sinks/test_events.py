@@ -5,6 +5,7 @@ SIGTERM in a real ``edgepipe run``: test_events_stop.py.)"""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator
 from fractions import Fraction
@@ -77,7 +78,7 @@ async def test_a_trigger_storm_extends_clips_up_to_their_longest(tmp_path: Path)
     assert 2 <= len(ends) == len(list((tmp_path / "events").iterdir())) <= 3
     assert sum(m["triggers"] for m in ends) >= 15
     assert [m["ended_by"] for m in ends[:-1]] == ["max_length"] * (len(ends) - 1)
-    for before, after in zip(ends, ends[1:], strict=False):
+    for before, after in itertools.pairwise(ends):
         gap_s = (after["start_pts"] - before["end_pts"]) / TICKS
         assert 0 < gap_s <= 1.5 * FRAME_S  # contiguous: neither a gap nor an overlap
     for m in ends:
@@ -91,7 +92,7 @@ async def test_the_end_of_the_input_finishes_the_clip(make_clip: Any, tmp_path: 
     clip = make_clip("ends.mp4", width=320, height=240, fps=30, seconds=2)
     p = pipeline(str(tmp_path / "events"), source=str(clip), trigger_at=40, pre_s=0.5, post_s=30.0)
     await run_async(p)
-    start, end = _events(p)
+    _start, end = _events(p)
     assert end["ended_by"] == "ended"
     frames, _ = _decode(Path(end["path"]))
     assert frames[0].key_frame
