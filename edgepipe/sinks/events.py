@@ -224,12 +224,16 @@ class EventRecorder:
 
         async def read() -> None:
             # Never raises: a failing child would cancel the generator wherever it is suspended.
+            cancelled = False
             try:
                 async for item in items:
                     if messages := await self._take(item):
                         await queue.put(messages)
                 if messages := await self._run(self.engine.close, "ended"):
                     await queue.put(messages)
+            except asyncio.CancelledError:  # the generator is closing: nobody reads the queue
+                cancelled = True
+                raise
             except Exception as exc:
                 failure.append(exc)
             finally:
@@ -238,9 +242,11 @@ class EventRecorder:
                     with contextlib.suppress(Exception):
                         await close()
                 done.set()
-                await queue.put(None)
+                if not cancelled:
+                    await queue.put(None)
 
         async def tick() -> None:
+            cancelled = False
             try:
                 while not done.is_set():
                     with contextlib.suppress(TimeoutError):
@@ -248,11 +254,15 @@ class EventRecorder:
                             await done.wait()
                     if not done.is_set() and (messages := await self._tick()):
                         await queue.put(messages)
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
             except Exception as exc:
                 failure.append(exc)
                 done.set()
             finally:
-                await queue.put(None)
+                if not cancelled:
+                    await queue.put(None)
 
         try:
             async with asyncio.TaskGroup() as group:
