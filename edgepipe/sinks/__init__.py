@@ -1,7 +1,9 @@
-"""Where results go besides the viewers: an MQTT broker (:class:`MqttSink`).
+"""Where a pipeline's results and pictures go besides the viewers: an MQTT broker
+(:class:`MqttSink`), event recordings with pre-roll (:class:`EventRecorder`), msgpack and
+JSON-lines streams.
 
 Nothing heavy is imported until it is used: ``import edgepipe.sinks`` loads no client library;
-:class:`MqttSink` loads its module on first use (and aiomqtt only when it starts).
+each class loads its module on first use (and aiomqtt only when the MQTT sink starts).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from edgepipe.sinks.events import EventRecorder
     from edgepipe.sinks.mqtt import MqttSink
 
-__all__ = ["MqttSink"]
+__all__ = ["EventRecorder", "MqttSink"]
 
 _HOMES = {
+    "EventRecorder": "edgepipe.sinks.events",
     "MqttSink": "edgepipe.sinks.mqtt",
 }
 

@@ -1,0 +1,284 @@
+"""Event recordings: an MP4 clip around each event, with the seconds before it.
+
+::
+
+    blurred = p.stage("blur", Redact(), inputs=faces)
+    events = p.stage("events", EventRecorder("events", trigger=Trigger(labels={"face"}), pre_s=5, post_s=5,
+                                             sources=[camera_source]),
+                     inputs={"frames": (blurred, "latest", 2), "faces": faces})
+    p.sink("event_log", log_events, inputs=events)
+
+:class:`EventRecorder` is a stage fed the pipeline's *output* frames (those a viewer or a
+recording gets: for face privacy, the blurred ones, never the camera's own packets) on one lane
+and its triggers on others (:class:`~edgepipe.sinks.events_trigger.Trigger`: detections of given
+labels over a score, an ``event`` message such as a language model's description, a source
+entering a state such as ``stalled``). It encodes every frame once into H.264 and keeps the
+latest packets in a bounded ring (:mod:`~edgepipe.sinks.events_ring`) covering at least
+``pre_s`` seconds back to a keyframe. A trigger starts a clip: the ring's packets from the
+latest keyframe at or before ``pre_s`` seconds ago are written to an MP4 as they are (remuxed,
+not encoded again), then the live packets, until ``post_s`` seconds after the last trigger (a
+trigger during a clip extends it), ``max_clip_s`` at most. A clip is written under a hidden
+temporary name and renamed when complete; when the input ends, the run stops, or frames stop
+coming for ``lost_after_s`` (the source is lost), the clip is finished, or removed if it holds
+no frame. After each clip the oldest clips are deleted until the folder's clips take at most
+``max_bytes`` and none is older than ``max_age_s``.
+
+It emits a ``Message("event", {"what": "recording", ...})`` when a clip starts (``state``:
+``start``) and when it is saved (``end``; ``removed`` if nothing could be kept): its ``path``,
+``source``, ``start_t``/``end_t`` (wall-clock seconds of its first and last frame),
+``start_pts``/``end_pts`` (the recorder's 90 kHz timeline, ``time_base``), ``duration_s``,
+``frames``, ``bytes``, the first ``trigger`` (kind, reason, source), the number of
+``triggers`` and what ended it (``ended_by``: ``post_roll``, ``max_length``, ``source_lost``,
+``size_changed``, ``ended``, ``stopped``). A clip finished by ``stop()`` (a forced stop) is
+told through the run's results instead (outputs are closed by then).
+
+Encoding and file writes run on the recorder's own worker thread, never on the event loop; a
+timer checks for a lost source and polls ``sources`` (objects with ``source_id`` and
+``state_info``, such as :class:`~edgepipe.media.VideoSource`) four times a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgepipe.core.context import current_node
+from edgepipe.core.errors import OutputError
+from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.results import Message
+from edgepipe.media.frame import Frame
+from edgepipe.sched.gate import Ticket
+from edgepipe.sinks.events_encode import ClipEncoder
+from edgepipe.sinks.events_engine import Limits, RecorderEngine
+from edgepipe.sinks.events_retention import prune, remove_parts
+from edgepipe.sinks.events_trigger import Hit, Trigger
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.25
+MAX_FPS = 60
+"""The frame rate the ring's packet count is sized for."""
+
+
+def _seconds(name: str, value: Any, *, zero: bool = False) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):
+        raise ValueError(f"EventRecorder {name} must be a finite number of seconds above 0, got {value!r}")
+    return float(value)
+
+
+class EventRecorder:
+    """A stream stage that records a clip around each trigger into ``events_dir``. See the
+    module's documentation. Raises ``ValueError`` for a setting that cannot be right."""
+
+    priority = "high"
+    """Recording is the last thing the governor slows."""
+
+    def __init__(
+        self,
+        events_dir: str | Path,
+        *,
+        trigger: Trigger | None = None,
+        pre_s: float = 5.0,
+        post_s: float = 5.0,
+        max_clip_s: float = 120.0,
+        max_bytes: int | None = 2_000_000_000,
+        max_age_s: float | None = 7 * 86400.0,
+        sources: Sequence[Any] = (),
+        encoder: str = "auto",
+        crf: int = 23,
+        keyframe_interval_s: float = 1.0,
+        ring_bytes: int = 32_000_000,
+        lost_after_s: float = 3.0,
+    ) -> None:
+        if not str(events_dir).strip():
+            raise ValueError("EventRecorder needs a folder for its clips (got an empty path)")
+        _seconds("pre_s", pre_s, zero=True)
+        _seconds("post_s", post_s, zero=True)
+        _seconds("max_clip_s", max_clip_s)
+        _seconds("keyframe_interval_s", keyframe_interval_s)
+        _seconds("lost_after_s", lost_after_s)
+        if max_age_s is not None:
+            _seconds("max_age_s", max_age_s)
+        if max_clip_s <= pre_s:
+            raise ValueError(f"EventRecorder max_clip_s ({max_clip_s}) must be longer than pre_s ({pre_s})")
+        for name, value in (("max_bytes", max_bytes), ("ring_bytes", ring_bytes)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"EventRecorder {name} must be a positive number of bytes, got {value!r}")
+        if not (isinstance(crf, int) and 0 <= crf <= 51):
+            raise ValueError(
+                f"EventRecorder crf must be an integer in [0, 51] (23: the default), got {crf!r}"
+            )
+        self.events_dir = Path(events_dir)
+        self.trigger = trigger if trigger is not None else Trigger()
+        self.sources = tuple(sources)
+        packets = math.ceil((pre_s + keyframe_interval_s + 1.0) * MAX_FPS)
+        age = None if max_age_s is None else float(max_age_s)
+        self.limits = Limits(
+            float(pre_s),
+            float(post_s),
+            float(max_clip_s),
+            float(lost_after_s),
+            max_bytes,
+            age,
+            ring_bytes,
+            packets,
+        )
+        clip_encoder = ClipEncoder(encoder=encoder, keyframe_interval_s=keyframe_interval_s, crf=crf)
+        ticket = Ticket(self.events_dir.name or "events", "encode", 2)
+        self.engine = RecorderEngine(self.events_dir, self.limits, clip_encoder, ticket)
+        self._pool: DaemonThreadPool | None = None
+        self._states: dict[str, str] = {}
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Check the folder (its parent must exist; the folder itself is created: it is the
+        recorder's, and old clips in it are deleted by retention) and delete what a killed run
+        left half-written. Raises :class:`~edgepipe.core.errors.OutputError`."""
+        try:
+            ctx = current_node()
+            self.engine.ticket.set_owner(ctx.node_id, "encode", ctx.priority)
+        except RuntimeError:
+            pass
+        self._pool = DaemonThreadPool(1, "events", spare_workers=0)
+        await self._run(self._prepare_folder)
+
+    def _prepare_folder(self) -> None:
+        folder = self.events_dir
+        if folder.exists() and not folder.is_dir():
+            raise OutputError("expected a folder for event clips, found a file", path=str(folder))
+        if not folder.exists():
+            if not folder.parent.is_dir():
+                raise OutputError(f"cannot keep event clips here: {folder.parent} is not a folder",
+                                  path=str(folder))  # fmt: skip
+            try:
+                folder.mkdir()
+            except OSError as exc:
+                raise OutputError(f"cannot create the events folder: {exc}", path=str(folder)) from exc
+            log.info("event recordings: created the folder %s", folder)
+        try:
+            remove_parts(folder)
+            prune(folder, self.limits.max_bytes, self.limits.max_age_s)
+        except OSError as exc:
+            raise OutputError(f"cannot use the events folder: {exc}", path=str(folder)) from exc
+
+    async def stop(self) -> None:
+        """Finish a clip still being written (a forced stop), and let the worker go."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        try:
+            if self.engine.recording:
+                loop = asyncio.get_running_loop()
+                messages = await loop.run_in_executor(pool, self.engine.close, "stopped")
+                with contextlib.suppress(RuntimeError):
+                    ctx = current_node()
+                    for message in messages:
+                        await ctx.emit_event(message.kind, message.data)
+        finally:
+            pool.shutdown(wait=False)
+
+    # -- the stream -------------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self._pool is not None, "EventRecorder is not started"
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _take(self, item: Any) -> list[Message]:
+        if isinstance(item, Frame):
+            messages: list[Message] = await self._run(self.engine.frame, item)
+            return messages
+        hit = self.trigger.match(item)
+        return [] if hit is None else await self._hit(hit)
+
+    async def _hit(self, hit: Hit) -> list[Message]:
+        messages: list[Message] = await self._run(self.engine.trigger, hit)
+        return messages
+
+    async def _tick(self) -> list[Message]:
+        messages: list[Message] = []
+        for source in self.sources:
+            source_id = str(getattr(source, "source_id", "") or "source")
+            info = getattr(source, "state_info", None)
+            state, reason = (str(info[0]), str(info[1])) if info is not None else ("", "")
+            if state and self._states.get(source_id) != state:
+                self._states[source_id] = state
+                hit = self.trigger.state(source_id, state, reason)
+                if hit is not None:
+                    messages += await self._hit(hit)
+        if self.engine.recording:
+            messages += await self._run(self.engine.tick)
+        return messages
+
+    async def process(self, items: AsyncIterator[Any]) -> AsyncIterator[Message]:
+        """Frames and triggers in, ``event`` messages out (see the module's documentation)."""
+        queue: asyncio.Queue[list[Message] | None] = asyncio.Queue(8)
+        done = asyncio.Event()
+        failure: list[Exception] = []
+
+        async def read() -> None:
+            # Never raises: a failing child would cancel the generator wherever it is suspended.
+            cancelled = False
+            try:
+                async for item in items:
+                    if messages := await self._take(item):
+                        await queue.put(messages)
+                if messages := await self._run(self.engine.close, "ended"):
+                    await queue.put(messages)
+            except asyncio.CancelledError:  # the generator is closing: nobody reads the queue
+                cancelled = True
+                raise
+            except Exception as exc:
+                failure.append(exc)
+            finally:
+                close = getattr(items, "aclose", None)
+                if close is not None:  # its held input is released now, not when collected
+                    with contextlib.suppress(Exception):
+                        await close()
+                done.set()
+                if not cancelled:
+                    await queue.put(None)
+
+        async def tick() -> None:
+            cancelled = False
+            try:
+                while not done.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(TICK_S):
+                            await done.wait()
+                    if not done.is_set() and (messages := await self._tick()):
+                        await queue.put(messages)
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+            except Exception as exc:
+                failure.append(exc)
+                done.set()
+            finally:
+                if not cancelled:
+                    await queue.put(None)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(read())
+                group.create_task(tick())
+                ended = 0
+                while ended < 2:
+                    messages = await queue.get()
+                    if messages is None:
+                        ended += 1
+                        continue
+                    for message in messages:
+                        yield message
+        except BaseExceptionGroup as group:  # GeneratorExit or KeyboardInterrupt at a yield
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        if failure:
+            raise failure[0]

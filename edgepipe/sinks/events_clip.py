@@ -1,0 +1,111 @@
+"""One event clip on disk: packets remuxed into an MP4, never re-encoded.
+
+A :class:`ClipWriter` writes to a hidden temporary name in the events folder
+(``.NAME.mp4.part``) and renames it to ``NAME.mp4`` once the file is complete (its index, the
+``moov``, written at close): a clip under its final name is always playable. A clip that got no
+packet, or whose file could not be completed, is removed instead.
+
+Packets keep the encoder's 90 kHz timestamps, moved so that the clip's first packet (a
+keyframe) is at 0. Blocking (file writes): runs on the recorder's worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import av
+import av.error
+
+from edgepipe.sinks.events_encode import TIME_BASE
+
+log = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def clip_name(folder: Path, source_id: str, wall_s: float) -> str:
+    """A free name for a clip of ``source_id`` starting at ``wall_s``:
+    ``SOURCE-YYYYmmddTHHMMSSZ.mp4`` (UTC), with ``-2``, ``-3`` … when taken."""
+    source = _UNSAFE.sub("_", source_id).strip("._") or "source"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(wall_s))
+    name = f"{source}-{stamp}.mp4"
+    n = 1
+    while (folder / name).exists() or (folder / f".{name}.part").exists():
+        n += 1
+        name = f"{source}-{stamp}-{n}.mp4"
+    return name
+
+
+class ClipWriter:
+    """Writes one clip's packets; :meth:`finish` completes and names it (or removes it).
+
+    Raises ``av.error.FFmpegError`` or ``OSError`` when the file cannot be opened or written."""
+
+    def __init__(self, folder: Path, name: str, width: int, height: int, base_pts: int) -> None:
+        self.path = folder / name
+        """Where the clip lands once finished."""
+        self.part = folder / f".{name}.part"
+        self.base_pts = base_pts
+        """The encoder's pts of the clip's first packet (its 0)."""
+        self.frames = 0
+        self.bytes = 0
+        self.last_pts = base_pts
+        self._container: Any = av.open(str(self.part), "w", format="mp4")
+        self._stream: Any = self._container.add_mux_stream("h264", width=width, height=height)
+        self._stream.time_base = TIME_BASE
+
+    def write(self, packet: Any, pts: int) -> None:
+        """Mux ``packet`` (its pts ``pts`` in the encoder's time base). The packet object is
+        reused: its timestamps are set here, its data is not changed (the ring keeps it)."""
+        rel = pts - self.base_pts
+        packet.pts = packet.dts = rel
+        # The last frame's duration is not known yet: the one before it stands for it (without
+        # one, the file's edit list would end on the last frame's start and players drop it).
+        packet.duration = max(0, pts - self.last_pts)
+        packet.time_base = TIME_BASE
+        packet.stream = self._stream
+        self._container.mux(packet)
+        self.frames += 1
+        self.bytes += packet.size
+        self.last_pts = pts
+
+    def finish(self) -> Path | None:
+        """Close the file and give it its name: the clip's path, or None when it holds no
+        frame or could not be completed (then nothing is left behind)."""
+        container, self._container = self._container, None
+        if container is None:
+            return None
+        ok = self.frames > 0
+        try:
+            container.close()
+        except (av.error.FFmpegError, OSError) as exc:
+            log.error("event recordings: cannot finish %s: %s; removed", self.path, exc)
+            ok = False
+        if ok:
+            try:
+                os.replace(self.part, self.path)
+                return self.path
+            except OSError as exc:
+                log.error("event recordings: cannot name %s: %s; removed", self.path, exc)
+        with contextlib.suppress(OSError):
+            self.part.unlink()
+        return None
+
+    def abandon(self) -> None:
+        """Drop the clip: close and remove its file."""
+        container, self._container = self._container, None
+        if container is not None:
+            with contextlib.suppress(av.error.FFmpegError, OSError):
+                container.close()
+        with contextlib.suppress(OSError):
+            self.part.unlink()
+
+    @property
+    def duration_s(self) -> float:
+        return float((self.last_pts - self.base_pts) * TIME_BASE)

@@ -1,0 +1,83 @@
+"""Keeping an events folder within its limits: the oldest clips go first.
+
+Only clips the recorder names (``SOURCE-YYYYmmddTHHMMSSZ[-N].mp4``) are counted or deleted;
+any other file in the folder is left alone. A clip's age is its modification time (when it was
+finalized).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+CLIP_NAME = re.compile(r"^[A-Za-z0-9_.-]+-\d{8}T\d{6}Z(-\d+)?\.mp4$")
+"""The names of finalized clips."""
+PART_NAME = re.compile(r"^\.[A-Za-z0-9_.-]+-\d{8}T\d{6}Z(-\d+)?\.mp4\.part$")
+"""The names of clips being written (left behind only by a process that was killed)."""
+
+
+def clips(folder: Path) -> list[tuple[float, str, int]]:
+    """``(mtime, name, size)`` of the folder's clips, oldest first."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not CLIP_NAME.match(entry.name) or not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found.append((st.st_mtime, entry.name, st.st_size))
+    found.sort()
+    return found
+
+
+def prune(
+    folder: Path, max_bytes: int | None, max_age_s: float | None, now: float | None = None
+) -> list[str]:
+    """Delete clips older than ``max_age_s``, then the oldest until the rest take at most
+    ``max_bytes``; the names deleted, oldest first. Blocking (file system)."""
+    now = time.time() if now is None else now
+    found = clips(folder)
+    total = sum(size for _, _, size in found)
+    deleted = []
+    for mtime, name, size in found:
+        too_old = max_age_s is not None and now - mtime > max_age_s
+        too_big = max_bytes is not None and total > max_bytes
+        if not (too_old or too_big):
+            continue
+        try:
+            (folder / name).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("event recordings: cannot delete %s: %s", folder / name, exc)
+            continue
+        total -= size
+        deleted.append(name)
+    if deleted:
+        log.info(
+            "event recordings: deleted %d old clip(s) from %s (%s)", len(deleted), folder, ", ".join(deleted)
+        )
+    return deleted
+
+
+def remove_parts(folder: Path) -> list[str]:
+    """Delete clips a killed process left half-written (no index: not playable)."""
+    removed = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if PART_NAME.match(entry.name) and entry.is_file(follow_symlinks=False):
+                try:
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+                except OSError as exc:
+                    log.warning("event recordings: cannot delete %s: %s", entry.path, exc)
+    if removed:
+        log.warning("event recordings: deleted %d unfinished clip(s) in %s", len(removed), folder)
+    return removed

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+
+from edgepipe.media.frame import from_rgb
+from edgepipe.sinks.events_clip import ClipWriter, clip_name
+from edgepipe.sinks.events_encode import ClipEncoder
+
+
+def test_a_clip_is_written_under_a_hidden_name_and_named_when_finished(tmp_path: Path) -> None:
+    encoder = ClipEncoder(encoder="libx264")
+    packets = []
+    for i in range(10):
+        frame = from_rgb(np.full((48, 64, 3), 20 * i, np.uint8), seq=i)
+        frame.t_decoded_ns = i * 100_000_000
+        packets += encoder.encode(frame)
+    writer = ClipWriter(tmp_path, "cam-20250101T000000Z.mp4", 64, 48, base_pts=packets[0].pts)
+    for packet in packets:
+        writer.write(packet, packet.pts)
+    assert not writer.path.exists()
+    assert writer.finish() == writer.path
+    assert [p.name for p in tmp_path.iterdir()] == [writer.path.name]
+    with av.open(str(writer.path)) as container:
+        frames = list(container.decode(video=0))
+    assert len(frames) == 10
+    assert frames[0].key_frame
+    assert frames[-1].time == 0.9
+
+
+def test_a_clip_without_frames_leaves_nothing(tmp_path: Path) -> None:
+    writer = ClipWriter(tmp_path, "cam-20250101T000000Z.mp4", 64, 48, base_pts=0)
+    assert writer.finish() is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_clip_names_are_safe_and_never_taken_twice(tmp_path: Path) -> None:
+    t = time.mktime((2025, 1, 2, 3, 4, 5, 0, 0, 0)) - time.timezone
+    name = clip_name(tmp_path, "rtsp://cam/1", t)
+    assert name == "rtsp_cam_1-20250102T030405Z.mp4"
+    (tmp_path / name).write_bytes(b"")
+    assert clip_name(tmp_path, "rtsp://cam/1", t) == "rtsp_cam_1-20250102T030405Z-2.mp4"
