@@ -70,6 +70,8 @@ class JsonLines:
         """Lines written (handed to the file: on disk once it is closed)."""
         self.lost = 0
         """Lines that could not be written."""
+        self.rotated = 0
+        """Times the file was rotated."""
         self.error: str | None = None
         """The first write error, if any."""
         self.failed_output: str | None = None
@@ -81,16 +83,13 @@ class JsonLines:
         self._pending_bytes = 0
         self._in_flight: asyncio.Future[None] | None = None
         self._gauges: dict[str, Any] = {}
-
-    @property
-    def rotated(self) -> int:
-        """Times the file was rotated."""
-        return self._file.rotated if self._file is not None else 0
+        self._rotated_before = 0
 
     async def start(self) -> None:
         self._gauges = node_gauges()
         self.error = self.failed_output = None
         self._pool = DaemonThreadPool(1, "jsonl")
+        self._rotated_before = self.rotated  # a restart opens a new file: the count goes on
         loop = asyncio.get_running_loop()
         try:
             self._file = await loop.run_in_executor(
@@ -133,6 +132,8 @@ class JsonLines:
     def _written(self, n: int) -> Callable[[asyncio.Future[None]], None]:
         def done(write: asyncio.Future[None]) -> None:
             self._in_flight = None
+            if self._file is not None:
+                self.rotated = self._rotated_before + self._file.rotated
             exc = write.exception() if not write.cancelled() else None
             if exc is None and not write.cancelled():
                 self.written += n
