@@ -98,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 os.dup2(devnull, sys.stdout.fileno())
             os.close(devnull)
             return 0
-        print(f"tcp://{args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        # asyncio's connect errors carry the errno; their strerror is "Connect call failed (...)"
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(f"tcp://{args.host}:{args.port}: {reason}", file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"tcp://{args.host}:{args.port}: {exc}", file=sys.stderr)

@@ -64,7 +64,11 @@ def test_no_backups_starts_the_file_again(tmp_path: Path) -> None:
 
 def test_a_line_longer_than_the_size_gets_a_file_of_its_own(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl"
-    items = [Message("event", {"n": 0}), Message("event", {"n": 1, "text": "y" * 400}), Message("event", {"n": 2})]
+    items = [
+        Message("event", {"n": 0}),
+        Message("event", {"n": 1, "text": "y" * 400}),
+        Message("event", {"n": 2}),
+    ]
     run(JsonLines(path, max_bytes=200, backups=5), items)
     assert [numbers(tmp_path / n) for n in ("out.jsonl.2", "out.jsonl.1", "out.jsonl")] == [[0], [1], [2]]
 
@@ -81,7 +85,7 @@ def test_a_full_disk_is_said_counted_and_fails_the_run(tmp_path: Path) -> None:
         pytest.skip("no /dev/full here")
     report = run(JsonLines("/dev/full"), events(20))
     gauges = report.stats.node("log").gauges
-    assert gauges["written"] == 0 and gauges["lost"] == 20
+    assert (gauges["written"], gauges["lost"]) == (0, 20)
     (failed,) = report.failed_sinks
     assert failed.startswith("sink 'log': /dev/full: cannot write: No space left on device; 20 line(s) lost")
     assert report.output_failed
@@ -90,7 +94,10 @@ def test_a_full_disk_is_said_counted_and_fails_the_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
-        ({"path": "{tmp}/missing/out.jsonl"}, r"JsonLines: expected a file path in an existing folder .*does not exist"),
+        (
+            {"path": "{tmp}/missing/out.jsonl"},
+            r"JsonLines: expected a file path in an existing folder .*does not exist",
+        ),
         ({"path": "{tmp}"}, "JsonLines: expected a file path, not a folder"),
         ({"path": ""}, "JsonLines: expected a file path"),
         ({"path": "{tmp}/x.jsonl", "max_bytes": 0}, "max_bytes must be a positive integer, got 0"),

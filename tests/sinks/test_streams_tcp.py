@@ -17,6 +17,7 @@ from edgepipe.sinks.streams import TcpStream
 from edgepipe.sinks.streams_client import messages, read_messages
 from edgepipe.sinks.streams_wire import HEADER
 from edgepipe.vision.detection import Detection, Detections
+from tests.sinks.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,8 +26,7 @@ def numbered(stream: TcpStream, n: int, *, clients: int, pad: int = 0) -> Any:
     """A source of ``n`` numbered events, begun once ``clients`` clients are connected."""
 
     async def source() -> AsyncIterator[Message]:
-        while stream.clients < clients:
-            await asyncio.sleep(0.01)
+        await until(lambda: stream.clients >= clients)
         for i in range(n):
             yield Message("event", {"n": i, "pad": "x" * pad})
 
@@ -72,8 +72,7 @@ async def test_detections_go_as_the_data_channel_sends_them() -> None:
     dets = Detections("cam", 7, 0, 0.0, 640, 360, "m", [Detection((1.0, 2.0, 30.0, 40.0), 0.9, 0, "face")])
 
     async def source() -> AsyncIterator[Detections]:
-        while stream.clients < 1:
-            await asyncio.sleep(0.01)
+        await until(lambda: stream.clients >= 1)
         yield dets
 
     task = asyncio.create_task(collect(stream.port))
@@ -81,7 +80,7 @@ async def test_detections_go_as_the_data_channel_sends_them() -> None:
     (got,) = await task
     assert got == message_of(dets)
     assert got["boxes"] == [[1.0, 2.0, 30.0, 40.0, 0.9, "face", None]]
-    assert got["kind"] == "detections" and got["source"] == "cam" and got["seq"] == 7
+    assert (got["kind"], got["source"], got["seq"]) == ("detections", "cam", 7)
 
 
 async def test_a_client_that_never_reads_loses_messages_the_other_does_not() -> None:
@@ -113,13 +112,11 @@ async def test_a_client_that_leaves_is_dropped_and_the_rest_go_on() -> None:
     left = asyncio.Event()
 
     async def source() -> AsyncIterator[Message]:
-        while stream.clients < 2:
-            await asyncio.sleep(0.01)
+        await until(lambda: stream.clients >= 2)
         for i in range(100):
             if i == 50:
                 await left.wait()
-                while stream.clients > 1:  # seen by the stream
-                    await asyncio.sleep(0.01)
+                await until(lambda: stream.clients == 1)  # seen by the stream
             yield Message("event", {"n": i})
 
     async def leave() -> None:
@@ -133,7 +130,7 @@ async def test_a_client_that_leaves_is_dropped_and_the_rest_go_on() -> None:
     await leaving
     assert [m["n"] for m in await stayer] == list(range(100))
     tcp = report.stats.node("tcp")
-    assert tcp.errors == 0 and tcp.gauges["clients"] == 0 and tcp.gauges["dropped"] == 0
+    assert (tcp.errors, tcp.gauges["clients"], tcp.gauges["dropped"]) == (0, 0, 0)
 
 
 async def test_a_token_is_asked_of_clients_when_given() -> None:
@@ -155,8 +152,7 @@ async def test_clients_past_max_clients_are_refused() -> None:
     extra_reader, extra_writer = await asyncio.open_connection("127.0.0.1", stream.port)
 
     async def source() -> AsyncIterator[Message]:
-        while stream.refused < 1:
-            await asyncio.sleep(0.01)
+        await until(lambda: stream.refused >= 1)
         yield Message("event", {"n": 0})
 
     report = await run_async(pipeline(stream, source))
@@ -195,6 +191,7 @@ async def test_a_stream_without_clients_packs_nothing_and_restarts_on_its_port()
     port = stream.port
     report: RunReport = await run_async(pipeline(stream, [Message("event", {"n": i}) for i in range(3)]))
     assert report.stats.node("tcp").gauges["sent"] == 0
+
     # Run again (a restart's start() after stop()): the same port is taken again.
     async def connect_when_listening() -> list[dict[str, Any]]:
         while True:

@@ -51,7 +51,11 @@ def test_each_message_is_one_datagram(receiver: socket.socket) -> None:
 
 
 def test_a_message_over_the_datagram_size_is_dropped_and_counted(receiver: socket.socket) -> None:
-    items = [Message("event", {"n": 0}), Message("event", {"n": 1, "text": "x" * 300}), Message("event", {"n": 2})]
+    items = [
+        Message("event", {"n": 0}),
+        Message("event", {"n": 1, "text": "x" * 300}),
+        Message("event", {"n": 2}),
+    ]
     stream = UdpStream("127.0.0.1", receiver.getsockname()[1], max_datagram_bytes=200)
     report = run(stream, items)
     assert [unpack(d)["n"] for d in received(receiver)] == [0, 2]
