@@ -35,7 +35,7 @@ import hmac
 import logging
 import os
 import socket
-from typing import Any
+from typing import Any, cast
 
 from edgepipe.serve.config import DEFAULT_HOST, TOKEN_ENV, is_loopback
 from edgepipe.serve.messages import message_of, pack
@@ -242,8 +242,8 @@ class _Client(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCP transport is not an asyncio.Transport subclass, but has its methods
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"[{peer[0]}]:{peer[1]}" if ":" in str(peer[0]) else f"{peer[0]}:{peer[1]}"

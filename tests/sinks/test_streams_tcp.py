@@ -16,6 +16,7 @@ from edgepipe.serve.messages import message_of, unpack
 from edgepipe.sinks.streams import TcpStream
 from edgepipe.sinks.streams_client import messages, read_messages
 from edgepipe.sinks.streams_wire import HEADER
+from edgepipe.testing import run_pipeline
 from edgepipe.vision.detection import Detection, Detections
 from tests.sinks.waiting import until
 
@@ -40,6 +41,17 @@ def pipeline(stream: TcpStream, source: Any) -> Pipeline:
     return p
 
 
+def split(data: bytes) -> list[dict[str, Any]]:
+    """Messages out of a stream's bytes: a 4-byte big-endian length, then that much msgpack."""
+    messages, offset = [], 0
+    while offset < len(data):
+        (length,) = HEADER.unpack_from(data, offset)
+        messages.append(unpack(data[offset + 4 : offset + 4 + length]))
+        offset += 4 + length
+    assert offset == len(data), "the stream ends inside a message"
+    return messages
+
+
 async def collect(port: int, token: str | None = None) -> list[dict[str, Any]]:
     return [m async for m in messages("127.0.0.1", port, token=token)]
 
@@ -56,13 +68,7 @@ async def test_two_clients_get_every_message_in_order_framed() -> None:
     assert [m["n"] for m in got] == list(range(300))
     assert got[0] == message_of(Message("event", {"n": 0, "pad": ""}), "events")
     assert {(m["v"], m["kind"], m["node"]) for m in got} == {(1, "event", "events")}
-    frames, offset = [], 0  # the second client's bytes, split by hand: length, then msgpack
-    while offset < len(raw):
-        (length,) = HEADER.unpack_from(raw, offset)
-        frames.append(unpack(raw[offset + 4 : offset + 4 + length]))
-        offset += 4 + length
-    assert offset == len(raw)
-    assert frames == got
+    assert split(raw) == got  # the second client's bytes, split by hand
     gauges = report.stats.node("tcp").gauges
     assert gauges == {"clients": 0, "sent": 600, "dropped": 0, "refused": 0}
 
@@ -204,3 +210,14 @@ async def test_a_stream_without_clients_packs_nothing_and_restarts_on_its_port()
     await run_async(pipeline(stream, numbered(stream, 2, clients=1)))
     assert [m["n"] for m in await task] == [0, 1]
     assert stream.port == port
+
+
+def test_the_stream_runs_on_uvloop_as_edgepipe_run_does() -> None:
+    pytest.importorskip("uvloop")
+    stream = TcpStream(port=0)
+    with socket.create_connection(("127.0.0.1", stream.port)) as sock:
+        # Ten small messages fit in the socket's buffers: read once the run has ended.
+        report = run_pipeline(pipeline(stream, numbered(stream, 10, clients=1)), loop="uvloop")
+        data = sock.makefile("rb").read()
+    assert report.stats.node("tcp").gauges["sent"] == 10
+    assert [m["n"] for m in split(data)] == list(range(10))
