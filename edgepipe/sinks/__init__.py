@@ -14,12 +14,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from edgepipe.sinks.events import EventRecorder
     from edgepipe.sinks.mqtt import MqttSink
+    from edgepipe.sinks.streams import JsonLines, TcpStream, UdpStream
 
-__all__ = ["EventRecorder", "MqttSink"]
+__all__ = ["EventRecorder", "JsonLines", "MqttSink", "TcpStream", "UdpStream"]
 
 _HOMES = {
     "EventRecorder": "edgepipe.sinks.events",
     "MqttSink": "edgepipe.sinks.mqtt",
+    "JsonLines": "edgepipe.sinks.streams",
+    "TcpStream": "edgepipe.sinks.streams",
+    "UdpStream": "edgepipe.sinks.streams",
 }
 
 
