@@ -10,6 +10,7 @@ import edgepipe.infer
 import edgepipe.lm
 import edgepipe.media
 import edgepipe.serve
+import edgepipe.sinks
 import edgepipe.testing
 import edgepipe.vision
 
@@ -33,6 +34,7 @@ def test_all_matches_what_is_exported() -> None:
         edgepipe.infer,
         edgepipe.vision,
         edgepipe.serve,
+        edgepipe.sinks,
         edgepipe.testing,
     ):
         exported = set(module.__all__)
