@@ -111,3 +111,16 @@ def test_core_imports_no_media_or_model_runtime() -> None:
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not names & heavy, f"{path.name} imports {names & heavy}"
+
+
+def test_sinks_import_nothing_from_serve() -> None:
+    # Layers point downwards (ARCHITECTURE.md): serve may use sinks, never the reverse.
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    upward = {
+        str(p.relative_to(REPO)): sorted(
+            m for m in _imports(p, modules) if m.split(".")[:2] == ["edgepipe", "serve"]
+        )
+        for p in (PACKAGE / "sinks").rglob("*.py")
+    }
+    upward = {path: found for path, found in upward.items() if found}
+    assert not upward, f"edgepipe.sinks imports edgepipe.serve: {upward}"

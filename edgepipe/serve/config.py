@@ -10,14 +10,22 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 
 from edgepipe.core.errors import EdgepipeError, PipelineError
+from edgepipe.sinks.exposure import DEFAULT_HOST, TOKEN_ENV, is_loopback
 
-DEFAULT_HOST = "127.0.0.1"
-TOKEN_ENV = "EDGEPIPE_TOKEN"
+__all__ = [
+    "DEFAULT_HOST",
+    "MAX_REQUEST_BYTES",
+    "TOKEN_ENV",
+    "ServeConfig",
+    "ServeConfigError",
+    "ServeError",
+    "is_loopback",
+]
+
 MAX_REQUEST_BYTES = 256 * 1024
 """The largest request body accepted (an SDP offer is a few KiB); larger ones get 413."""
 
@@ -32,16 +40,6 @@ class ServeError(EdgepipeError):
     def __init__(self, message: str, *, address: str) -> None:
         self.address = address
         super().__init__(f"http://{address}: {message}")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only (``127.0.0.1``, ``::1``, ``localhost``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name that may resolve anywhere: treat it as exposed
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ class WebRTCStream:
 
     def results(self, item: Any) -> None:
         """A sink sending results (:class:`~edgepipe.vision.Detections`, an LM's ``token`` and
-        ``event`` messages: any result, see :mod:`edgepipe.serve.messages`) to every viewer;
+        ``event`` messages: any result, see :mod:`edgepipe.sinks.messages`) to every viewer;
         never blocks (a viewer whose channel is full loses messages, nobody waits)."""
         viewers = self._viewers
         if viewers is not None:  # no server asked: nobody can be watching

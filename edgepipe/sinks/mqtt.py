@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.context import current_node
-from edgepipe.serve.messages import SCHEMA_VERSION, message_of
+from edgepipe.sinks.messages import SCHEMA_VERSION, message_of
 from edgepipe.sinks.mqtt_config import (
     MqttConfigError,
     checked_level,

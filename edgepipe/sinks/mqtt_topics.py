@@ -10,7 +10,7 @@ Topics (every level made safe by :func:`~edgepipe.sinks.mqtt_config.topic_level`
 ``source_id``, a message's ``source`` field); a result about no one camera (a description of
 several) goes under :data:`NO_SOURCE`.
 
-Payloads are the messages of the WebRTC data channel (:mod:`edgepipe.serve.messages`, schema
+Payloads are the messages of the WebRTC data channel (:mod:`edgepipe.sinks.messages`, schema
 ``v`` 1): msgpack bytes with ``format="msgpack"``, the same map as JSON text by default, with
 ``t_ms`` (wall-clock Unix milliseconds) added where the message has none. ``count`` is this
 sink's own kind: ``{"v": 1, "kind": "count", "source": ..., "count": N, "labels": {label: n},
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from edgepipe.core.redact import redact_text
 from edgepipe.core.results import to_jsonable
-from edgepipe.serve.messages import SCHEMA_VERSION, message_of, pack
+from edgepipe.sinks.messages import SCHEMA_VERSION, message_of, pack
 from edgepipe.sinks.mqtt_config import topic_level
 
 PayloadFormat = Literal["json", "msgpack"]

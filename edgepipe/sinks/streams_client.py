@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from edgepipe.core.results import to_jsonable
-from edgepipe.serve.config import TOKEN_ENV
-from edgepipe.serve.messages import unpack
+from edgepipe.sinks.exposure import TOKEN_ENV
+from edgepipe.sinks.messages import unpack
 from edgepipe.sinks.streams_wire import HEADER, MAX_MESSAGE_BYTES
 
 

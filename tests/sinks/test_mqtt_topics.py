@@ -6,7 +6,7 @@ import msgpack
 import pytest
 
 from edgepipe.core.results import Message
-from edgepipe.serve.messages import message_of
+from edgepipe.sinks.messages import message_of
 from edgepipe.sinks.mqtt_topics import NO_SOURCE, Topics
 from edgepipe.vision import Detection, Detections
 

@@ -12,7 +12,7 @@ import pytest
 from edgepipe import Message, Pipeline
 from edgepipe.core.run import run_async
 from edgepipe.core.runtime import RunReport
-from edgepipe.serve.messages import message_of, unpack
+from edgepipe.sinks.messages import message_of, unpack
 from edgepipe.sinks.streams import TcpStream
 from edgepipe.sinks.streams_client import messages, read_messages
 from edgepipe.sinks.streams_wire import HEADER

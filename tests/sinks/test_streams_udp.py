@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from edgepipe import Message, Pipeline
-from edgepipe.serve.messages import message_of, unpack
+from edgepipe.sinks.messages import message_of, unpack
 from edgepipe.sinks.streams import UdpStream
 from edgepipe.testing import FakeSource, run_pipeline
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from edgepipe.core.results import Message
-from edgepipe.serve import messages
+from edgepipe.sinks import messages
 from edgepipe.vision.detection import Detection, Detections
 
 
