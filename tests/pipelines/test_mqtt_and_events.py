@@ -1,0 +1,121 @@
+"""The shipped pipelines' ``--mqtt`` and ``--events-dir``: a real Mosquitto hears their results,
+and face privacy's event clips hold the blurred picture, never the camera's."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import tiny_lm
+
+from edgepipe import Message, load_pipeline
+from edgepipe.sinks.mqtt_config import default_device
+from edgepipe.testing import ListSink, run_pipeline
+from edgepipe.vision import Detections
+from tests.sinks.broker import Mosquitto, subscribed
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained ~0.4M-parameter decoder, for describe_scene."""
+    return tiny_lm.write(tmp_path_factory.mktemp("lm"), tiny_lm.TinyConfig(max_seq_len=256), "gqa").parent
+
+
+async def run_edgepipe(*args: str, cwd: Path) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "edgepipe", "run", *args, cwd=cwd,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, stderr = await asyncio.wait_for(process.communicate(), timeout=180)
+    return process.returncode or 0, stderr.decode()
+
+
+def face_boxes(heard: list) -> int:  # type: ignore[type-arg]
+    return sum(len(h.json()["boxes"]) for h in heard)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["face_privacy", "demo", "describe_scene"])
+async def test_each_pipeline_publishes_its_faces_and_state_with_mqtt(
+    name: str, mosquitto: Mosquitto, centerface: Path, model: Path, tmp_path: Path
+) -> None:
+    extra = ["--model", str(model), "--every-s", "0.5", "--window-s", "1", "--max-new-tokens", "4"]
+    base = f"edgepipe/{default_device()}/{name}"
+    here = tmp_path / "run"  # the broker keeps its files in tmp_path
+    here.mkdir()
+    async with subscribed(mosquitto.port) as sub:
+        code, stderr = await run_edgepipe(
+            str(REPO / "pipelines" / f"{name}.py"), "--mqtt", mosquitto.url, "--duration", "4",
+            *(extra if name == "describe_scene" else []), cwd=here,
+        )  # fmt: skip
+        assert code == 0, stderr[-3000:]
+        await sub.wait_for(lambda: sub.on(f"{base}/status") and sub.on(f"{base}/status")[-1].payload == b"offline",
+                           what="the offline status")  # fmt: skip
+    assert face_boxes(sub.on(f"{base}/camera/detections")) > 0  # the synthetic scene's face
+    assert sub.on(f"{base}/camera/count"), sorted({h.topic for h in sub.heard})
+    assert any(h.json()["state"] == "live" for h in sub.on(f"{base}/camera/source_state"))
+    if name == "describe_scene":  # the language model's descriptions are events
+        assert any(h.json().get("new_tokens") for h in sub.heard if h.topic.endswith("/event"))
+    assert list(here.iterdir()) == []  # no file: clips only with --events-dir
+
+
+@pytest.mark.slow
+async def test_face_privacy_publishes_its_event_clips(
+    mosquitto: Mosquitto, centerface: Path, tmp_path: Path
+) -> None:
+    events = tmp_path / "events"
+    async with subscribed(mosquitto.port, ("edgepipe/+/face_privacy/+/event",)) as sub:
+        code, stderr = await run_edgepipe(
+            str(REPO / "pipelines" / "face_privacy.py"), "--mqtt", mosquitto.url, "--events-dir", str(events),
+            "--duration", "4", cwd=tmp_path,
+        )  # fmt: skip
+        assert code == 0, stderr[-3000:]
+        await sub.wait_for(lambda: sub.heard, what="an event message")
+    started = [h.json() for h in sub.heard]
+    assert (started[0]["what"], started[0]["state"]) == ("recording", "start"), started
+    assert started[0]["trigger"]["kind"] == "detection"
+    assert "face" in started[0]["trigger"]["reason"]
+    [clip] = list(events.glob("*.mp4"))  # finished at the end of the run, under the name it announced
+    assert clip.name == Path(started[0]["path"]).name
+    with av.open(str(clip)) as container:
+        assert sum(1 for _ in container.decode(video=0)) > 5
+
+
+def test_face_privacy_event_clips_hold_the_blurred_picture(
+    tmp_path: Path, make_clip, centerface: Path
+) -> None:  # type: ignore[no-untyped-def]
+    source = make_clip("privacy.mp4", width=1280, height=720, fps=15, seconds=2)
+    events = tmp_path / "events"
+    pipeline = load_pipeline(REPO / "pipelines" / "face_privacy.py",
+                             ["--source", str(source), "--events-dir", str(events)])  # fmt: skip
+    faces: ListSink[Detections] = ListSink()
+    told: ListSink[Message] = ListSink()
+    pipeline.sink("capture", faces, inputs="faces")
+    pipeline.sink("told", told, inputs="events")
+    run_pipeline(pipeline)
+    [end] = [m.data for m in told.items if m.data.get("state") == "end"]  # the file ended: clip saved
+    clip = Path(end["path"])
+    assert clip.parent == events
+    assert end["trigger"]["kind"] == "detection"
+    with av.open(str(source)) as src, av.open(str(clip)) as rec:
+        originals = [f.to_ndarray(format="gray") for f in src.decode(video=0)]
+        recorded = [f.to_ndarray(format="gray") for f in rec.decode(video=0)]
+    assert 15 <= len(recorded) <= len(originals) == len(faces.items) == 30
+    offset = len(originals) - len(recorded)  # the clip runs to the end of the file (post-roll 5 s)
+    checked = 0
+    for result, before, after in zip(faces.items[offset:], originals[offset:], recorded, strict=True):
+        for face in result:
+            x1, y1, x2, y2 = (int(v) for v in face.box)
+            if x2 - x1 < 48 or y2 - y1 < 48:  # blocks of 6 px and more: detail clearly gone
+                continue
+            detail_before = np.abs(np.diff(before[y1:y2, x1:x2].astype(float), axis=1)).mean()
+            detail_after = np.abs(np.diff(after[y1:y2, x1:x2].astype(float), axis=1)).mean()
+            assert detail_after < 0.5 * detail_before, (result.seq, detail_before, detail_after)
+            checked += 1
+    assert checked >= 5
