@@ -48,8 +48,9 @@ ENV PATH=/opt/venv/bin:$PATH
 FROM python-${FLAVOR} AS requirements
 ARG FLAVOR
 ARG ONNXRUNTIME_GPU
-# Extras of the project to install too, comma-separated: --build-arg EXTRAS=lm.
-ARG EXTRAS=
+# Extras of the project to install too, comma-separated: --build-arg EXTRAS=mqtt,lm. mqtt by
+# default (aiomqtt, pure Python): a camera in a container usually reports to a broker (--mqtt).
+ARG EXTRAS=mqtt
 WORKDIR /src
 COPY pyproject.toml constraints.txt scripts/image_requirements.py ./
 RUN python image_requirements.py --flavor "$FLAVOR" --extras "$EXTRAS" \

@@ -298,3 +298,15 @@ def test_the_nvidia_flavor_installs_onnxruntime_gpu_at_the_dockerfiles_pin() -> 
                                             extras=list(project.get("optional-dependencies", {})),
                                             flavor="nvidia")  # fmt: skip
     assert f"onnxruntime-gpu=={version}" in lines
+
+
+def test_the_image_carries_the_mqtt_extra_by_default() -> None:
+    # A camera in a container usually publishes to a broker: --mqtt works in the default image.
+    [default] = [i.args.split("=", 1)[1] for i in _stage("requirements")
+                 if i.keyword == "ARG" and i.args.split("=")[0] == "EXTRAS"]  # fmt: skip
+    extras = [e for e in default.split(",") if e]
+    assert "mqtt" in extras
+    constraints = image_requirements.read_pins((REPO / "constraints.txt").read_text())
+    lines = image_requirements.requirements({"project": _project()}, constraints, extras=extras)
+    assert f"aiomqtt=={constraints['aiomqtt']}" in lines
+    assert "paho-mqtt" in constraints  # aiomqtt's own dependency, pinned too (pip -c constraints.txt)
