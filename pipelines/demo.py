@@ -137,6 +137,7 @@ def pipeline(
     every: Annotated[int, Range(1)] = 3,
     mqtt: str = "",
     events_dir: str = "",
+    mqtt_device: str = "",
 ) -> Pipeline:
     """camera -> motion and faces -> log; with --record, an annotated H.264 file; viewers.
 
@@ -160,6 +161,8 @@ def pipeline(
             MQTT broker (mqtt://host:port); nothing is published without it.
         events_dir: record an MP4 clip around each face (5 s before, 5 s after) into this
             folder; no clip without it (and none with --detect none).
+        mqtt_device: the device id in the MQTT topics and client id (default: EDGEPIPE_DEVICE,
+            else the host name); each process on one box needs its own (one per camera).
     """
     p = Pipeline("demo")
     # A file plays at its own frame rate here, as a camera would: the demo shows live behaviour
@@ -186,5 +189,5 @@ def pipeline(
     p.sink("view", stream.video("camera"), inputs=picture, policy="latest", queue_size=1)
     p.sink("view_results", stream.results, inputs=results, queue_size=16, blocking=False)
     add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=picture, triggers=faces, results=results,
-                        sources=[video], live=True)  # fmt: skip
+                        sources=[video], live=True, device=mqtt_device)  # fmt: skip
     return p

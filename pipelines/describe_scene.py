@@ -70,6 +70,7 @@ def pipeline(
     max_tokens_per_s: Annotated[float, Range(0)] = 0.0,
     mqtt: str = "",
     events_dir: str = "",
+    mqtt_device: str = "",
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,
     faces and describe -> viewers.
@@ -88,6 +89,8 @@ def pipeline(
             broker (mqtt://host:port, mqtts://user:pass@host); nothing is published without it.
         events_dir: Record an MP4 clip around each face (5 s before, 5 s after) into this
             folder; no clip without it.
+        mqtt_device: the device id in the MQTT topics and client id (default: EDGEPIPE_DEVICE,
+            else the host name); each process on one box needs its own (one per camera).
     """
     if model is None:  # on the command line ModelFolder says so first, at the door
         raise ValueError("model: a folder with model.onnx and tokenizer.json is required")
@@ -107,5 +110,5 @@ def pipeline(
     p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
     p.sink("view_results", stream.results, inputs=[faces, words], queue_size=64, blocking=False)
     add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=camera, triggers=faces,
-                        results=[faces, words], sources=[video], live=True)  # fmt: skip
+                        results=[faces, words], sources=[video], live=True, device=mqtt_device)  # fmt: skip
     return p

@@ -99,6 +99,7 @@ def pipeline(
     realtime: bool = False,
     mqtt: str = "",
     events_dir: str = "",
+    mqtt_device: str = "",
 ) -> Pipeline:
     """camera -> faces (CenterFace) -> blur -> MP4 (with --output) and viewers, and a log of the
     face count.
@@ -122,6 +123,8 @@ def pipeline(
             (mqtt://host:port, mqtts://user:pass@host); nothing is published without it.
         events_dir: record an MP4 clip of the blurred video around each face (5 s before, 5 s
             after) into this folder; no clip without it.
+        mqtt_device: the device id in the MQTT topics and client id (default: EDGEPIPE_DEVICE,
+            else the host name); each process on one box needs its own (one per camera).
     """
     live = parse(source).live
     p = Pipeline("face_privacy")
@@ -142,7 +145,7 @@ def pipeline(
     p.sink("log", FaceLog(output), inputs=faces, queue_size=8)
     # Event clips are cut from the blurred branch too; the broker gets the boxes, not pictures.
     add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=blurred, triggers=faces, results=[faces],
-                        sources=[video], live=live, min_score=threshold)  # fmt: skip
+                        sources=[video], live=live, min_score=threshold, device=mqtt_device)  # fmt: skip
     # Viewers (edgepipe run --port N) see the blurred branch only, never the camera's own frames.
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)

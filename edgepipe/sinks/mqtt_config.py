@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from edgepipe.core.redact import redact_url
 
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
+DEVICE_ENV = "EDGEPIPE_DEVICE"
 USERNAME_ENV = "EDGEPIPE_MQTT_USERNAME"
 PASSWORD_ENV = "EDGEPIPE_MQTT_PASSWORD"
 _QUERY_KEYS = ("ca",)
@@ -139,8 +140,14 @@ def checked_level(what: str, text: str) -> str:
     return text
 
 
-def default_device() -> str:
-    """This machine's host name as a topic level (its first label: ``cam1.lan`` -> ``cam1``)."""
+def default_device(env: Mapping[str, str] | None = None) -> str:
+    """The device id of a sink given none: ``EDGEPIPE_DEVICE`` when set (checked, as a device
+    given on purpose is), else this machine's host name as a topic level (its first label:
+    ``cam1.lan`` -> ``cam1``). Two processes on one box need their own (one camera each)."""
+    env = os.environ if env is None else env
+    chosen = env.get(DEVICE_ENV, "")
+    if chosen:
+        return checked_level(f"device ({DEVICE_ENV})", chosen)
     name = socket.gethostname().split(".")[0]
     return topic_level(name) if name else "edgepipe"
 

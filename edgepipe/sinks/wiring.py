@@ -46,6 +46,7 @@ def add_mqtt_and_events(
     labels: Collection[str] = ("face",),
     min_score: float = 0.5,
     object_name: str = "face",
+    device: str = "",
 ) -> NodeRef | None:
     """Adds an :class:`~edgepipe.sinks.EventRecorder` stage (with ``events_dir``) and an
     :class:`~edgepipe.sinks.MqttSink` (with ``mqtt``) to ``p``; returns the recorder's node, if
@@ -71,7 +72,7 @@ def add_mqtt_and_events(
     if mqtt:
         from edgepipe.sinks.mqtt import MqttSink
 
-        sink = MqttSink(mqtt, pipeline=p, sources=sources, object_name=object_name)
+        sink = MqttSink(mqtt, device or None, pipeline=p, sources=sources, object_name=object_name)
         inputs = [*results, *([events] if events is not None else [])]
         p.sink("mqtt", sink, inputs=inputs, queue_size=16)
     return events

@@ -4,6 +4,7 @@ and face privacy's event clips hold the blurred picture, never the camera's."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -119,3 +120,40 @@ def test_face_privacy_event_clips_hold_the_blurred_picture(
             assert detail_after < 0.5 * detail_before, (result.seq, detail_before, detail_after)
             checked += 1
     assert checked >= 5
+
+
+@pytest.mark.slow
+async def test_two_processes_on_one_box_with_their_own_device_keep_their_sessions(
+    mosquitto: Mosquitto, centerface: Path, tmp_path: Path
+) -> None:
+    """The README's fleet layout, one process per camera on one box: ``--mqtt-device`` (or
+    ``EDGEPIPE_DEVICE``) gives each its own client id, topics and last will; with the host name
+    for both, the broker would close one's session each time the other connects."""
+    script = str(REPO / "pipelines" / "face_privacy.py")
+    common = ["--mqtt", mosquitto.url, "--duration", "6", "--source", "synthetic://320x240@10",
+              "--input-size", "320"]  # fmt: skip
+    async with subscribed(mosquitto.port, ("edgepipe/+/face_privacy/#",)) as sub:
+        cam1 = asyncio.create_subprocess_exec(
+            sys.executable, "-m", "edgepipe", "run", script, *common, "--mqtt-device", "cam1", cwd=tmp_path,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        cam2 = asyncio.create_subprocess_exec(
+            sys.executable, "-m", "edgepipe", "run", script, *common, cwd=tmp_path,
+            env={**os.environ, "EDGEPIPE_DEVICE": "cam2"},
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        processes = [await cam1, await cam2]
+        outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in processes)), 180)
+        for process, (_, stderr) in zip(processes, outputs, strict=True):
+            assert process.returncode == 0, stderr.decode()[-3000:]
+            assert b"reconnect" not in stderr, stderr.decode()[-3000:]
+        for device in ("cam1", "cam2"):
+            status = f"edgepipe/{device}/face_privacy/status"
+            await sub.wait_for(lambda s=status: [h.payload for h in sub.on(s)][-1:] == [b"offline"],
+                               what=f"{device}'s offline status")  # fmt: skip
+            assert [h.payload for h in sub.on(status)] == [b"online", b"offline"]  # once each: no takeover
+            assert sub.on(f"edgepipe/{device}/face_privacy/camera/detections")
+    broker_log = mosquitto.log.read_text()
+    assert "already connected" not in broker_log, broker_log[-3000:]
+    for client in ("edgepipe-cam1-face_privacy", "edgepipe-cam2-face_privacy"):
+        assert f"as {client}" in broker_log, broker_log[-3000:]

@@ -90,3 +90,10 @@ def test_names_become_safe_topic_levels_and_home_assistant_ids() -> None:
 def test_the_client_id_is_one_per_device_and_pipeline() -> None:
     ids = {client_id(d, p) for d in ("cam1", "cam2") for p in ("face_privacy", "describe_scene")}
     assert len(ids) == 4
+
+
+def test_the_device_comes_from_edgepipe_device_then_the_host_name() -> None:
+    assert default_device({"EDGEPIPE_DEVICE": "cam2"}) == "cam2"
+    assert default_device({"EDGEPIPE_DEVICE": ""}) == default_device({})
+    with pytest.raises(MqttConfigError, match="EDGEPIPE_DEVICE"):  # set on purpose: never changed
+        default_device({"EDGEPIPE_DEVICE": "cam/2"})
