@@ -200,14 +200,24 @@ class MqttSink:
         if group is None:
             return
         self._poll_states()  # a source that ended just now: its last state goes out too
+        error: BaseException | None = None
         try:
             if self.connection is not None and self._task is not None:
                 await self.connection.close(self._task, self.flush_s)
+        except BaseException as exc:  # the node's hook timeout (CancelledError) during the flush
+            error = exc
+            raise
+        finally:
+            # Whatever ended the flush, the sink's tasks end here (the state watcher never ends
+            # by itself): leaving the group waits for them, so none may be left running.
             for task in self._tasks:
                 task.cancel()
-        finally:
-            await group.__aexit__(None, None, None)
-            self._report()
+            try:
+                await group.__aexit__(
+                    type(error) if error else None, error, error.__traceback__ if error else None
+                )
+            finally:
+                self._report()
 
     # -- results ------------------------------------------------------------------------------
 
