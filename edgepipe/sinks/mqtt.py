@@ -17,7 +17,8 @@ whatever the connection is doing. A broker that is down when the pipeline starts
 error: the pipeline runs, the sink keeps trying, and the outbox keeps the newest results that
 fit (what it drops is counted by kind). The sink's gauges (``--stats``, ``/metrics``):
 ``connected`` (0/1), ``published``, ``dropped`` (and ``dropped_<kind>``), ``reconnects``,
-``failures`` (failed attempts and lost connections), ``outbox`` (messages waiting).
+``failures`` (failed attempts and lost connections), ``outbox`` (messages waiting), ``errors``
+(unexpected errors of the sink's own tasks: logged once, counted, never the node's error).
 
 Camera states come from the ``sources`` given (read twice a second: a
 :class:`~edgepipe.media.VideoSource`'s ``state_info``), from ``source_state`` results fed to
@@ -34,7 +35,7 @@ import importlib.util
 import logging
 import ssl
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.context import current_node
@@ -140,6 +141,9 @@ class MqttSink:
         self.backoff_max_s = backoff_max_s
         self.flush_s = 2.0
         """At the stop, how long the outbox may take to empty into a connected broker."""
+        self.errors = 0
+        """Unexpected errors in the sink's own tasks (a bug, a source whose state cannot be read):
+        logged once, counted in the ``errors`` gauge; never an error of the node."""
         self.unencodable = 0
         """Results that could not be encoded (logged once; never an error of the pipeline)."""
         self.connection: Connection | None = None
@@ -186,10 +190,13 @@ class MqttSink:
         group = asyncio.TaskGroup()
         await group.__aenter__()
         self._group = group
-        self._task = group.create_task(connection.run(), name=f"{node_id}:mqtt")
+        # A task of the group that raised would cancel the node's own task: each catches and
+        # counts what it did not expect (see _guarded), so a bug degrades the sink, not the node.
+        self._task = group.create_task(self._guarded("connection", connection.run()), name=f"{node_id}:mqtt")
         self._tasks = [self._task]
         if self.sources:
-            self._tasks.append(group.create_task(self._watch_sources(), name=f"{node_id}:mqtt-states"))
+            self._tasks.append(group.create_task(self._guarded("camera-state watcher", self._watch_sources()),
+                                                 name=f"{node_id}:mqtt-states"))  # fmt: skip
 
     async def process(self, item: Any) -> None:
         """Queue ``item`` for the broker; never waits."""
@@ -199,7 +206,7 @@ class MqttSink:
         group, self._group = self._group, None
         if group is None:
             return
-        self._poll_states()  # a source that ended just now: its last state goes out too
+        self._poll_states_safely()  # a source that ended just now: its last state goes out too
         error: BaseException | None = None
         try:
             if self.connection is not None and self._task is not None:
@@ -284,8 +291,30 @@ class MqttSink:
 
     async def _watch_sources(self) -> None:
         while True:
-            self._poll_states()
+            self._poll_states_safely()
             await asyncio.sleep(STATE_POLL_S)
+
+    def _poll_states_safely(self) -> None:
+        try:
+            self._poll_states()
+        except Exception as exc:  # a source's state_info that raises: counted, the watch goes on
+            self._error("camera-state watcher", exc)
+
+    async def _guarded(self, what: str, work: Coroutine[Any, Any, None]) -> None:
+        """Runs ``work`` (a task of the sink's group); an error other than CancelledError ends
+        it with one log line and a count, never the node's task."""
+        try:
+            await work
+        except Exception as exc:
+            self._error(what, exc)
+
+    def _error(self, what: str, exc: Exception) -> None:
+        self.errors += 1
+        if self.errors == 1:
+            log.error("the MQTT sink's %s failed (%s: %s); the pipeline goes on (further errors are "
+                      "counted in the 'errors' gauge)", what, type(exc).__name__, exc)  # fmt: skip
+        log.debug("the MQTT sink's %s failed", what, exc_info=True)
+        self._report()
 
     def _poll_states(self) -> None:
         for source in self.sources:
@@ -310,6 +339,7 @@ class MqttSink:
             gauges["published"] = sum(stats.published.values())
             gauges["reconnects"] = stats.reconnects
             gauges["failures"] = stats.failures
+        gauges["errors"] = self.errors + (connection.stats.errors if connection is not None else 0)
         gauges["outbox"] = len(self.outbox)
         gauges["dropped"] = self.outbox.dropped_total
         for kind, n in self.outbox.dropped.items():

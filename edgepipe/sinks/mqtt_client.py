@@ -52,6 +52,8 @@ class ConnectionStats:
     """Connections made (the first one and every reconnect)."""
     failures: int = 0
     """Connection attempts that failed and connections that were lost."""
+    errors: int = 0
+    """Unexpected errors (a bug) that ended a connection: logged, and the loop goes on."""
     published: Counter[str] = field(default_factory=Counter)
     """Publications the client library accepted (QoS 1: the broker acknowledged), by kind."""
     last_error: str = ""
@@ -104,7 +106,8 @@ class Connection:
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Connect, publish, reconnect, until :meth:`close`. Never raises but CancelledError."""
+        """Connect, publish, reconnect, until :meth:`close`. Never raises but CancelledError: an
+        unexpected error is logged, counted (``stats.errors``) and treated as a lost connection."""
         delay = self.backoff_initial_s
         while not self._closing.is_set():
             self._t_connected = None
@@ -113,6 +116,13 @@ class Connection:
             except aiomqtt.MqttError as exc:
                 self._failed(exc)
             except (OSError, ValueError) as exc:  # a TLS context that cannot work, a socket error
+                self._failed(exc)
+            except Exception as exc:  # a bug: one line, counted; the sink degrades, the node goes on
+                self.stats.errors += 1
+                if self.stats.errors == 1:
+                    log.error("[%s] MQTT connection error (%s: %s); reconnecting (further ones are counted "
+                              "in the 'errors' gauge)", self.node_id, type(exc).__name__, exc)  # fmt: skip
+                log.debug("[%s] MQTT connection error", self.node_id, exc_info=True)
                 self._failed(exc)
             finally:
                 if self.stats.connected:

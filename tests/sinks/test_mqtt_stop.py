@@ -1,4 +1,5 @@
-"""The MQTT sink's stop against a broker that stops answering: bounded by the node's timeout."""
+"""The MQTT sink's own tasks: a stop cut short by the node's timeout ends them; one that fails
+degrades the sink, never the node."""
 
 from __future__ import annotations
 
@@ -9,9 +10,14 @@ import signal
 
 import pytest
 
+from edgepipe import Pipeline
 from edgepipe.core.results import Message
+from edgepipe.core.run import run_async
 from edgepipe.sinks import MqttSink
+from edgepipe.testing import FakeSource
+from edgepipe.vision import Detections
 from tests.sinks.broker import Mosquitto, subscribed
+from tests.sinks.test_mqtt import frame
 
 pytestmark = pytest.mark.slow
 
@@ -52,3 +58,41 @@ async def test_a_stop_cut_short_during_the_flush_ends_the_sinks_tasks(mosquitto:
         assert all(task.done() for task in sink._tasks)
     finally:
         os.kill(mosquitto.process.pid, signal.SIGCONT)
+
+
+class BrokenCamera:
+    """A source whose state cannot be read (a bug in it)."""
+
+    source_id = "camera"
+
+    @property
+    def state_info(self) -> tuple[str, str]:
+        raise RuntimeError("state_info is broken")
+
+
+def run_with(sink: MqttSink) -> tuple[Pipeline, list[Detections]]:
+    p = Pipeline("test")
+    items = [frame(n, n % 2) for n in range(60)]
+    p.sink("mqtt", sink, inputs=p.source("results", FakeSource(items, interval_s=0.02)), queue_size=16)
+    return p, items
+
+
+@pytest.mark.timeout(60)
+async def test_a_failing_state_watcher_or_connection_degrades_the_sink_not_the_node(
+    mosquitto: Mosquitto,
+) -> None:
+    watcher = MqttSink(mosquitto.url, "cam1", pipeline="test", sources=[BrokenCamera()])
+    connection = MqttSink(mosquitto.url, "cam2", pipeline="test")
+
+    def bug(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the session")
+
+    connection.topics.status_publication = bug  # type: ignore[method-assign]
+    async with subscribed(mosquitto.port, ("edgepipe/cam1/test/camera/detections",)) as sub:
+        for sink in (watcher, connection):
+            p, items = run_with(sink)
+            report = await asyncio.wait_for(run_async(p), 30)
+            node = next(n for n in report.stats.nodes if n.node_id == "mqtt")
+            assert (node.items_in, node.errors, node.state) == (len(items), 0, "done"), node
+            assert node.gauges["errors"] >= 1, node.gauges
+        await sub.wait_for(lambda: len(sub.heard) == 60, what="cam1's detections")
