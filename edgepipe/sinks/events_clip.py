@@ -1,9 +1,12 @@
 """One event clip on disk: packets remuxed into an MP4, never re-encoded.
 
 A :class:`ClipWriter` writes to a hidden temporary name in the events folder
-(``.NAME.mp4.part``) and renames it to ``NAME.mp4`` once the file is complete (its index, the
-``moov``, written at close): a clip under its final name is always playable. A clip that got no
-packet, or whose file could not be completed, is removed instead.
+(``.NAME.PID.mp4.part``: the writer's process id, so that a process starting on a shared folder
+removes only what a dead one left) and renames it to ``NAME.mp4`` once the file is complete (its
+index, the ``moov``, written at close): a clip under its final name is always playable. The
+rename never replaces a clip: when another process took the name meanwhile (two recorders on one
+folder, one second, one source id), the clip takes the next free one (``-2``, ``-3`` …). A clip
+that got no packet, or whose file could not be completed, is removed instead.
 
 Packets keep the encoder's 90 kHz timestamps, moved so that the clip's first packet (a
 keyframe) is at 0. Blocking (file writes): runs on the recorder's worker thread.
@@ -12,6 +15,7 @@ keyframe) is at 0. Blocking (file writes): runs on the recorder's worker thread.
 from __future__ import annotations
 
 import contextlib
+import glob
 import logging
 import os
 import re
@@ -36,10 +40,46 @@ def clip_name(folder: Path, source_id: str, wall_s: float) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(wall_s))
     name = f"{source}-{stamp}.mp4"
     n = 1
-    while (folder / name).exists() or (folder / f".{name}.part").exists():
+    while _taken(folder, name):
         n += 1
         name = f"{source}-{stamp}-{n}.mp4"
     return name
+
+
+def part_name(name: str, pid: int | None = None) -> str:
+    """The hidden name clip ``name`` is written under by process ``pid`` (default: this one)."""
+    return f".{name.removesuffix('.mp4')}.{os.getpid() if pid is None else pid}.mp4.part"
+
+
+def _taken(folder: Path, name: str) -> bool:
+    # A clip of that name, or one being written under it by any process.
+    return (folder / name).exists() or any(
+        folder.glob(f".{glob.escape(name.removesuffix('.mp4'))}.*.mp4.part")
+    )
+
+
+def _place(part: Path, path: Path) -> Path:
+    """Rename ``part`` to ``path`` without replacing a file there (a hard link fails if the name
+    is taken): the next free name when taken. Raises ``OSError``."""
+    while True:
+        try:
+            os.link(part, path)
+        except FileExistsError:
+            stem = re.sub(r"-\d+$", "", path.name.removesuffix(".mp4"))
+            n = 2
+            while (path.parent / f"{stem}-{n}.mp4").exists():
+                n += 1
+            log.warning("event recordings: %s was taken meanwhile (another process?); saved as %s-%d.mp4",
+                        path, stem, n)  # fmt: skip
+            path = path.parent / f"{stem}-{n}.mp4"
+            continue
+        except OSError:  # a file system without hard links (FAT): a plain rename
+            if path.exists():
+                raise
+            os.replace(part, path)
+            return path
+        os.unlink(part)
+        return path
 
 
 class ClipWriter:
@@ -50,7 +90,7 @@ class ClipWriter:
     def __init__(self, folder: Path, name: str, width: int, height: int, base_pts: int) -> None:
         self.path = folder / name
         """Where the clip lands once finished."""
-        self.part = folder / f".{name}.part"
+        self.part = folder / part_name(name)
         self.base_pts = base_pts
         """The encoder's pts of the clip's first packet (its 0)."""
         self.frames = 0
@@ -89,7 +129,7 @@ class ClipWriter:
             ok = False
         if ok:
             try:
-                os.replace(self.part, self.path)
+                self.path = _place(self.part, self.path)
                 return self.path
             except OSError as exc:
                 log.error("event recordings: cannot name %s: %s; removed", self.path, exc)

@@ -1,7 +1,9 @@
 """Keeping an events folder within its limits: the oldest clips go first.
 
 Only clips the recorder names (``SOURCE-YYYYmmddTHHMMSSZ[-N].mp4``) are counted or deleted;
-any other file in the folder is left alone. A clip's age is its modification time (when it was
+any other file in the folder is left alone. Retention is per folder: recorders sharing one
+(several processes) each keep the whole folder within their own limits, so give them the same
+limits, or a folder each. A clip's age is its modification time (when it was
 finalized).
 """
 
@@ -17,8 +19,9 @@ log = logging.getLogger(__name__)
 
 CLIP_NAME = re.compile(r"^[A-Za-z0-9_.-]+-\d{8}T\d{6}Z(-\d+)?\.mp4$")
 """The names of finalized clips."""
-PART_NAME = re.compile(r"^\.[A-Za-z0-9_.-]+-\d{8}T\d{6}Z(-\d+)?\.mp4\.part$")
-"""The names of clips being written (left behind only by a process that was killed)."""
+PART_NAME = re.compile(r"^\.[A-Za-z0-9_.-]+-\d{8}T\d{6}Z(-\d+)?(?:\.(?P<pid>\d+))?\.mp4\.part$")
+"""The names of clips being written, with the writer's process id (left behind for good only
+by a process that was killed)."""
 
 
 def clips(folder: Path) -> list[tuple[float, str, int]]:
@@ -67,12 +70,31 @@ def prune(
     return deleted
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (in this PID namespace)."""
+    if pid == os.getpid():
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
+
+
 def remove_parts(folder: Path) -> list[str]:
-    """Delete clips a killed process left half-written (no index: not playable)."""
+    """Delete clips a killed process left half-written (no index: not playable): those whose
+    writer (the process id in the name) is gone. Another running process's clip is left alone."""
     removed = []
     with os.scandir(folder) as entries:
         for entry in entries:
-            if PART_NAME.match(entry.name) and entry.is_file(follow_symlinks=False):
+            match = PART_NAME.match(entry.name)
+            if match and match["pid"] and alive(int(match["pid"])):
+                continue
+            if match and entry.is_file(follow_symlinks=False):
                 try:
                     os.unlink(entry.path)
                     removed.append(entry.name)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from edgepipe.sinks.events_retention import clips, prune, remove_parts
@@ -44,7 +46,24 @@ def test_only_the_recorder_s_clips_are_counted_or_deleted(tmp_path: Path) -> Non
 
 
 def test_half_written_clips_left_by_a_killed_run_are_removed(tmp_path: Path) -> None:
-    part = _clip(tmp_path, ".cam-20250101T000001Z.mp4.part", 10, 0)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid names no process now
+    part = _clip(tmp_path, f".cam-20250101T000001Z.{dead.pid}.mp4.part", 10, 0)
     kept = _clip(tmp_path, ".hidden.part", 10, 0)
     assert remove_parts(tmp_path) == [part.name]
     assert kept.exists()
+
+
+def test_a_clip_another_running_process_writes_is_left_alone(tmp_path: Path) -> None:
+    """Several processes on one events folder: one starting never deletes another's clip."""
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as other:
+        try:
+            theirs = _clip(tmp_path, f".camera-20250101T000001Z.{other.pid}.mp4.part", 10, 0)
+            ours = _clip(tmp_path, f".camera-20250101T000001Z-2.{os.getpid()}.mp4.part", 10, 0)
+            assert remove_parts(tmp_path) == []
+            assert theirs.exists()
+            assert ours.exists()
+        finally:
+            other.kill()
+    other.wait()
+    assert remove_parts(tmp_path) == [theirs.name]
