@@ -169,20 +169,31 @@ class EventRecorder:
             raise OutputError(f"cannot use the events folder: {exc}", path=str(folder)) from exc
 
     async def stop(self) -> None:
-        """Finish a clip still being written (a forced stop), and let the worker go."""
+        """Finish a clip still being written (a forced stop), and let the worker go. When the
+        stop is cut short (the node's hook timeout) before the clip is finished, its hidden
+        file is removed: a process about to exit leaves nothing half-written behind."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
+        part = self.engine.part
+        finished = part is None
         try:
             if self.engine.recording:
                 loop = asyncio.get_running_loop()
                 messages = await loop.run_in_executor(pool, self.engine.close, "stopped")
+                finished = True
                 with contextlib.suppress(RuntimeError):
                     ctx = current_node()
                     for message in messages:
                         await ctx.emit_event(message.kind, message.data)
         finally:
             pool.shutdown(wait=False)
+            if not finished and part is not None:
+                # The worker may still be writing it: on POSIX it writes on into an unlinked
+                # file, and its rename then fails (and is logged).
+                with contextlib.suppress(OSError):
+                    part.unlink()
+                log.warning("event recordings: the stop came before %s was finished; removed", part)
 
     # -- the stream -------------------------------------------------------------------------------
 

@@ -99,6 +99,12 @@ class RecorderEngine:
     def recording(self) -> bool:
         return self._clip is not None
 
+    @property
+    def part(self) -> Path | None:
+        """The hidden file of the clip being written, if any."""
+        clip = self._clip
+        return clip.writer.part if clip is not None else None
+
     def frame(self, frame: Frame) -> list[Message]:
         with self._lock:
             out: list[Message] = []
