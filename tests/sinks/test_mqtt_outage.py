@@ -17,6 +17,7 @@ from tests.sinks.mqtt_pipeline import pipeline
 pytestmark = pytest.mark.slow
 ROOT = "edgepipe/cam1/mqtt_test"
 OUTBOX = 40
+BEFORE_S = 5
 
 
 def figures(runtime: Runtime) -> tuple[int, dict[str, Any]]:
@@ -42,8 +43,8 @@ async def test_a_broker_outage_neither_slows_the_camera_nor_grows_memory(tmp_pat
 
     async def outage(runtime: Runtime) -> None:
         await until(lambda: figures(runtime)[1].get("connected") == 1, 10, "connected")
-        frames_0, _ = figures(runtime)
-        await asyncio.sleep(3)
+        frames_0, start = figures(runtime)
+        await asyncio.sleep(BEFORE_S)
         frames_1, before = figures(runtime)
         await asyncio.to_thread(broker.stop)  # SIGTERM: the broker saves its sessions and goes
         t_stop = time.monotonic()
@@ -55,8 +56,11 @@ async def test_a_broker_outage_neither_slows_the_camera_nor_grows_memory(tmp_pat
         await until(lambda: figures(runtime)[1]["connected"] == 1, 15, "reconnected by itself")
         await until(lambda: figures(runtime)[1]["outbox"] == 0, 10, "the outbox sent")
         await asyncio.sleep(1)
-        seen.update(rate_before=(frames_1 - frames_0) / 3, rate_during=(frames_2 - frames_1) / 10,
-                    before=before, during=during)  # fmt: skip
+        # Rates over whole windows (5 s, the 10 s outage): the camera's, and the sink's intake,
+        # which would stall if publishing ever made process() wait for the broker.
+        seen.update(rate_before=(frames_1 - frames_0) / BEFORE_S, rate_during=(frames_2 - frames_1) / 10,
+                    taken_before=(before["items"] - start["items"]) / BEFORE_S,
+                    taken_during=(during["items"] - before["items"]) / 10, before=before, during=during)  # fmt: skip
         runtime.request_stop()
 
     try:
@@ -69,15 +73,19 @@ async def test_a_broker_outage_neither_slows_the_camera_nor_grows_memory(tmp_pat
             )
     finally:
         broker.stop()
-    # The camera went on at its own rate: the sink never made it wait.
-    assert seen["rate_before"] > 10
-    assert seen["rate_during"] > 0.8 * seen["rate_before"], seen
+    # The camera went on at its own rate, and the sink kept taking results: it never waited for
+    # the broker (a blocked sink takes next to nothing for the outage's 10 s). Generous bounds:
+    # a busy 2-core machine slows both a little.
+    assert seen["rate_before"] > 5, seen
+    assert seen["rate_during"] > 0.5 * seen["rate_before"], seen
+    assert seen["taken_before"] > 3, seen
+    assert seen["taken_during"] > 0.5 * seen["taken_before"], seen
     # Memory stayed within the bound; what did not fit was counted, the detections (lowest rank) first.
     assert seen["outbox_max"] <= OUTBOX
     sink = next(n.gauges for n in report.stats.nodes if n.node_id == "mqtt")
     made = seen["during"]["items"] - seen["before"]["items"]
     assert sink["dropped"] == sink["dropped_detections"] >= made - OUTBOX
-    assert sink["reconnects"] == 1
+    assert sink["reconnects"] >= 1  # one outage; a loaded machine may drop a connection more
     # Every detection the sink was given reached the subscriber or was counted as dropped, but
     # for the few QoS 0 ones on the wire when the broker went (at most half a second's worth).
     given = next(n.items_in for n in report.stats.nodes if n.node_id == "mqtt")
