@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from edgepipe import __version__, cli_bench, cli_models, cli_run
+from edgepipe import __version__, cli_bench, cli_deploy, cli_models, cli_run
 from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.redact import RedactingFilter
@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
     cli_models.add_parser(sub)
     cli_bench.add_parser(sub)
+    cli_deploy.add_parsers(sub)
 
     health_p = sub.add_parser(
         "health",
@@ -122,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_models.main(args)
     if args.command == "bench":
         return cli_bench.main(args)
+    if cli_deploy.handles(args.command):
+        return cli_deploy.main(args)
     if args.command == "health":
         from edgepipe.health import check
 

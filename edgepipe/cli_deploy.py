@@ -1,0 +1,63 @@
+"""The deployment commands (``plan``, ``check-ops``, ``quantize``, ``compare``, ``doctor``,
+``trace``): one module each, ``edgepipe.cli_deploy_NAME``, with ``add_parser(sub)`` and
+``main(args) -> int``. They are imported when the parser is built (keep their top level light:
+heavy imports go inside ``main``), and share :mod:`edgepipe.deploy.output`'s conventions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import sys
+from types import ModuleType
+from typing import Any
+
+from edgepipe.deploy.output import EXIT_PROBLEMS, EXIT_USAGE, MissingExtra, error
+
+COMMANDS = ("plan", "check-ops", "quantize", "compare", "doctor", "trace")
+
+
+def _module_name(command: str) -> str:
+    return "edgepipe.cli_deploy_" + command.replace("-", "_")
+
+
+def _modules() -> dict[str, ModuleType]:
+    found = {}
+    for command in COMMANDS:
+        name = _module_name(command)
+        if importlib.util.find_spec(name) is not None:
+            found[command] = importlib.import_module(name)
+    return found
+
+
+def add_parsers(sub: Any) -> None:
+    for module in _modules().values():
+        module.add_parser(sub)
+
+
+def handles(command: str | None) -> bool:
+    return command in COMMANDS
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``args.command``; a missing optional package is a one-line error, exit 2; an
+    unexpected failure is one line too (``--debug`` where the command has it shows the trace)."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    module = importlib.import_module(_module_name(args.command))
+    try:
+        code: int = module.main(args)
+    except MissingExtra as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
+        return EXIT_PROBLEMS
+    return code
