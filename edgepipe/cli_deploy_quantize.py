@@ -67,7 +67,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument("model", help="an .onnx file, a folder holding one, or a registry name (centerface)")
-    p.add_argument("--calib", required=True, metavar="VIDEO|DIR", help="a video, or a folder of images")
+    p.add_argument("--calib", metavar="VIDEO|DIR", help="a video, or a folder of images (required)")
     p.add_argument(
         "-o",
         "--output",
@@ -135,6 +135,9 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.list_nodes:
         return _list_nodes(source, args.format)
+    if not args.calib:
+        error("quantize needs calibration frames: --calib VIDEO or --calib FOLDER_OF_IMAGES")
+        return EXIT_USAGE
     calib = Path(args.calib).expanduser()
     if not calib.exists():
         error(f"--calib {args.calib}: no such file or folder; give a video or a folder of images")
