@@ -243,7 +243,7 @@ class RecorderEngine:
             "event recordings: saved %s (%.1f s, %d frames, %s)", path, writer.duration_s, writer.frames, why
         )
         try:
-            prune(self.folder, self.limits.max_bytes, self.limits.max_age_s)
+            prune(self.folder, self.limits.max_bytes, self.limits.max_age_s, keep=path.name)
         except OSError as exc:
             log.warning("event recordings: cannot apply retention in %s: %s", self.folder, exc)
         return [self._message("end", clip, why, path)]
