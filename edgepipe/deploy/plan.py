@@ -154,7 +154,8 @@ def advise(result: CapacityPlan) -> list[str]:
             decoded = target.device.decode if target.device else {}
             hardware = ", ".join(c for c, lim in decoded.items() if lim) or "none listed"
             lines.append(
-                f"{load.codec}: decoded on the CPU here; cameras in a codec decoded in hardware ({hardware}) spare it"
+                f"{load.codec}: decoded on the CPU here; cameras in a codec decoded in hardware "
+                f"({hardware}) spare it"
             )
     return lines
 

@@ -76,7 +76,7 @@ class DecodeLoad:
     def verdict(self) -> str:
         total = sum(s.count for s in self.streams)
         if self.limits is None:
-            return f"{self.codec}: {total} stream(s); no decoder figure for {self.codec} on this device in the table"
+            return f"{self.codec}: {total} stream(s); the table has no decoder figure for {self.codec} here"
         if self.limits == ():
             return (
                 f"{self.codec}: {total} stream(s); this device has no {self.codec} hardware decoder: "
