@@ -6,10 +6,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import tiny_lm
 
-from tests.deploy.conftest import CONFIG, tiny_lm_dirs  # noqa: F401  (the fixture, for this module)
+from tests.deploy.conftest import CONFIG
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("plan_cli_lm")
+    return {layout: tiny_lm.write(root / layout, CONFIG, layout).parent for layout in ("concat", "gqa")}
 
 
 def plan(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -34,7 +41,8 @@ def test_text_prints_every_term_and_what_to_change() -> None:
     assert "6.0 GB x 20 tokens/s = 120.0 GB/s of 68 GB/s" in out
     assert ("32 layers x 2 (K and V) x 2048 positions x 8 KV heads x head dim 128 x 2 bytes = "
             "268,435,456 bytes (268.4 MB)") in out  # fmt: skip
-    assert "8x too small" in out and "4x too big" in out
+    assert "8x too small" in out
+    assert "4x too big" in out
     assert "binds first: bandwidth" in out
     assert "quantize the weights to int8" in out
     assert "plan: does NOT fit" in out
@@ -44,7 +52,8 @@ def test_a_long_context_is_shortened_in_the_advice() -> None:
     done = plan("--param-count", "1e9", "--dtype", "int4", "--layers", "32", "--kv-heads", "8",
                 "--head-dim", "128", "--max-seq-len", "32768", "--sequences", "4", "--ram-gb", "8")  # fmt: skip
     assert done.returncode == 1
-    assert "shorten the context to" in done.stdout and "serve at most" in done.stdout
+    assert "shorten the context to" in done.stdout
+    assert "serve at most" in done.stdout
 
 
 def test_a_model_read_from_its_onnx_file(tiny_lm_dirs: dict[str, Path]) -> None:
@@ -73,22 +82,27 @@ def test_a_pipeline_file_is_planned_through_the_memory_plan(tiny_lm_dirs: dict[s
     out = done.stdout
     assert "memory plan of 'describe_scene'" in out
     assert "describe  KV cache (concat, 64 positions)" in out  # the runner's own reservation
-    assert "model describe (" in out and "2 layers x 2 (K and V) x 64 positions x 2 KV heads" in out
+    assert "model describe (" in out
+    assert "2 layers x 2 (K and V) x 64 positions x 2 KV heads" in out
     assert "camera (synthetic, as h264): 1 x 640x480@15 h264" in out
 
 
 def test_a_pipeline_parameter_that_is_wrong_is_exit_2(tiny_lm_dirs: dict[str, Path]) -> None:
     done = plan("pipelines/describe_scene.py", "--model", tiny_lm_dirs["concat"], "--every-s", "-1")
-    assert done.returncode == 2 and "every" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert "every" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_a_device_typo_is_exit_2_with_did_you_mean() -> None:
     done = plan("--param-count", "3e9", "--device", "jetson-orin-nx-16")
     assert done.returncode == 2
     assert done.stderr.startswith("edgepipe: error: --device: no device 'jetson-orin-nx-16'")
-    assert "did you mean 'jetson-orin-nx-16gb'" in done.stderr and "Traceback" not in done.stderr
+    assert "did you mean 'jetson-orin-nx-16gb'" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_nothing_to_plan_is_exit_2() -> None:
     done = plan("--device", "rk3588")
-    assert done.returncode == 2 and "nothing to plan" in done.stderr
+    assert done.returncode == 2
+    assert "nothing to plan" in done.stderr

@@ -31,7 +31,8 @@ def test_the_kv_cache_is_printed_with_every_term() -> None:
     )
     without, with_heads = kv.other_forms(heads=32)
     assert "33.6 MB: 8x too small" in without
-    assert "1.1 GB: 4x too big" in with_heads and "grouped-query" in with_heads
+    assert "1.1 GB: 4x too big" in with_heads
+    assert "grouped-query" in with_heads
 
 
 def test_no_gqa_warning_when_every_head_has_its_own_kv() -> None:
@@ -43,7 +44,8 @@ def test_the_kv_cache_needs_the_models_shape() -> None:
     assert kv_terms(ModelFacts.from_count(3e9, "fp16"), 2048) is None
     shaped = ModelFacts.from_count(3e9, "int4", layers=28, kv_heads=8, head_dim=128)
     terms = kv_terms(shaped, 4096)
-    assert terms is not None and terms.itemsize == 2  # int4 weights, fp16 cache
+    assert terms is not None
+    assert terms.itemsize == 2
 
 
 def test_advice_names_the_first_dtype_that_fits_or_what_would() -> None:

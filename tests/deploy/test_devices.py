@@ -17,7 +17,8 @@ def test_every_data_file_names_its_source_and_every_unsure_field_exists() -> Non
         assert len(data["source"]) > 20, file.name
     for device in devices().values():
         assert set(device.unsure) <= {"bandwidth_gb_s", "ram_gb", "compute_tops", "decode"}, device.name
-        assert device.bandwidth_gb_s and device.ram_gb, device.name
+        assert device.bandwidth_gb_s, device.name
+        assert device.ram_gb, device.name
 
 
 def test_the_families_the_issue_names_are_there() -> None:

@@ -22,7 +22,8 @@ def test_the_facts_are_read_from_the_onnx_file(tiny_lm_dirs: dict[str, Path], la
     )
     # The weights, plus the few small tables (rotary cos/sin) the graph keeps as initializers.
     assert CONFIG.parameters() <= facts.params < CONFIG.parameters() * 1.01
-    assert facts.dtype == "fp32" and facts.kv_dtype == "fp32"
+    assert facts.dtype == "fp32"
+    assert facts.kv_dtype == "fp32"
     assert facts.weight_bytes == pytest.approx(4 * facts.params, rel=0.01)
     concat_note = any("two buffers" in n for n in facts.notes)
     assert concat_note == (layout == "concat")
