@@ -197,7 +197,7 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
             reserved = {f: "an option of edgepipe plan" for f in _option_flags()}
             graph = load_graph(args.target, extra, reserved, args.params)
             report, models, found, notes = plan_pipeline(
-                graph, target, args.tokens_per_s, args.sequences, codec
+                graph, target, args.tokens_per_s, args.sequences, codec, streams
             )
             streams += found
         else:

@@ -10,6 +10,7 @@ otherwise the weights, the KV caches and the streams' frame pools are reserved h
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +101,7 @@ def reserve_model(
         plan.reserve(owner, what, kv.nbytes * sequences, hint="shorten the context")
 
 
-def reserve_streams(plan: MemoryPlan, streams: list[StreamSet]) -> None:
+def reserve_streams(plan: MemoryPlan, streams: Sequence[StreamSet]) -> None:
     """Each stream's frame pool, as a source with one consumer would size it."""
     for n, s in enumerate(streams):
         what, nbytes = frame_pool_size(pool_capacity(None, (1,)), s.width, s.height)

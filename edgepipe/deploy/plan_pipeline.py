@@ -18,7 +18,7 @@ from typing import Any
 from edgepipe.core.graph import Graph
 from edgepipe.core.loader import read_pipeline
 from edgepipe.core.planning import PlanReport, plan_graph
-from edgepipe.deploy.plan import ModelPlan, Target, memory_plan, model_plan
+from edgepipe.deploy.plan import ModelPlan, Target, memory_plan, model_plan, reserve_streams
 from edgepipe.deploy.plan_decode import CODECS, StreamSet
 from edgepipe.deploy.plan_model import cache_positions, read_model
 from edgepipe.lm.worker import LMWorker
@@ -34,10 +34,18 @@ def load_graph(path: str, args: Sequence[str], reserved: Mapping[str, str], para
 
 
 def plan_pipeline(
-    graph: Graph, target: Target, tokens_per_s: float | None, sequences: int, codec: str
+    graph: Graph,
+    target: Target,
+    tokens_per_s: float | None,
+    sequences: int,
+    codec: str,
+    more_streams: Sequence[StreamSet] = (),
 ) -> tuple[PlanReport, list[ModelPlan], list[StreamSet], list[str]]:
-    """(memory plan, language models, streams, notes) of ``graph`` against ``target``."""
-    report = plan_graph(graph, memory_plan(target))
+    """(memory plan, language models, streams, notes) of ``graph`` against ``target``;
+    ``more_streams`` (``--streams``) are decoded besides the pipeline's own sources."""
+    plan = memory_plan(target)
+    reserve_streams(plan, more_streams)
+    report = plan_graph(graph, plan)
     models: list[ModelPlan] = []
     streams: list[StreamSet] = []
     notes: list[str] = []
