@@ -5,8 +5,8 @@
     edgepipe plan pipelines/describe_scene.py --model ./model-dir --device raspberry-pi-5
 
 A pipeline file's own parameters follow it, as for ``edgepipe run``. Exit 0: it fits; 1: a
-limit is passed (bandwidth, compute, memory, decoder) or a model could not be read; 2: the
-command line is wrong.
+limit is passed (bandwidth, compute, memory, decoder); 2: the command line or an input (a model
+file, a pipeline file or its parameters) is wrong.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     _add_options(p)
+    p.set_defaults(plan_parser=p)
 
 
 def _split_rest(rest: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -130,6 +131,8 @@ def main(args: argparse.Namespace) -> int:
     if args.list_devices:
         return _list(args, devices())
     is_pipeline = args.target is not None and args.target.endswith(PIPELINE_SUFFIX)
+    if {"-h", "--help"} & set(extra):
+        return _help(args)
     if extra and not is_pipeline:
         error(f"unrecognized arguments: {' '.join(extra)}")
         return EXIT_USAGE
@@ -140,6 +143,25 @@ def main(args: argparse.Namespace) -> int:
             raise
         error(str(exc))
         return EXIT_USAGE
+
+
+def _help(args: argparse.Namespace) -> int:
+    """``edgepipe plan FILE --help``: the options, then the pipeline's parameters."""
+    from edgepipe import cli_params
+    from edgepipe.core.errors import PipelineError
+    from edgepipe.core.loader import read_pipeline
+
+    parser: argparse.ArgumentParser = args.plan_parser
+    if args.target is not None and args.target.endswith(PIPELINE_SUFFIX):
+        try:
+            reserved = {f: "an option of edgepipe plan" for f in _option_flags()}
+            cli_params.add_parameters(parser, read_pipeline(args.target, reserved=reserved))
+        except PipelineError as exc:
+            parser.print_help()
+            error(f"{exc} (so its parameters cannot be listed)")
+            return EXIT_USAGE
+    parser.print_help()
+    return EXIT_OK
 
 
 def _default(key: str) -> Any:
@@ -210,8 +232,8 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
     except EdgepipeError as exc:
         if args.debug:
             raise
-        error(str(exc))
-        return EXIT_USAGE if is_pipeline else EXIT_PROBLEMS
+        error(str(exc))  # a missing model, not a decoder, a wrong pipeline file or parameter
+        return EXIT_USAGE
     result = planning.build(target, models, report, streams)
     if args.format == "json":
         print_json(planning.as_dict(result) | {"notes": notes})

@@ -106,3 +106,22 @@ def test_nothing_to_plan_is_exit_2() -> None:
     done = plan("--device", "rk3588")
     assert done.returncode == 2
     assert "nothing to plan" in done.stderr
+
+
+def test_too_many_streams_for_the_decoder_say_how_many_fit() -> None:
+    done = plan("--streams", "20", "--resolution", "1920x1080", "--fps", "30", "--codec", "hevc",
+                "--device", "jetson-orin-nano-8gb", "--format", "json")  # fmt: skip
+    assert done.returncode == 1
+    (load,) = json.loads(done.stdout)["decode"]
+    assert load["max_streams"] == 11
+    assert "at most 11 stream(s) of 1920x1080@30" in json.loads(done.stdout)["advice"][0]
+
+
+def test_a_missing_model_is_exit_2_and_a_pipelines_help_lists_its_parameters(tmp_path: Path) -> None:
+    done = plan(tmp_path / "missing.onnx")
+    assert done.returncode == 2
+    assert done.stderr.startswith("edgepipe: error: model ")
+    helped = plan("pipelines/describe_scene.py", "--help")
+    assert helped.returncode == 0
+    assert "--tokens-per-s" in helped.stdout
+    assert "--every-s" in helped.stdout
