@@ -22,13 +22,14 @@ Needs the ``onnx`` package (the ``[deploy]`` extra); callers check it with
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edgepipe.infer.onnxfile import free_image_dims
-from edgepipe.infer.registry import ModelEntry, looks_like_path, resolve
+from edgepipe.infer.registry import REGISTRY, ModelEntry, looks_like_path, resolve
 
 PER_CHANNEL_OPSET = 13
 
@@ -44,7 +45,9 @@ class SourceModel:
     path: Path
     name: str
     entry: ModelEntry | None
-    """The registry's entry, for a model named by the registry."""
+    """The registry's entry, for a registry model (named, or the same file given by path)."""
+    by_name: bool = False
+    """Named by the registry (its file is in the cache, not in a folder of the user's)."""
 
     @property
     def free_image_dims(self) -> bool:
@@ -59,9 +62,9 @@ def find_model(model: str) -> SourceModel:
         onnx_files = sorted(candidate.glob("*.onnx"))
         named = candidate / "model.onnx"
         if named.is_file():
-            return SourceModel(named, named.name, None)
+            return SourceModel(named, named.name, _known(named))
         if len(onnx_files) == 1:
-            return SourceModel(onnx_files[0], onnx_files[0].name, None)
+            return SourceModel(onnx_files[0], onnx_files[0].name, _known(onnx_files[0]))
         what = "no .onnx file" if not onnx_files else f"{len(onnx_files)} .onnx files and no model.onnx"
         raise ModelChoiceError(f"{model}: {what} in this folder; name the file")
     if candidate.is_file() or looks_like_path(model):
@@ -69,9 +72,19 @@ def find_model(model: str) -> SourceModel:
             raise ModelChoiceError(f"{model}: no such file; give an .onnx file, a folder or a registry name")
         if candidate.suffix.lower() != ".onnx":
             raise ModelChoiceError(f"{model}: not an .onnx file")
-        return SourceModel(candidate, candidate.name, None)
+        return SourceModel(candidate, candidate.name, _known(candidate))
     resolved = resolve(model)
-    return SourceModel(resolved.path, resolved.name, resolved.entry)
+    return SourceModel(resolved.path, resolved.name, resolved.entry, by_name=True)
+
+
+def _known(file: Path) -> ModelEntry | None:
+    """The registry's entry for a file that is one of its models (same size and sha256): a
+    copy of CenterFace given by path is loaded as the registry's, its dims freed."""
+    size = file.stat().st_size
+    for entry in REGISTRY.values():
+        if entry.size_bytes == size and hashlib.sha256(file.read_bytes()).hexdigest() == entry.sha256:
+            return entry
+    return None
 
 
 def prepare(source: SourceModel, target: Path, *, per_channel: bool) -> Any:
@@ -151,5 +164,5 @@ def head_nodes(model: Any) -> list[str]:
 def default_output(source: SourceModel, cwd: Path) -> Path:
     """``<stem>.int8.onnx`` next to a model file the user gave, in ``cwd`` for a registry one
     (the cache is not the user's folder)."""
-    folder = cwd if source.entry is not None else source.path.parent
+    folder = cwd if source.by_name else source.path.parent
     return folder / f"{source.path.stem}.int8.onnx"
