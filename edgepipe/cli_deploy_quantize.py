@@ -142,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
     if not calib.exists():
         error(f"--calib {args.calib}: no such file or folder; give a video or a folder of images")
         return EXIT_USAGE
-    output = Path(args.output).expanduser() if args.output else default_output(source, Path.cwd())
+    output = Path(args.output).expanduser() if args.output else default_output(source, Path())
     if output.is_dir():
         error(f"-o {output}: is a folder; give the path of the .onnx file to write")
         return EXIT_USAGE
