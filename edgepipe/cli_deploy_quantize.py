@@ -117,6 +117,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--list-nodes", action="store_true", help="list the model's nodes (for --exclude) and exit"
     )
+    p.add_argument(
+        "--adapter",
+        default="auto",
+        metavar="FAMILY",
+        help="the detector family whose outputs to decode: centerface, yolov5, yolov8, yolo-nms, ssd "
+        "(default auto: the registry's, or read from the outputs)",
+    )
     p.add_argument("--debug", action="store_true", help="full tracebacks")
     add_format(p)  # fmt: skip
 
@@ -127,7 +134,11 @@ def main(args: argparse.Namespace) -> int:
     from edgepipe.deploy.quantize import QuantizeOptions, quantize
     from edgepipe.deploy.quantize_model import ModelChoiceError, default_output, find_model
     from edgepipe.infer.errors import InferError
+    from edgepipe.vision.adapters import ADAPTERS, AdapterError
 
+    if args.adapter != "auto" and args.adapter not in ADAPTERS:
+        error(f"--adapter {args.adapter}: use auto or one of {', '.join(ADAPTERS)}")
+        return EXIT_USAGE
     try:
         source = find_model(args.model)
     except (ModelChoiceError, InferError) as exc:
@@ -158,6 +169,7 @@ def main(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         calibration_frames=args.frames, held_out_frames=args.held_out, exclude=tuple(args.exclude),
         per_channel=not args.per_tensor, method=args.method, input_size=args.input_size, iou=args.iou,
+        adapter=args.adapter,
     )  # fmt: skip
     with progress("calibrating", args.frames) as bar:
         steps = _Steps(bar, args.held_out)
@@ -165,6 +177,13 @@ def main(args: argparse.Namespace) -> int:
             report = quantize(source, output, calib, options, calibrating=steps.calibrating,
                               checking=steps.checking)  # fmt: skip
         except (CalibError, ModelChoiceError) as exc:
+            error(str(exc))
+            return EXIT_USAGE
+        except AdapterError as exc:
+            error(f"{source.name}: quantize takes a detector whose outputs edgepipe decodes (the check "
+                  f"compares detections); name its family with --adapter ({exc})")  # fmt: skip
+            return EXIT_USAGE
+        except InferError as exc:
             error(str(exc))
             return EXIT_USAGE
     agreement = report.check.agreement
