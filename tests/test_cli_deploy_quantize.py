@@ -112,3 +112,16 @@ def test_without_the_onnx_package_it_names_the_extra(tmp_path: Path) -> None:
     assert errors(done) == [
         "edgepipe: error: edgepipe quantize needs the 'onnx' package: pip install 'edgepipe[deploy]'"
     ]
+
+
+@pytest.mark.slow
+def test_a_model_that_is_no_detector_is_exit_2_naming_the_adapter_flag(tmp_path: Path, clip: Path) -> None:
+    from tests.onnx_builders import add_model
+
+    model = add_model(tmp_path / "add.onnx", shape=(1, 3, "H", "W"))
+    done = quantize(model, "--calib", clip, "--frames", "2", "--held-out", "1", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = errors(done)
+    assert line.startswith("edgepipe: error: add.onnx: quantize takes a detector")
+    assert "--adapter" in line
+    assert not (tmp_path / "add.int8.onnx").exists()  # refused before anything was written
