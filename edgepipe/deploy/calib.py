@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
 _WRAPPABLE = ("yuv420p", "yuvj420p", "nv12")
+SEEK_WHEN = 8
+"""Seek to each frame wanted when they are more than this many frames apart on average."""
 
 
 class CalibError(ValueError):
@@ -108,17 +110,43 @@ def _video_frames(path: Path, count: int) -> Iterator[Frame]:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         length = stream.frames or _estimate_frames(container, stream)
-        wanted = set(spaced(count, length)) if length else None
+        wanted = spaced(count, length)
         found = 0
-        for index, picture in enumerate(container.decode(stream)):
-            if index % 15 if wanted is None else index not in wanted:
-                continue
-            yield _wrap(picture, path.name, found)
-            found += 1
-            if found >= count or (wanted is not None and index >= max(wanted)):
-                break
+        if wanted and length > SEEK_WHEN * len(wanted):
+            # Far apart (a long video): seek to each rather than decode everything between.
+            for picture in _seek(container, stream, wanted):
+                yield _wrap(picture, path.name, found)
+                found += 1
+        else:
+            chosen = set(wanted)
+            for index, picture in enumerate(container.decode(stream)):
+                if index % 15 if not chosen else index not in chosen:
+                    continue
+                yield _wrap(picture, path.name, found)
+                found += 1
+                if found >= count or (chosen and index >= wanted[-1]):
+                    break
         if found == 0:
             raise CalibError(f"{path}: no frame could be decoded")
+
+
+def _seek(container: Any, stream: Any, wanted: list[int]) -> Iterator[Any]:
+    """The frame at or just after each of the ``wanted`` frame indices, by seeking to the
+    keyframe before it and decoding forward; stops early where the container cannot seek."""
+    rate = float(stream.average_rate or stream.guessed_rate)
+    base = float(stream.time_base)
+    start = stream.start_time or 0
+    for index in wanted:
+        target = start + int(index / rate / base)
+        try:
+            container.seek(target, stream=stream, backward=True)
+        except av.error.FFmpegError as exc:
+            log.debug("cannot seek in %s (%s): fewer calibration frames", container.name, exc)
+            return
+        for picture in container.decode(stream):
+            if picture.pts is None or picture.pts >= target:
+                yield picture
+                break
 
 
 def _estimate_frames(container: Any, stream: Any) -> int:

@@ -71,3 +71,11 @@ def test_inputs_that_give_no_frames_are_refused_naming_them(tmp_path: Path) -> N
         read_frames(broken, 4, 2)
     with pytest.raises(CalibError, match="no such file"):
         read_frames(tmp_path / "missing.mp4", 4, 2)
+
+
+def test_frames_far_apart_are_sought_to_and_taken_where_they_are_wanted(make_clip: Callable[..., Path]) -> None:
+    clip = make_clip("long.mp4", width=320, height=192, fps=15, seconds=4)
+    sets = read_frames(clip, 3, 1)
+    times = sorted(f.time_s or 0.0 for f in sets.calibration + sets.held_out)
+    # spaced(4, 60) = frames 7, 22, 37 and 52 of 60, at 15 fps.
+    assert times == pytest.approx([7 / 15, 22 / 15, 37 / 15, 52 / 15], abs=1.5 / 15)
