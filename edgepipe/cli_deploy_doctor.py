@@ -92,7 +92,8 @@ def _lines(record: Any) -> list[str]:
     facts = [NAMES.get(record.kind, record.kind)]
     decode = details.get("decode") or {}
     if decode.get("codec"):
-        facts.append(f"{decode['codec']} {decode.get('pix_fmt') or '?'} {decode.get('width')}x{decode.get('height')}")
+        shape = [decode["codec"], decode.get("pix_fmt"), f"{decode.get('width')}x{decode.get('height')}"]
+        facts.append(" ".join(str(s) for s in shape if s))
         if decode.get("frames"):
             facts.append(f"decoded {decode['frames']} frame{'s' if decode['frames'] > 1 else ''}")
     if "encoding" in details:

@@ -138,6 +138,15 @@ def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
             "what wrote the rest",
         )
         return
+    if found.mixed:
+        diag.add(
+            f"two encodings in one file: UTF-8 (with non-ASCII text) up to line {found.bad_line}, "
+            f"then {where}; from there it is likely {found.label}",
+            f"convert the lines from {found.bad_line} on: decode each line as UTF-8 and, where that "
+            f'fails, as {found.encoding} (line.decode("{found.encoding}")); then make the writer '
+            "use one encoding",
+        )
+        return
     diag.add(
         f"not UTF-8: {where}; the text is likely {found.label} ({found.score:.0%} of its "
         "non-ASCII characters are common ones in it)",

@@ -43,6 +43,8 @@ class TextGuess:
     bad_column: int | None = None
     bad_bytes: bytes = b""
     scores: tuple[tuple[str, float], ...] = ()
+    mixed: bool = False
+    """UTF-8 with non-ASCII characters before the first bad byte: two encodings in one file."""
 
     @property
     def label(self) -> str:
@@ -83,8 +85,12 @@ def guess(sample: bytes) -> TextGuess:
     offset = bad
     line = sample.count(b"\n", 0, offset) + 1
     column = offset - (sample.rfind(b"\n", 0, offset) + 1) + 1
-    where = {"bad_offset": offset, "bad_line": line, "bad_column": column, "bad_bytes": sample[offset : offset + 4]}
-    scores = tuple((name, _score(sample, name)) for name in LEGACY)
+    line_start = sample.rfind(b"\n", 0, offset) + 1
+    where = {"bad_offset": offset, "bad_line": line, "bad_column": column, "bad_bytes": sample[offset : offset + 4],
+             "mixed": max(sample[:line_start], default=0) >= 0x80}  # fmt: skip
+    # The evidence is what UTF-8 fails on (from that line on): a file whose start is UTF-8 and
+    # whose appended lines are GBK is scored on the GBK.
+    scores = tuple((name, _score(sample[line_start:], name)) for name in LEGACY)
     best, score = max(scores, key=lambda s: s[1])
     if score < MIN_SCORE:
         return TextGuess("unknown", score, scores=scores, **where)  # type: ignore[arg-type]
@@ -107,9 +113,10 @@ def _utf16_order(sample: bytes) -> str | None:
         return None
     even = sample[0:n:2].count(0) / (n // 2)
     odd = sample[1:n:2].count(0) / (n // 2)
-    if odd >= 0.1 and even < 0.01:
+    # ASCII characters put a zero in one byte of their pair; a CJK character rarely does (U+5F00)
+    if odd >= 0.1 and even <= odd / 8:
         return "utf-16-le"
-    if even >= 0.1 and odd < 0.01:
+    if even >= 0.1 and odd <= even / 8:
         return "utf-16-be"
     return None
 
