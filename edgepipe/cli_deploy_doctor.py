@@ -69,12 +69,16 @@ def main(args: argparse.Namespace) -> int:
                 from edgepipe.deploy.doctor_report import Diagnosis
 
                 diag = Diagnosis(str(path), "unknown", None, 0)
-                diag.add(f"cannot read it: {exc.strerror or exc}", "check its permissions and that it still exists")
+                diag.add(
+                    f"cannot read it: {exc.strerror or exc}", "check its permissions and that it still exists"
+                )
                 records.append(diag)
-            bar.advance(0)
+            bar.advance(bar.task_ids[0])
     failing = [r for r in records if r.problems]
     if args.format == "json":
-        print_json({"files": [r.as_dict() for r in records], "missing": missing, "with_problems": len(failing)})
+        print_json(
+            {"files": [r.as_dict() for r in records], "missing": missing, "with_problems": len(failing)}
+        )
     else:
         for record in records:
             print("\n".join(_lines(record)))

@@ -21,10 +21,10 @@ from pathlib import Path
 import av
 import numpy as np
 
-NOTES = (
-    "摄像头 3 号：人脸检测已开启，每秒 15 帧。\n"
-    "夜间模式下画面偏暗，请检查红外补光灯。\n"
-    "录像保存在事件文件夹中，保留七天后自动删除。\n"
+NOTES = (  # real Simplified Chinese, with its full-width punctuation
+    "摄像头 3 号：人脸检测已开启，每秒 15 帧。\n"  # noqa: RUF001
+    "夜间模式下画面偏暗，请检查红外补光灯。\n"  # noqa: RUF001
+    "录像保存在事件文件夹中，保留七天后自动删除。\n"  # noqa: RUF001
 )
 
 

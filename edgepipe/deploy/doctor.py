@@ -113,8 +113,8 @@ def _not_media(diag: Diagnosis, path: Path, claimed: str | None, head: bytes) ->
 
 def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
     found = text.guess(sample)
-    diag.details.update(encoding=found.encoding, encoding_name=found.label, evidence_score=round(found.score, 3),
-                        checked_bytes=len(sample))  # fmt: skip
+    diag.details.update(encoding=found.encoding, encoding_name=found.label,
+                        evidence_score=round(found.score, 3), checked_bytes=len(sample))  # fmt: skip
     if found.scores:
         diag.details["scores"] = {name: round(score, 3) for name, score in found.scores}
     shown = str(path)

@@ -104,9 +104,7 @@ def sniff(head: bytes) -> Sniffed:
 def _ftyp(head: bytes) -> Sniffed:
     size = int.from_bytes(head[:4], "big")
     major = head[8:12].decode("latin-1")
-    compatible = [
-        head[i : i + 4].decode("latin-1") for i in range(16, min(size, len(head), 256) - 3, 4)
-    ]
+    compatible = [head[i : i + 4].decode("latin-1") for i in range(16, min(size, len(head), 256) - 3, 4)]
     brands = [major, *compatible]
     if major in AVIF_BRANDS or (major not in HEIF_BRANDS and AVIF_BRANDS & set(compatible)):
         kind = "avif"
@@ -167,7 +165,8 @@ def _mpegts(head: bytes) -> Sniffed | None:
 
 def _start_codes(head: bytes) -> list[int]:
     """Offsets of the NAL unit headers after each 00 00 01 start code."""
-    found, pos = [], head.find(b"\x00\x00\x01")
+    found: list[int] = []
+    pos = head.find(b"\x00\x00\x01")
     while pos >= 0 and len(found) < 64:
         if pos + 3 < len(head):
             found.append(pos + 3)

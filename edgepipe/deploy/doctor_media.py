@@ -93,14 +93,18 @@ def decode_check(diag: Diagnosis, *, frames: int, timeout_s: float) -> None:
     if got >= wanted:
         return
     why = seen.get("first_error") or "; ".join(seen.get("log", [])[-2:]) or "no error given"
-    what = f"FFmpeg opens it ({codec}, {width}x{height}) but decoded {got} of the first {wanted} frames: {why}"
+    what = (
+        f"FFmpeg opens it ({codec}, {width}x{height}) but decoded {got} of the first {wanted} frames: {why}"
+    )
     _add_or_extend(diag, what, "get another copy; if every copy fails, re-encode it from its source")
 
 
 def _cannot_open(diag: Diagnosis, seen: dict[str, Any]) -> None:
     log = "; ".join(seen.get("log", [])[-2:])
     what = f"FFmpeg cannot open it: {seen['open_error']}" + (f" ({log})" if log else "")
-    fix = "see the problems above" if diag.problems else "check that it is a media file, then get another copy"
+    fix = (
+        "see the problems above" if diag.problems else "check that it is a media file, then get another copy"
+    )
     _add_or_extend(diag, what, fix)
 
 

@@ -141,7 +141,8 @@ def _cut_box(diag: Diagnosis, box: str, pos: int, box_size: int, size: int, has_
     if has_moov:
         diag.add(
             what + "; its index (moov) is whole, the frames it points to past the cut are not",
-            COPY_AGAIN + f"; or keep what decodes before the cut: ffmpeg -i {diag.path} -c copy "
+            COPY_AGAIN
+            + f"; or keep what decodes before the cut: ffmpeg -i {diag.path} -c copy "
             + _fixed(diag.path),
         )
     else:

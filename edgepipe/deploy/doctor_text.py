@@ -86,8 +86,9 @@ def guess(sample: bytes) -> TextGuess:
     line = sample.count(b"\n", 0, offset) + 1
     column = offset - (sample.rfind(b"\n", 0, offset) + 1) + 1
     line_start = sample.rfind(b"\n", 0, offset) + 1
-    where = {"bad_offset": offset, "bad_line": line, "bad_column": column, "bad_bytes": sample[offset : offset + 4],
-             "mixed": max(sample[:line_start], default=0) >= 0x80}  # fmt: skip
+    mixed = max(sample[:line_start], default=0) >= 0x80
+    where = {"bad_offset": offset, "bad_line": line, "bad_column": column,
+             "bad_bytes": sample[offset : offset + 4], "mixed": mixed}  # fmt: skip
     # The evidence is what UTF-8 fails on (from that line on): a file whose start is UTF-8 and
     # whose appended lines are GBK is scored on the GBK.
     scores = tuple((name, _score(sample[line_start:], name)) for name in LEGACY)

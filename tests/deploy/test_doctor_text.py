@@ -7,8 +7,12 @@ from make_doctor_samples import NOTES
 
 from edgepipe.deploy.doctor_text import guess, looks_like_text
 
-TRADITIONAL = "監視器 2 號：夜間畫面太暗，請檢查紅外線補光燈。\n錄影檔案保存在事件資料夾中，七天後自動刪除。\n"
-JAPANESE = "カメラ 1 番：顔の検出は有効です。夜間は画面が暗くなるので、赤外線ライトを確認してください。\n"
+# Real text in each script, with its full-width punctuation.
+TRADITIONAL = (
+    "監視器 2 號：夜間畫面太暗，請檢查紅外線補光燈。\n"  # noqa: RUF001
+    "錄影檔案保存在事件資料夾中，七天後自動刪除。\n"  # noqa: RUF001
+)
+JAPANESE = "カメラ 1 番：顔の検出は有効です。夜間は画面が暗くなるので、赤外線ライトを確認してください。\n"  # noqa: RUF001
 HEADER = "camera,note\n"
 
 
@@ -27,7 +31,8 @@ def test_legacy_encodings_are_told_apart(text: str, encoding: str, expected: str
     assert found.encoding == expected, found.scores
     assert found.score >= 0.9
     assert found.bad_offset == len(HEADER) + text.index(next(c for c in text if ord(c) > 0x7F))
-    assert found.bad_line == 2 and not found.mixed
+    assert found.bad_line == 2
+    assert not found.mixed
     assert found.bad_column == found.bad_offset - len(HEADER) + 1
     assert data[found.bad_offset : found.bad_offset + 1] == found.bad_bytes[:1]
     assert codecs.decode(data, found.encoding) == HEADER + text
@@ -37,9 +42,11 @@ def test_the_first_bad_byte_after_good_utf8_and_how_to_read() -> None:
     data = "第一行\n第二行\n".encode() + "第三行 GBK\n".encode("gbk")
     found = guess(data)
     assert (found.bad_offset, found.bad_line, found.bad_column) == (len("第一行\n第二行\n".encode()), 3, 1)
-    assert found.encoding == "gb18030" and found.mixed
+    assert found.encoding == "gb18030"
+    assert found.mixed
     advice = found.how_to_read("notes.txt")
-    assert 'encoding="gb18030"' in advice and "iconv -f GB18030 -t UTF-8 notes.txt > notes.utf8.txt" in advice
+    assert 'encoding="gb18030"' in advice
+    assert "iconv -f GB18030 -t UTF-8 notes.txt > notes.utf8.txt" in advice
 
 
 @pytest.mark.parametrize(
@@ -69,7 +76,8 @@ def test_random_bytes_are_no_known_encoding() -> None:
 
     noise = np.random.default_rng(3).integers(0x80, 0x100, 4000, dtype=np.uint8).tobytes()
     found = guess(b"header\n" + noise)
-    assert found.encoding == "unknown" and found.bad_offset == 7
+    assert found.encoding == "unknown"
+    assert found.bad_offset == 7
 
 
 def test_binary_is_not_text() -> None:
