@@ -93,7 +93,7 @@ def _lines(record: Any) -> list[str]:
     from edgepipe.deploy.doctor_magic import NAMES
 
     details = record.details
-    facts = [NAMES.get(record.kind, record.kind)]
+    facts = [NAMES.get(record.kind, record.kind), f"{record.size_bytes} bytes"]
     decode = details.get("decode") or {}
     if decode.get("codec"):
         shape = [decode["codec"], decode.get("pix_fmt"), f"{decode.get('width')}x{decode.get('height')}"]
@@ -102,12 +102,13 @@ def _lines(record: Any) -> list[str]:
             facts.append(f"decoded {decode['frames']} frame{'s' if decode['frames'] > 1 else ''}")
     if "encoding" in details:
         facts.append(details["encoding_name"])
+    lines = [f"{record.path}: {', '.join(facts)}" + ("" if record.problems else ": ok")]
     decoders = details.get("decoders")
-    if decoders and decoders["hardware"]:
-        facts.append("hardware decoders built in: " + ", ".join(decoders["hardware"]))
-    facts.append(f"{record.size_bytes} bytes")
-    status = "" if record.problems else ": ok"
-    lines = [f"{record.path}: {', '.join(facts)}{status}"]
+    if decoders and decoders["software"]:
+        hardware = ", ".join(decoders["hardware"]) or "none"
+        lines.append(
+            f"  decoders: {decoders['software']} (software); hardware in this build, untried: {hardware}"
+        )
     for problem in record.problems:
         lines += [f"  problem: {problem.what}", f"  fix: {problem.fix}"]
     return lines

@@ -134,7 +134,7 @@ def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
         diag.add(
             f"not UTF-8: {where}; nor GBK, Big5 or Shift-JIS text (best: {best[0]}, "
             f"{best[1]:.0%} common characters): mixed encodings or damage",
-            f'read what decodes with open({shown!r}, encoding="utf-8", errors="replace") and ask '
+            f'read what decodes with open("{shown}", encoding="utf-8", errors="replace") and ask '
             "what wrote the rest",
         )
         return

@@ -52,7 +52,7 @@ class TextGuess:
 
     def how_to_read(self, path: str) -> str:
         """``open(path, encoding=...)`` and the iconv command that converts it to UTF-8."""
-        code = f'open({path!r}, encoding="{self.encoding}")'
+        code = f'open("{path}", encoding="{self.encoding}")'
         iconv = ICONV.get(self.encoding)
         if iconv is None:
             return f"read it with {code}"
