@@ -91,8 +91,7 @@ def test_text_output_and_a_missing_path(samples: Path) -> None:
     assert f"edgepipe: error: {samples / 'nope.mp4'}: no such file or folder" in done.stderr
     assert "problem: JPEG without its end marker" in done.stdout
     assert "\n  fix: copy" in done.stdout
-    assert "notes.txt: text, UTF-8" in done.stdout
-    assert ": ok" in done.stdout
+    assert "notes.txt: text, 184 bytes, UTF-8: ok" in done.stdout
     assert "doctor: 1 of 2 files with problems; 1 paths not found" in done.stdout
     assert "Traceback" not in done.stderr
 

@@ -102,9 +102,11 @@ def decode_check(diag: Diagnosis, *, frames: int, timeout_s: float) -> None:
 def _cannot_open(diag: Diagnosis, seen: dict[str, Any]) -> None:
     log = "; ".join(seen.get("log", [])[-2:])
     what = f"FFmpeg cannot open it: {seen['open_error']}" + (f" ({log})" if log else "")
-    fix = (
-        "see the problems above" if diag.problems else "check that it is a media file, then get another copy"
-    )
+    fix = "check that it is a media file, then get another copy"
+    if diag.kind in ("heif", "avif"):
+        # FFmpeg reads HEIF/AVIF stills as a grid of tiles, or not at all, depending on its build
+        stem = diag.path.rpartition(".")[0] or diag.path
+        fix = f"convert it to JPEG or PNG first: heif-convert {diag.path} {stem}.jpg (libheif)"
     _add_or_extend(diag, what, fix)
 
 

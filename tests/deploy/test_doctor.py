@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,25 @@ def test_an_empty_file_whatever_its_name(tmp_path: Path, name: str) -> None:
     [problem] = diag.problems
     assert problem.what == "empty file (0 bytes)"
     assert "copy it again" in problem.fix
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["whole.h264", "whole.h265", "whole.mkv", "whole.ts"])
+def test_whole_streams_and_containers_decode(make_clip: Callable[..., Path], name: str) -> None:
+    path = make_clip("doctor-" + name, width=160, height=120, fps=10, seconds=1)
+    diag = diagnose(path, frames=4)
+    assert diag.problems == [], diag.problems
+    assert diag.details["decode"]["frames"] == 4
+    assert diag.kind == {"h264": "h264", "h265": "h265", "mkv": "mkv", "ts": "mpegts"}[name.split(".")[1]]
+
+
+def test_a_raw_h264_stream_named_mp4_is_a_mismatch_but_decodes(make_clip: Callable[..., Path],
+                                                                 tmp_path: Path) -> None:  # fmt: skip
+    raw = make_clip("doctor-raw.h264", width=160, height=120, fps=10, seconds=1)
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(raw.read_bytes())
+    diag = diagnose(path, frames=2)
+    [problem] = diag.problems
+    assert "named .mp4 (MP4) but its bytes are raw H.264 (Annex B)" in problem.what
+    assert "rename it to clip.h264" in problem.fix
+    assert diag.details["decode"]["frames"] == 2  # FFmpeg reads it by its content
