@@ -59,9 +59,7 @@ def print_json(data: Any, out: TextIO | None = None) -> None:
 
 
 def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):  # a numpy scalar
-        return value.item()
-    if hasattr(value, "tolist"):
+    if hasattr(value, "tolist"):  # a numpy scalar or array
         return value.tolist()
     return str(value)
 

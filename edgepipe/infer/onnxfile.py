@@ -205,6 +205,33 @@ def external_data(model: bytes) -> set[str]:
     return locations
 
 
+def initializers(model: bytes) -> list[tuple[str, int, tuple[int, ...]]]:
+    """``(name, data_type, dims)`` of each of the main graph's initializers (the weights).
+
+    ``model`` may be an ``mmap``: the data are stepped over, never read.
+    """
+    _, gstart, gend = _graph_span(model)
+    found: list[tuple[str, int, tuple[int, ...]]] = []
+    for number, wire, _, vstart, vend in _fields(model, gstart, gend):
+        if number != _GRAPH_INITIALIZER or wire != _LEN:
+            continue
+        name, data_type, dims = "", 0, []
+        for tnum, twire, _, tstart, tend in _fields(model, vstart, vend):
+            if tnum == 1 and twire == _VARINT:  # TensorProto.dims, one at a time
+                dims.append(_read_varint(model, tstart)[0])
+            elif tnum == 1 and twire == _LEN:  # packed dims
+                pos = tstart
+                while pos < tend:
+                    dim, pos = _read_varint(model, pos)
+                    dims.append(dim)
+            elif tnum == 2 and twire == _VARINT:
+                data_type = _read_varint(model, tstart)[0]
+            elif tnum == 8 and twire == _LEN:
+                name = bytes(model[tstart:tend]).decode("utf-8", "replace")
+        found.append((name, data_type, tuple(dims)))
+    return found
+
+
 def _shape_payload(dims: Sequence[Dim]) -> bytes:
     out = bytearray()
     for dim in dims:

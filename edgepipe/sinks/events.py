@@ -43,6 +43,8 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
+import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,14 @@ class EventRecorder:
                 raise OutputError(f"cannot create the events folder: {exc}", path=str(folder)) from exc
             log.info("event recordings: created the folder %s", folder)
         try:
+            # A folder clips cannot be written in is said now (exit 2), not at the first event.
+            fd, probe = tempfile.mkstemp(prefix=".edgepipe-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise OutputError(f"cannot write event clips in this folder: {exc.strerror or exc}",
+                              path=str(folder)) from exc  # fmt: skip
+        try:
             remove_parts(folder)
             prune(folder, self.limits.max_bytes, self.limits.max_age_s)
         except OSError as exc:
@@ -176,24 +186,26 @@ class EventRecorder:
         if pool is None:
             return
         part = self.engine.part
-        finished = part is None
+        finished = False
         try:
-            if self.engine.recording:
-                loop = asyncio.get_running_loop()
-                messages = await loop.run_in_executor(pool, self.engine.close, "stopped")
-                finished = True
-                with contextlib.suppress(RuntimeError):
-                    ctx = current_node()
-                    for message in messages:
-                        await ctx.emit_event(message.kind, message.data)
+            # Always through the worker, after what it is still doing: a trigger whose await was
+            # cancelled with the stream may open a clip after this line (recording is False now).
+            loop = asyncio.get_running_loop()
+            messages = await loop.run_in_executor(pool, self.engine.close, "stopped")
+            finished = True
+            with contextlib.suppress(RuntimeError):
+                ctx = current_node()
+                for message in messages:
+                    await ctx.emit_event(message.kind, message.data)
         finally:
             pool.shutdown(wait=False)
-            if not finished and part is not None:
+            if not finished:
                 # The worker may still be writing it: on POSIX it writes on into an unlinked
                 # file, and its rename then fails (and is logged).
-                with contextlib.suppress(OSError):
-                    part.unlink()
-                log.warning("event recordings: the stop came before %s was finished; removed", part)
+                for left in {p for p in (part, self.engine.part) if p is not None}:
+                    with contextlib.suppress(OSError):
+                        left.unlink()
+                    log.warning("event recordings: the stop came before %s was finished; removed", left)
 
     # -- the stream -------------------------------------------------------------------------------
 

@@ -94,6 +94,9 @@ class RecorderEngine:
         self._last_pts: int | None = None
         self._last_frame_mono = time.monotonic()
         self._source = ""
+        self._open_failures = 0
+        """Clips that could not be opened in a row (a full disk, a folder made read-only): the
+        first is logged as an error, the rest at debug level until one opens again."""
 
     @property
     def recording(self) -> bool:
@@ -194,8 +197,16 @@ class RecorderEngine:
         try:
             writer = ClipWriter(self.folder, name, *size, first_pts)
         except (av.error.FFmpegError, OSError) as exc:
-            log.error("event recordings: cannot open a clip in %s: %s", self.folder, exc)
+            # Every trigger tries again: one line per outage, not one per detection.
+            self._open_failures += 1
+            level = logging.ERROR if self._open_failures == 1 else logging.DEBUG
+            more = "; further failures are not logged until a clip opens" if level == logging.ERROR else ""
+            log.log(level, "event recordings: cannot open a clip in %s: %s%s", self.folder, exc, more)
             return []
+        if self._open_failures:
+            log.info("event recordings: clips open again in %s (%d trigger(s) recorded nothing)", self.folder,
+                     self._open_failures)  # fmt: skip
+            self._open_failures = 0
         clip = self._clip = _Clip(writer, hit, self._source, first_wall, trigger_pts)
         for packet, pts, _key, wall in preroll:
             if not self._write(clip, packet, pts, wall):
@@ -243,7 +254,7 @@ class RecorderEngine:
             "event recordings: saved %s (%.1f s, %d frames, %s)", path, writer.duration_s, writer.frames, why
         )
         try:
-            prune(self.folder, self.limits.max_bytes, self.limits.max_age_s)
+            prune(self.folder, self.limits.max_bytes, self.limits.max_age_s, keep=path.name)
         except OSError as exc:
             log.warning("event recordings: cannot apply retention in %s: %s", self.folder, exc)
         return [self._message("end", clip, why, path)]

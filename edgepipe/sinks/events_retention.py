@@ -41,15 +41,24 @@ def clips(folder: Path) -> list[tuple[float, str, int]]:
 
 
 def prune(
-    folder: Path, max_bytes: int | None, max_age_s: float | None, now: float | None = None
+    folder: Path,
+    max_bytes: int | None,
+    max_age_s: float | None,
+    now: float | None = None,
+    *,
+    keep: str | None = None,
 ) -> list[str]:
     """Delete clips older than ``max_age_s``, then the oldest until the rest take at most
-    ``max_bytes``; the names deleted, oldest first. Blocking (file system)."""
+    ``max_bytes``; the names deleted, oldest first. ``keep``: the clip just saved, never deleted
+    (its ``event`` names it; a clip larger than ``max_bytes`` by itself is kept, with a warning,
+    until the next one). Blocking (file system)."""
     now = time.time() if now is None else now
     found = clips(folder)
     total = sum(size for _, _, size in found)
     deleted = []
     for mtime, name, size in found:
+        if name == keep:
+            continue
         too_old = max_age_s is not None and now - mtime > max_age_s
         too_big = max_bytes is not None and total > max_bytes
         if not (too_old or too_big):
@@ -63,6 +72,9 @@ def prune(
             continue
         total -= size
         deleted.append(name)
+    if keep is not None and max_bytes is not None and total > max_bytes:
+        log.warning("event recordings: %s alone takes %d bytes, over max_bytes (%d): kept until the next "
+                    "clip", folder / keep, total, max_bytes)  # fmt: skip
     if deleted:
         log.info(
             "event recordings: deleted %d old clip(s) from %s (%s)", len(deleted), folder, ", ".join(deleted)

@@ -220,7 +220,10 @@ class Connection:
                 continue
             try:
                 await self._publish(client, pub)
-            except aiomqtt.MqttError:
+            except (aiomqtt.MqttError, asyncio.CancelledError):
+                # Cancelled too: the watcher saw the connection drop while a QoS 1 publish
+                # waited for its PUBACK; that message goes again after the reconnect (or is
+                # counted as unsent at the stop), never lost without a count.
                 outbox.put_back(pub)
                 raise
 

@@ -67,3 +67,13 @@ def test_a_clip_another_running_process_writes_is_left_alone(tmp_path: Path) -> 
             other.kill()
     other.wait()
     assert remove_parts(tmp_path) == [theirs.name]
+
+
+def test_the_clip_just_saved_is_kept_even_when_it_alone_is_over_max_bytes(tmp_path: Path) -> None:
+    """Its ``event`` names it: retention deletes every older clip first, never the new one."""
+    _clip(tmp_path, "cam-20250101T000001Z.mp4", 100, 1000)
+    _clip(tmp_path, "cam-20250101T000002Z.mp4", 500, 2000)
+    assert prune(tmp_path, max_bytes=300, max_age_s=None, now=3000, keep="cam-20250101T000002Z.mp4") == [
+        "cam-20250101T000001Z.mp4"
+    ]
+    assert [name for _, name, _ in clips(tmp_path)] == ["cam-20250101T000002Z.mp4"]

@@ -100,3 +100,25 @@ async def test_wait_returns_when_something_comes_or_when_woken() -> None:
 def test_a_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Outbox(0)
+
+
+async def test_a_publish_cut_off_by_a_lost_connection_goes_back_to_the_outbox() -> None:
+    """The watcher sees the connection drop while a QoS 1 publish waits for its PUBACK: the
+    drain is cancelled there, and that message must wait for the reconnect, not vanish uncounted."""
+    from edgepipe.sinks.mqtt_client import Connection
+    from edgepipe.sinks.mqtt_config import parse_broker_url
+
+    class NoAck:
+        async def publish(self, *args: object, **kwargs: object) -> None:
+            await asyncio.sleep(3600)
+
+    box = Outbox(10)
+    connection = Connection(parse_broker_url("mqtt://127.0.0.1"), "id", TOPICS, box, lambda: [])
+    box.put(pub("event", 1))
+    drain_task = asyncio.create_task(connection._drain(NoAck()))  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)
+    assert len(box) == 0  # taken, in flight
+    drain_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await drain_task
+    assert drain(box) == [("event", b"1")]

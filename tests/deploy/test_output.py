@@ -1,0 +1,50 @@
+"""The conventions every deployment command shares."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgepipe.deploy import output
+
+
+def test_a_missing_package_names_the_extra_to_install() -> None:
+    with pytest.raises(output.MissingExtra) as caught:
+        output.require("edgepipe_no_such_module", "deploy", "edgepipe quantize")
+    message = str(caught.value)
+    assert "edgepipe quantize" in message
+    assert "pip install 'edgepipe[deploy]'" in message
+    assert "\n" not in message
+
+
+def test_an_installed_package_is_returned() -> None:
+    assert output.require("json", "deploy", "x") is json
+
+
+def test_json_takes_numpy_values_and_paths() -> None:
+    out = io.StringIO()
+    output.print_json({"n": np.float32(0.5), "a": np.arange(3), "p": Path("/x/y")}, out)
+    assert json.loads(out.getvalue()) == {"n": 0.5, "a": [0, 1, 2], "p": "/x/y"}
+
+
+def test_a_table_off_a_terminal_fits_100_columns() -> None:
+    out = io.StringIO()
+    rows = [("x" * 80, 1.5, "y" * 80)]
+    output.console(out).print(output.table("t", ("a", "n", "b"), rows, right=("n",)))
+    lines = out.getvalue().splitlines()
+    assert lines
+    assert max(len(line) for line in lines) <= output.WIDTH
+    assert "".join(lines).count("x") == 80  # folded, not cut
+
+
+def test_progress_draws_nothing_off_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    with output.progress("working", 3) as bar:
+        for _ in range(3):
+            bar.advance(0)  # type: ignore[arg-type]
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert captured.out == ""
