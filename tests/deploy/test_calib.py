@@ -73,7 +73,9 @@ def test_inputs_that_give_no_frames_are_refused_naming_them(tmp_path: Path) -> N
         read_frames(tmp_path / "missing.mp4", 4, 2)
 
 
-def test_frames_far_apart_are_sought_to_and_taken_where_they_are_wanted(make_clip: Callable[..., Path]) -> None:
+def test_frames_far_apart_are_sought_to_and_taken_where_they_are_wanted(
+    make_clip: Callable[..., Path],
+) -> None:
     clip = make_clip("long.mp4", width=320, height=192, fps=15, seconds=4)
     sets = read_frames(clip, 3, 1)
     times = sorted(f.time_s or 0.0 for f in sets.calibration + sets.held_out)
