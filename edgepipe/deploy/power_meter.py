@@ -75,6 +75,8 @@ class EnergyMeter:
         self._last_uw = [0.0] * len(sensors)
         self._t_last = 0.0
         self._t_start = 0.0
+        self.energies: list[Energy] = []
+        """What :meth:`stop` returned last."""
 
     @property
     def measurable(self) -> bool:
@@ -106,6 +108,7 @@ class EnergyMeter:
             Energy(s.label, s.scope, uj / 1e6, seconds)
             for s, uj in zip(self.sensors, self._integral_uj, strict=True)
         ]
+        self.energies = out
         return out
 
     def _sample_until_stopped(self) -> None:

@@ -23,7 +23,7 @@ def summarize(run: TraceRun) -> dict[str, Any]:
     steps = _steps(run, wall_ms)
     work = [s for s in steps if s["step"] != STEPS[NEXT_ITEM]]
     slowest = max(work, key=lambda s: s["total_ms"], default=None)
-    owners = _model_owners(run.allocations)
+    owners = model_owners(run.allocations)
     models = []
     for p in run.profiles:
         ops = operators(p)
@@ -37,7 +37,7 @@ def summarize(run: TraceRun) -> dict[str, Any]:
             "fusions": fusions(p),
             "share_of_node": round(op_ms / node_ms, 3) if node_ms else None,
         })  # fmt: skip
-    buffers = _buffers(run.allocations)
+    buffers = buffer_uses(run.allocations)
     frames = sum(n.items_out for n in report.stats.nodes if n.kind == NodeKind.SOURCE.value)
     problems = [f"{b['owner']}: {b['buffer']} rebuilt {b['rebuilt']} time(s) during the run" for b in buffers
                 if b["rebuilt"]]  # fmt: skip
@@ -82,7 +82,7 @@ def _steps(run: TraceRun, wall_ms: float) -> list[dict[str, Any]]:
     return rows
 
 
-def _model_owners(allocations: list[Allocation]) -> dict[str, str]:
+def model_owners(allocations: list[Allocation]) -> dict[str, str]:
     """Model file name -> the node whose weights reservation names it."""
     out = {}
     for a in allocations:
@@ -91,7 +91,7 @@ def _model_owners(allocations: list[Allocation]) -> dict[str, str]:
     return out
 
 
-def _buffers(allocations: list[Allocation]) -> list[dict[str, Any]]:
+def buffer_uses(allocations: list[Allocation]) -> list[dict[str, Any]]:
     """Long-lived buffers (not weights) per owner: how often each was reserved, and how many of
     those were rebuilds (a reservation after the first, once the run had started)."""
     seen: dict[tuple[str, str], dict[str, Any]] = {}
