@@ -236,14 +236,20 @@ async def run_stream(node: NodeParts, process: ProcessAdapter) -> None:
     until it yields (closed) or raises (open again, for twice as long).
     """
     circuit = node.circuit
+    spans = node.metrics.spans
     while True:
         held = _Held()  # each attempt its own: a dead stream's items are not the next one's
         try:
             async with aclosing(_inbox_items(node, held)) as items, aclosing(process.call(items)) as stream:
+                t_wait = _clock() if spans is not None else 0
                 async for out in stream:
+                    if spans is not None:  # edgepipe trace: how long this output took, input waits too
+                        spans.add_until_now(NEXT_ITEM, t_wait)
                     if out is held.item:
                         held.passed = True  # its reference travels downstream
                     await node.outputs.emit(out)
+                    if spans is not None:
+                        t_wait = _clock()
                     if circuit.failures:
                         await circuit.succeeded()
             return

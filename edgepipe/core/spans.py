@@ -14,7 +14,8 @@ from array import array
 
 STEPS = ("call", "prepare", "process", "next item")
 """What a span times: a stage's or sink's ``call``; a two-step node's ``prepare`` and
-``process``; a source's wait for its ``next item`` (decoding, pacing)."""
+``process``; a source's wait for its ``next item`` (decoding, pacing), and a stream stage's
+(an async generator over its input: its work and its waits for input together)."""
 CALL, PREPARE, PROCESS, NEXT_ITEM = range(len(STEPS))
 
 DEFAULT_LIMIT = 200_000

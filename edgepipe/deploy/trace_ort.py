@@ -72,11 +72,14 @@ def read_profile(model: str, path: Path, start_ns: int, model_file: Path | None)
     return Profile(model, Path(path), start_ns, [e for e in events if isinstance(e, dict)], model_file, ops)
 
 
-def operators(profile: Profile) -> list[dict[str, Any]]:
-    """Per (operator, provider): runs and total time, slowest first."""
+def operators(profile: Profile, since_ns: int = 0) -> list[dict[str, Any]]:
+    """Per (operator, provider): runs and total time, slowest first; only the operators that
+    started at or after ``since_ns`` (wall clock: leave out a warm-up run made at load)."""
     runs: Counter[tuple[str, str]] = Counter()
     total_us: defaultdict[tuple[str, str], int] = defaultdict(int)
     for e in profile.op_events:
+        if profile.start_ns + int(e.get("ts", 0)) * 1000 < since_ns:
+            continue
         key = (e["args"]["op_name"], e["args"].get("provider", "?"))
         runs[key] += 1
         total_us[key] += max(0, int(e.get("dur", 0)))
@@ -85,10 +88,10 @@ def operators(profile: Profile) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["total_ms"])
 
 
-def providers(profile: Profile) -> dict[str, float]:
-    """Milliseconds of operator time per provider."""
+def providers(profile: Profile, since_ns: int = 0) -> dict[str, float]:
+    """Milliseconds of operator time per provider (since ``since_ns``, as :func:`operators`)."""
     out: defaultdict[str, float] = defaultdict(float)
-    for row in operators(profile):
+    for row in operators(profile, since_ns):
         out[row["provider"]] += row["total_ms"]
     return dict(out)
 
@@ -103,7 +106,8 @@ def fusions(profile: Profile) -> list[dict[str, Any]]:
         ("Conv + activation -> FusedConv", cpu and "Conv" in src and bool(src & ACTIVATIONS), {"FusedConv"},
          "ONNX Runtime fuses them on the CPU at the 'extended' level and above"),
         ("layer norm -> LayerNormalization", bool(LAYER_NORM_OPS & src or {"ReduceMean", "Sqrt"} <= src),
-         LAYER_NORM_OPS, "a decomposed or ONNX layer norm runs as one kernel"),
+         LAYER_NORM_OPS, "ONNX Runtime fuses the usual spellings (Pow-ReduceMean-Add-Sqrt-Div for RMS "
+         "norm); others (x*x for Pow) run as separate kernels: export with LayerNormalization"),
         ("GELU -> Gelu", bool(GELU_OPS & src or "Erf" in src), GELU_OPS, "Erf-based GELU runs as one kernel"),
         ("attention -> Attention/GroupQueryAttention", False, ATTENTION_OPS,
          "fused at load only for BERT-like graphs; export with the fused op or run "

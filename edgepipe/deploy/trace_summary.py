@@ -25,14 +25,18 @@ def summarize(run: TraceRun) -> dict[str, Any]:
     slowest = max(work, key=lambda s: s["total_ms"], default=None)
     owners = model_owners(run.allocations)
     models = []
+    # Operators from the first item on: a model's warm-up run at load is in the Chrome trace only.
+    firsts = [log.starts_ns[0] for log in run.spans.values() if len(log)]
+    since_ns = min(firsts) + run.epoch_offset_ns if firsts else 0
     for p in run.profiles:
-        ops = operators(p)
+        ops = operators(p, since_ns)
         op_ms = sum(r["total_ms"] for r in ops)
         owner = owners.get(p.model_file.name if p.model_file else p.model)
         node_ms = sum(s["total_ms"] for s in work if s["node"] == owner)
         models.append({
             "model": p.model, "node": owner, "operator_runs": sum(r["runs"] for r in ops),
-            "operator_ms": round(op_ms, 1), "providers_ms": {k: round(v, 1) for k, v in providers(p).items()},
+            "operator_ms": round(op_ms, 1),
+            "providers_ms": {k: round(v, 1) for k, v in providers(p, since_ns).items()},
             "operators": [{**r, "total_ms": round(r["total_ms"], 2)} for r in ops[:TOP_OPS]],
             "fusions": fusions(p),
             "share_of_node": round(op_ms / node_ms, 3) if node_ms else None,
@@ -119,7 +123,9 @@ def _where(work: list[dict[str, Any]], models: list[dict[str, Any]], wall_ms: fl
     for m in models:
         if not m["operators"]:
             continue
-        top = ", ".join(f"{r['op']} {r['total_ms'] / m['operator_ms']:.0%}" for r in m["operators"][:3])
-        inside = f"{m['share_of_node']:.0%} of {m['node']}'s time" if m["share_of_node"] else "its runs"
+        top = ", ".join(f"{r['op']} {r['total_ms'] / m['operator_ms']:.0%}" for r in m["operators"][:2])
+        inside = (
+            f"{m['share_of_node']:.0%} of the time in node {m['node']}" if m["share_of_node"] else "its runs"
+        )
         lines.append(f"model {m['model']}: {m['operator_ms']:.0f} ms in operators ({inside}); {top}")
     return lines

@@ -11,8 +11,8 @@ from edgepipe.deploy.power_meter import energy_lines
 def print_summary(s: dict[str, Any]) -> None:
     out = console()
     out.print(
-        f"trace of '{s['pipeline']}': {s['duration_s']:.1f} s ({s['stopped_by']}), {s['frames']} frame(s); "
-        f"Chrome trace written to {s['trace_file']} (open it in ui.perfetto.dev)"
+        f"trace of '{s['pipeline']}': {s['duration_s']:.1f} s ({s['stopped_by']}), {s['frames']} frames; "
+        f"wrote {s['trace_file']} (open it in ui.perfetto.dev)"
     )
     rows: list[tuple[Any, ...]] = [
         (r["node"], r["step"], r["calls"], f"{r['total_ms']:.1f}", f"{r['mean_ms']:.2f}",
