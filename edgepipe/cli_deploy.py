@@ -55,6 +55,8 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `edgepipe doctor DIR --format json | head`: cli.entry() ends it quietly
+        raise
     except Exception as exc:
         if getattr(args, "debug", False):
             raise

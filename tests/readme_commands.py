@@ -63,6 +63,7 @@ EXIT = re.compile(r"#\s*exits? (?P<code>\d+)\b")
 INLINE = re.compile(r"`(?P<cmd>(?:\.venv/bin/)?edgepipe [^`]+)`")
 NAMES_ONLY = frozenset(
     {"run", "graph", "health", "bench", "bench lm", "models", "models pull", "models path"}
+    | {"plan", "check-ops", "quantize", "compare", "doctor", "trace"}  # the deployment commands
 )
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'`]*", re.IGNORECASE)
 IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])")

@@ -24,7 +24,8 @@ Dim = int | str | None
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MODEL_GRAPH, _GRAPH_INPUT, _GRAPH_OUTPUT, _GRAPH_INITIALIZER = 7, 11, 12, 5
-_GRAPH_NODE, _NODE_OP_TYPE, _NODE_DOMAIN = 1, 4, 7
+_GRAPH_NODE, _NODE_OP_TYPE, _NODE_DOMAIN, _NODE_ATTRIBUTE = 1, 4, 7, 5
+_MODEL_OPSET_IMPORT = 8  # OperatorSetIdProto {domain = 1, version = 2}
 _TENSOR_EXTERNAL_DATA = 13  # TensorProto.external_data: StringStringEntryProto {key = 1, value = 2}
 
 
@@ -179,6 +180,84 @@ def node_ops(model: bytes) -> set[tuple[str, str]]:
                 domain = bytes(model[nstart:nend]).decode("utf-8", "replace")
         ops.add((domain, op_type))
     return ops
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One node of the graph or of a subgraph (the body of an If, Loop or Scan)."""
+
+    domain: str
+    """``""`` for the ONNX domain."""
+    op_type: str
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    parent: int | None
+    """Index (in :func:`graph_nodes`' list) of the node whose subgraph holds this one; None in
+    the main graph."""
+
+
+def opset_imports(model: bytes) -> dict[str, int]:
+    """``ModelProto.opset_import``: the opset version per domain (``""`` is the ONNX domain)."""
+    found: dict[str, int] = {}
+    for number, wire, _, vstart, vend in _fields(model):
+        if number != _MODEL_OPSET_IMPORT or wire != _LEN:
+            continue
+        domain, version = "", 0
+        for onum, owire, _, ostart, oend in _fields(model, vstart, vend):
+            if onum == 1 and owire == _LEN:
+                domain = bytes(model[ostart:oend]).decode("utf-8", "replace")
+            elif onum == 2 and owire == _VARINT:
+                version = _read_varint(model, ostart)[0]
+        found[domain] = version
+    return found
+
+
+def graph_nodes(model: bytes) -> list[NodeInfo]:
+    """Every node of the main graph, each followed by the nodes of its subgraphs (attributes
+    ``g``/``graphs``: If's branches, Loop's and Scan's bodies), at any depth.
+
+    ``model`` may be an ``mmap``: weights are stepped over, never read.
+    """
+    _, gstart, gend = _graph_span(model)
+    found: list[NodeInfo] = []
+    _walk_graph(model, gstart, gend, None, found)
+    return found
+
+
+def _text(model: bytes, start: int, end: int) -> str:
+    return bytes(model[start:end]).decode("utf-8", "replace")
+
+
+def _walk_graph(model: bytes, start: int, end: int, parent: int | None, found: list[NodeInfo]) -> None:
+    for number, wire, _, vstart, vend in _fields(model, start, end):
+        if number != _GRAPH_NODE or wire != _LEN:
+            continue
+        op_type = domain = name = ""
+        inputs: list[str] = []
+        outputs: list[str] = []
+        subgraphs: list[tuple[int, int]] = []
+        for nnum, nwire, _, nstart, nend in _fields(model, vstart, vend):
+            if nwire != _LEN:
+                continue
+            if nnum == 1:
+                inputs.append(_text(model, nstart, nend))
+            elif nnum == 2:
+                outputs.append(_text(model, nstart, nend))
+            elif nnum == 3:
+                name = _text(model, nstart, nend)
+            elif nnum == _NODE_OP_TYPE:
+                op_type = _text(model, nstart, nend)
+            elif nnum == _NODE_DOMAIN:
+                domain = _text(model, nstart, nend)
+            elif nnum == _NODE_ATTRIBUTE:  # AttributeProto.g = 6, .graphs = 11
+                subgraphs += [
+                    (s, e) for a, w, _, s, e in _fields(model, nstart, nend) if w == _LEN and a in (6, 11)
+                ]
+        found.append(NodeInfo(domain, op_type, name, tuple(inputs), tuple(outputs), parent))
+        index = len(found) - 1
+        for sstart, send in subgraphs:
+            _walk_graph(model, sstart, send, index, found)
 
 
 def external_data(model: bytes) -> set[str]:

@@ -1,0 +1,114 @@
+"""``edgepipe doctor PATH...``: why media or text fails to decode (see :mod:`edgepipe.deploy.doctor`).
+
+    edgepipe doctor clip.mp4 photos/ notes.txt
+    edgepipe doctor recordings/ --format json
+
+Exit 0: nothing wrong found; 1: problems found; 2: a path that does not exist (the others are
+still diagnosed) or a wrong option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from edgepipe.deploy.output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_format, error, print_json
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = _positive(text)
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="why media or text fails to decode: magic bytes, truncation, PyAV decode, encoding",
+        description="Diagnose files (folders are walked, hidden names skipped): the first bytes "
+        "against the extension, a file cut short (JPEG end marker, PNG IEND, MP4 moov, Matroska "
+        "size), whether PyAV decodes the first frames and with which decoders, sizes against the "
+        "memory budget, and for text the likely encoding and where UTF-8 fails. Each problem says "
+        "what to do.",
+        allow_abbrev=False,
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
+    p.add_argument("--frames", type=_count, default=8, metavar="N",
+                   help="video frames to decode from the start (default 8)")  # fmt: skip
+    p.add_argument("--timeout-s", type=_positive, default=20.0, metavar="S",
+                   help="the decoder's deadline per file (default 20)")  # fmt: skip
+    p.add_argument("--debug", action="store_true", help="full tracebacks")
+    add_format(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    from edgepipe.deploy.doctor import diagnose, walk
+    from edgepipe.deploy.output import progress
+
+    files, missing = walk(args.paths)
+    for name in missing:
+        error(f"{name}: no such file or folder (check the path)")
+    records = []
+    with progress("doctor", len(files)) as bar:
+        for path in files:
+            try:
+                records.append(diagnose(path, frames=args.frames, timeout_s=args.timeout_s))
+            except OSError as exc:  # unreadable: a permission, a file gone while walking
+                from edgepipe.deploy.doctor_report import Diagnosis
+
+                diag = Diagnosis(str(path), "unknown", None, 0)
+                diag.add(
+                    f"cannot read it: {exc.strerror or exc}", "check its permissions and that it still exists"
+                )
+                records.append(diag)
+            bar.advance(bar.task_ids[0])
+    failing = [r for r in records if r.problems]
+    if args.format == "json":
+        print_json(
+            {"files": [r.as_dict() for r in records], "missing": missing, "with_problems": len(failing)}
+        )
+    else:
+        for record in records:
+            print("\n".join(_lines(record)))
+        print(f"doctor: {len(failing)} of {len(records)} files with problems"
+              + (f"; {len(missing)} paths not found" if missing else ""))  # fmt: skip
+    if missing:
+        return EXIT_USAGE
+    return EXIT_PROBLEMS if failing else EXIT_OK
+
+
+def _lines(record: Any) -> list[str]:
+    from edgepipe.deploy.doctor_magic import NAMES
+
+    details = record.details
+    facts = [NAMES.get(record.kind, record.kind), f"{record.size_bytes} bytes"]
+    decode = details.get("decode") or {}
+    if decode.get("codec"):
+        shape = [decode["codec"], decode.get("pix_fmt"), f"{decode.get('width')}x{decode.get('height')}"]
+        facts.append(" ".join(str(s) for s in shape if s))
+        if decode.get("frames"):
+            facts.append(f"decoded {decode['frames']} frame{'s' if decode['frames'] > 1 else ''}")
+    if "encoding" in details:
+        facts.append(details["encoding_name"])
+    lines = [f"{record.path}: {', '.join(facts)}" + ("" if record.problems else ": ok")]
+    decoders = details.get("decoders")
+    if decoders and decoders["software"]:
+        hardware = ", ".join(decoders["hardware"]) or "none"
+        lines.append(
+            f"  decoders: {decoders['software']} (software); hardware in this build, untried: {hardware}"
+        )
+    for problem in record.problems:
+        lines += [f"  problem: {problem.what}", f"  fix: {problem.fix}"]
+    return lines

@@ -1,0 +1,166 @@
+"""Which encoding a text file is in, and where UTF-8 fails on it.
+
+Written with the standard library's codecs and simple evidence, no detector package: the byte
+order marks first; then UTF-8 (the first byte it cannot decode, with its line and column);
+then each legacy encoding that decodes the sample without error is scored by the share of its
+characters that are the common ones of that script (GB2312's level-1 hanzi for GBK/GB18030,
+Big5's frequent characters, kana and JIS level-1 kanji for Shift-JIS). Text in one of them,
+read as another, decodes to rare characters or fails, so the highest score is the likely one.
+UTF-16 without a BOM is told by the zero bytes of its ASCII characters.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+
+SAMPLE_BYTES = 256 * 1024
+"""How much of a text file is read."""
+TEXT_EXTENSIONS = frozenset(
+    {".txt", ".csv", ".tsv", ".json", ".jsonl", ".srt", ".vtt", ".ass", ".md", ".log", ".xml",
+     ".yaml", ".yml", ".toml", ".ini", ".cfg", ".html", ".htm", ".sub", ".lrc", ".names", ".labels"}
+)  # fmt: skip
+LEGACY = ("gb18030", "big5", "shift_jis")
+LABELS = {"gb18030": "GBK/GB18030 (Simplified Chinese)", "big5": "Big5 (Traditional Chinese)",
+          "shift_jis": "Shift-JIS (Japanese)", "utf-16-le": "UTF-16 LE", "utf-16-be": "UTF-16 BE",
+          "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a BOM", "utf-16": "UTF-16"}  # fmt: skip
+ICONV = {"gb18030": "GB18030", "big5": "BIG5", "shift_jis": "SHIFT_JIS", "utf-16-le": "UTF-16LE",
+         "utf-16-be": "UTF-16BE", "utf-16": "UTF-16"}  # fmt: skip
+MIN_SCORE = 0.6
+"""Below this share of common characters no legacy encoding is named (binary, or mixed)."""
+
+
+@dataclass(frozen=True)
+class TextGuess:
+    encoding: str
+    """A Python codec name (``utf-8``, ``gb18030`` …), or ``unknown``."""
+    score: float
+    """The evidence: the share of its non-ASCII characters that are common ones (1.0 for a BOM)."""
+    bom: bool = False
+    bad_offset: int | None = None
+    """The first byte UTF-8 cannot decode, None when it decodes."""
+    bad_line: int | None = None
+    bad_column: int | None = None
+    bad_bytes: bytes = b""
+    scores: tuple[tuple[str, float], ...] = ()
+    mixed: bool = False
+    """UTF-8 with non-ASCII characters before the first bad byte: two encodings in one file."""
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.encoding, self.encoding)
+
+    def how_to_read(self, path: str) -> str:
+        """``open(path, encoding=...)`` and the iconv command that converts it to UTF-8."""
+        code = f'open("{path}", encoding="{self.encoding}")'
+        iconv = ICONV.get(self.encoding)
+        if iconv is None:
+            return f"read it with {code}"
+        out = path.rsplit(".", 1)[0] + ".utf8." + path.rsplit(".", 1)[-1] if "." in path else path + ".utf8"
+        return f"read it with {code}, or convert it once: iconv -f {iconv} -t UTF-8 {path} > {out}"
+
+
+def looks_like_text(sample: bytes) -> bool:
+    """Text in some encoding, not a binary format (control bytes other than tab/newlines are rare)."""
+    if not sample:
+        return False
+    if sample.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or _utf16_order(sample):
+        return True
+    controls = sum(1 for b in sample[:8192] if b < 32 and b not in (9, 10, 12, 13, 27))
+    return controls <= len(sample[:8192]) // 100
+
+
+def guess(sample: bytes) -> TextGuess:
+    """The likely encoding of ``sample`` (a file's first :data:`SAMPLE_BYTES`)."""
+    for bom, name in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                      (codecs.BOM_UTF16_BE, "utf-16")):  # fmt: skip
+        if sample.startswith(bom):
+            return TextGuess(name, 1.0, bom=True)
+    order = _utf16_order(sample)
+    if order is not None and _decodes(sample, order):
+        return TextGuess(order, 1.0)
+    bad = _first_bad_utf8(sample)
+    if bad is None:
+        return TextGuess("utf-8", 1.0)
+    offset = bad
+    line = sample.count(b"\n", 0, offset) + 1
+    column = offset - (sample.rfind(b"\n", 0, offset) + 1) + 1
+    line_start = sample.rfind(b"\n", 0, offset) + 1
+    mixed = max(sample[:line_start], default=0) >= 0x80
+    where = {"bad_offset": offset, "bad_line": line, "bad_column": column,
+             "bad_bytes": sample[offset : offset + 4], "mixed": mixed}  # fmt: skip
+    # The evidence is what UTF-8 fails on (from that line on): a file whose start is UTF-8 and
+    # whose appended lines are GBK is scored on the GBK.
+    scores = tuple((name, _score(sample[line_start:], name)) for name in LEGACY)
+    best, score = max(scores, key=lambda s: s[1])
+    if score < MIN_SCORE:
+        return TextGuess("unknown", score, scores=scores, **where)  # type: ignore[arg-type]
+    return TextGuess(best, score, scores=scores, **where)  # type: ignore[arg-type]
+
+
+def _first_bad_utf8(sample: bytes) -> int | None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        decoder.decode(sample, final=False)  # a character cut by the sample's end is not an error
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return None
+
+
+def _utf16_order(sample: bytes) -> str | None:
+    """``utf-16-le``/``-be`` when one byte of each pair is mostly zero (its ASCII characters)."""
+    n = min(len(sample), 8192) // 2 * 2
+    if n < 4:
+        return None
+    even = sample[0:n:2].count(0) / (n // 2)
+    odd = sample[1:n:2].count(0) / (n // 2)
+    # ASCII characters put a zero in one byte of their pair; a CJK character rarely does (U+5F00)
+    if odd >= 0.1 and even <= odd / 8:
+        return "utf-16-le"
+    if even >= 0.1 and odd <= even / 8:
+        return "utf-16-be"
+    return None
+
+
+def _decodes(sample: bytes, encoding: str) -> bool:
+    try:
+        codecs.getincrementaldecoder(encoding)().decode(sample, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _score(sample: bytes, encoding: str) -> float:
+    """The share of the non-ASCII characters ``sample`` decodes to that are common in that
+    encoding's language; 0 when it does not decode."""
+    try:
+        text = codecs.getincrementaldecoder(encoding)().decode(sample, final=False)
+    except UnicodeDecodeError:
+        return 0.0
+    wide = [c for c in text if ord(c) > 0x7F]
+    if not wide:
+        return 0.0
+    common = sum(1 for c in wide if _common(c, encoding))
+    return common / len(wide)
+
+
+def _common(char: str, encoding: str) -> bool:
+    if encoding == "gb18030":
+        try:
+            code = char.encode("gb2312")
+        except UnicodeEncodeError:
+            return False
+        return 0xA1 <= code[0] <= 0xD7  # symbols, punctuation and the 3,755 level-1 hanzi
+    if encoding == "big5":
+        try:
+            code = char.encode("big5")
+        except UnicodeEncodeError:
+            return False
+        return 0xA1 <= code[0] <= 0xC6  # symbols and the 5,401 frequent characters
+    if "\u3040" <= char <= "\u30ff":  # hiragana, katakana
+        return True
+    try:
+        code = char.encode("shift_jis")
+    except UnicodeEncodeError:
+        return False
+    return len(code) == 2 and 0x81 <= code[0] <= 0x98  # symbols, kana and level-1 kanji
