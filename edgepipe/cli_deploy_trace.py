@@ -18,7 +18,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-from edgepipe.deploy.output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_format, error, print_json
+from edgepipe.deploy.output import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    add_format,
+    error,
+    print_json,
+    progress,
+)
 
 DEFAULT_OUTPUT = "trace.json"
 
@@ -119,7 +127,8 @@ def main(args: argparse.Namespace) -> int:
     from edgepipe.deploy.trace_summary import summarize
 
     try:
-        run = run_traced(graph, args.duration, debug=args.debug)
+        with progress(f"tracing {graph.name}", None, enabled=args.format == "text"):  # time elapsed
+            run = run_traced(graph, args.duration, debug=args.debug)
     except EdgepipeError as exc:  # a node stopped the run
         if args.debug:
             raise

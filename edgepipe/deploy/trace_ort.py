@@ -106,8 +106,8 @@ def fusions(profile: Profile) -> list[dict[str, Any]]:
         ("Conv + activation -> FusedConv", cpu and "Conv" in src and bool(src & ACTIVATIONS), {"FusedConv"},
          "ONNX Runtime fuses them on the CPU at the 'extended' level and above"),
         ("layer norm -> LayerNormalization", bool(LAYER_NORM_OPS & src or {"ReduceMean", "Sqrt"} <= src),
-         LAYER_NORM_OPS, "ONNX Runtime fuses the usual spellings (Pow-ReduceMean-Add-Sqrt-Div for RMS "
-         "norm); others (x*x for Pow) run as separate kernels: export with LayerNormalization"),
+         LAYER_NORM_OPS, "ONNX Runtime fuses the spellings it knows (ReduceMean-Sub-Pow-ReduceMean-Add-"
+         "Sqrt-Div); others run as separate kernels: export with LayerNormalization"),
         ("GELU -> Gelu", bool(GELU_OPS & src or "Erf" in src), GELU_OPS, "Erf-based GELU runs as one kernel"),
         ("attention -> Attention/GroupQueryAttention", False, ATTENTION_OPS,
          "fused at load only for BERT-like graphs; export with the fused op or run "
