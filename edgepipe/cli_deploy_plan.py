@@ -85,7 +85,7 @@ def add_parser(sub: Any) -> None:
         "plan",
         help="capacity sums: bandwidth, compute, KV cache, memory and decode against a device",
         description="The sums before choosing hardware: bytes read per token, bandwidth and compute "
-        "needed, the KV cache term by term, the memory plan against the device's RAM with 30%% kept "
+        "needed, the KV cache term by term, the memory plan against the device's RAM with 30% kept "
         "free, video decode load, and what to change. TARGET is an ONNX decoder (file or folder) or "
         "a pipeline file, whose own parameters follow it.",
         allow_abbrev=False,
