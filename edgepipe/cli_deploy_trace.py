@@ -98,12 +98,32 @@ def _reserved() -> dict[str, str]:
     return {flag: "an option of edgepipe trace" for flag in options._option_string_actions}
 
 
+def _help(args: argparse.Namespace) -> int:
+    """``edgepipe trace FILE --help``: the options, then the pipeline's parameters."""
+    from edgepipe import cli_params
+    from edgepipe.core.errors import PipelineError
+    from edgepipe.core.loader import read_pipeline
+
+    parser: argparse.ArgumentParser = args.trace_parser
+    if args.file is not None:
+        try:
+            cli_params.add_parameters(parser, read_pipeline(args.file, reserved=_reserved()))
+        except PipelineError as exc:
+            parser.print_help()
+            error(f"{exc} (so its parameters cannot be listed)")
+            return EXIT_USAGE
+    parser.print_help()
+    return EXIT_OK
+
+
 def main(args: argparse.Namespace) -> int:
     from edgepipe.core.errors import EdgepipeError, PipelineError
     from edgepipe.core.params import check_writable_file
     from edgepipe.deploy.plan_pipeline import load_graph
 
     extra = _split(args)
+    if {"-h", "--help"} & set(extra):
+        return _help(args)
     if args.file is None:
         error("give a pipeline file: edgepipe trace pipelines/NAME.py --duration 3")
         return EXIT_USAGE

@@ -53,6 +53,13 @@ def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, t
     assert summary["problems"] == []
 
 
+def test_file_help_lists_the_pipelines_parameters() -> None:
+    done = trace("pipelines/face_privacy.py", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "--duration SECONDS" in done.stdout
+    assert "--threshold" in done.stdout  # one of face_privacy's own
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
