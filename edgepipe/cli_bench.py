@@ -40,6 +40,7 @@ def add_parser(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from edgepipe.deploy.power_meter import EnergyMeter, energy_json, energy_lines
     from edgepipe.infer import InferError
     from edgepipe.infer.session import SessionConfig
     from edgepipe.lm.bench import report
@@ -60,10 +61,13 @@ def main(args: argparse.Namespace) -> int:
         lm = LanguageModel(
             args.model, max_seq_len=max_seq, session=SessionConfig(threads=args.threads, timeout_s=300)
         )
-        figures = report(lm, contexts, args.tokens)
+        meter = EnergyMeter()
+        figures = report(lm, contexts, args.tokens, meter=meter)
     except (InferError, ValueError) as exc:
         print(f"edgepipe: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    # Energy of the timed runs (prefill included), per generated token.
+    figures["energy"] = energy_json(meter, meter.energies, args.tokens * len(contexts), "token")
     if args.format == "json":
         print(json.dumps(figures))
         return EXIT_OK
@@ -78,4 +82,6 @@ def main(args: argparse.Namespace) -> int:
     print(f"\nmemory read bandwidth {figures['memory_gb_per_s']} GB/s; weights read per token "
           f"{figures['weight_mb_per_token']} MB; "
           f"roofline {figures['roofline_tokens_per_s']} tok/s")  # fmt: skip
+    for line in energy_lines(figures["energy"], "token"):
+        print(line)
     return EXIT_OK

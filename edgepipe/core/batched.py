@@ -25,6 +25,7 @@ from edgepipe.core.errors import EndOfStream
 from edgepipe.core.lease import Batch, Leased, hand_on
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.parts import NodeParts
+from edgepipe.core.spans import CALL
 from edgepipe.core.spec import NodeKind
 
 
@@ -86,7 +87,10 @@ async def run_batched(node: NodeParts, call: Callable[[Batch], list[Any]], batch
         except BaseException:  # cancelled at shutdown: the call keeps its own lease on the batch
             held.release()
             raise
-        m.record(time.perf_counter_ns() - t0)
+        t1 = time.perf_counter_ns()
+        m.record(t1 - t0)
+        if m.spans is not None:
+            m.spans.add(CALL, t0, t1)
         held.items = []  # the references go on below, item by item
         held.release()
         emits = [out for item, out in zip(batch, outputs, strict=True) if hand_on(item, out, stage)]

@@ -31,6 +31,7 @@ import os
 import threading
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,8 @@ class MemoryPlan:
         self.refuse = refuse
         self.first_refusal: MemoryBudgetError | None = None
         """A dry run's first reservation past the budget: the error it would have raised."""
+        self.listeners: list[Callable[[Reservation], None]] = []
+        """Called with every reservation made (``edgepipe trace`` counts buffers rebuilt)."""
 
     @property
     def budget_bytes(self) -> int | None:
@@ -179,6 +182,8 @@ class MemoryPlan:
                 if self.first_refusal is None:
                     self.first_refusal = error
             self._entries[reservation.key] = reservation
+        for listener in self.listeners:
+            listener(reservation)
         if self.announced:  # buffers sized by the first frame come after the plan was logged
             total = self.total_bytes
             log.info(

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from edgepipe.core import spans as _spans
+
 WINDOW = 2048
 """How many recent latency samples the percentiles are computed over."""
 SAMPLE_STRIDE = 8
@@ -76,6 +78,7 @@ class NodeMetrics:
         "node_id",
         "restarts",
         "skipped",
+        "spans",
         "state",
         "t_end_ns",
         "t_start_ns",
@@ -99,6 +102,8 @@ class NodeMetrics:
         self._n = 0
         # Random gaps drawn once per node (a draw per sample would cost more than the sample).
         self._strides = [random.randint(1, 2 * SAMPLE_STRIDE - 1) for _ in range(256)]
+        self.spans = _spans.log_for(node_id)
+        """Every call's start and duration, under ``edgepipe trace`` only (else None)."""
 
     def started(self) -> None:
         self.state = "running"

@@ -27,6 +27,7 @@ from edgepipe.core.errors import NodeError, NodeStuck, NodeTimeout
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.parts import NodeParts
+from edgepipe.core.spans import PROCESS
 from edgepipe.core.spec import NodeKind
 
 _clock = time.perf_counter_ns
@@ -283,6 +284,8 @@ async def run_processor(node: NodeParts, overlap: Overlap) -> None:
             continue
         out = job.future.result()
         elapsed = job.ran_ns[1] - job.ran_ns[0]
+        if m.spans is not None:
+            m.spans.add(PROCESS, *job.ran_ns)
         overlap.measured(elapsed)
         m.record(elapsed)
         if hand_on(job.prepared, out, stage):

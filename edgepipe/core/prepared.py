@@ -43,6 +43,7 @@ from edgepipe.core.lease import Leased
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.overlap import Overlap, run_processor
 from edgepipe.core.parts import NodeParts
+from edgepipe.core.spans import PREPARE
 from edgepipe.core.spec import OnError
 
 _clock = time.perf_counter_ns
@@ -152,6 +153,8 @@ async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, ov
             item.release()
         raise
     elapsed = _clock() - t0
+    if node.metrics.spans is not None:
+        node.metrics.spans.add(PREPARE, t0, t0 + elapsed)
     node.metrics.busy_ns += elapsed  # the node's busy time is both steps' (it may pass 1)
     overlap.prepare_ns = _mean(overlap.prepare_ns, elapsed)
     if prepared is not item and isinstance(item, Leased):

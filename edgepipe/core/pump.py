@@ -31,6 +31,7 @@ from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.parts import NodeParts
 from edgepipe.core.prepared import composed, overlaps, run_prepared
+from edgepipe.core.spans import CALL, NEXT_ITEM
 from edgepipe.core.spec import NodeKind, OnError
 
 _clock = time.perf_counter_ns
@@ -75,7 +76,11 @@ async def _pump(node: NodeParts, iterator: AsyncIterator[Any]) -> None:
     outputs = node.outputs
     single = outputs.single
     run = 0
+    spans = m.spans
+    t_wait = _clock() if spans is not None else 0
     async for item in iterator:
+        if spans is not None:  # edgepipe trace: how long the source took to give this item
+            t_wait = spans.add_until_now(NEXT_ITEM, t_wait)
         circuit.failures = 0
         if single is None:
             await outputs.emit(item)
@@ -96,10 +101,14 @@ async def _pump(node: NodeParts, iterator: AsyncIterator[Any]) -> None:
 async def _pump_with_deadline(node: NodeParts, iterator: AsyncIterator[Any], timeout_s: float) -> None:
     # timeout_s on a source bounds the wait for its next item: a stalled input is an error for
     # its policy (restart, by default) instead of a silent hang.
+    spans = node.metrics.spans
     while True:
+        t0 = _clock() if spans is not None else 0
         try:
             async with asyncio.timeout(timeout_s):
                 item = await anext(iterator)
+            if spans is not None:
+                spans.add_until_now(NEXT_ITEM, t0)
         except StopAsyncIteration:
             return
         except TimeoutError as exc:
@@ -188,6 +197,8 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
             raise
         t = _clock()
         m.busy_ns += t - t_mark  # every call, failed ones too
+        if m.spans is not None:
+            m.spans.add(CALL, t_mark, t)
         t_mark = t
         if countdown == 0:
             m.sample(t - t0)
@@ -225,14 +236,20 @@ async def run_stream(node: NodeParts, process: ProcessAdapter) -> None:
     until it yields (closed) or raises (open again, for twice as long).
     """
     circuit = node.circuit
+    spans = node.metrics.spans
     while True:
         held = _Held()  # each attempt its own: a dead stream's items are not the next one's
         try:
             async with aclosing(_inbox_items(node, held)) as items, aclosing(process.call(items)) as stream:
+                t_wait = _clock() if spans is not None else 0
                 async for out in stream:
+                    if spans is not None:  # edgepipe trace: how long this output took, input waits too
+                        spans.add_until_now(NEXT_ITEM, t_wait)
                     if out is held.item:
                         held.passed = True  # its reference travels downstream
                     await node.outputs.emit(out)
+                    if spans is not None:
+                        t_wait = _clock()
                     if circuit.failures:
                         await circuit.succeeded()
             return

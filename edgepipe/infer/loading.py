@@ -44,6 +44,11 @@ _OPT_LEVELS = {
 
 _Wanted = Sequence[tuple[str, dict[str, str]]]
 
+profile_prefix: str | None = None
+"""While set (by ``edgepipe trace``), every session loaded profiles its runs (ONNX Runtime
+writes ``PREFIX_<date>.json`` at ``end_profiling()``) and is added to :data:`profiled`."""
+profiled: list[tuple[str, Path, ort.InferenceSession]] = []
+
 
 def load_session(
     path: Path, config: SessionConfig, *, name: str, threads: int
@@ -78,6 +83,9 @@ class _Loader:
         )
         if self.config.denormal_as_zero:
             options.add_session_config_entry("session.set_denormal_as_zero", "1")
+        if profile_prefix is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = f"{profile_prefix}{self.name}"
         return options
 
     def provider_list(self) -> list[tuple[str, dict[str, str]]]:
@@ -196,6 +204,8 @@ class _Loader:
                 )
         except Exception as exc:  # ONNX Runtime raises its own pybind types, all plain Exceptions
             raise load_error(exc, self.path, [p for p, _ in wanted]) from exc
+        if profile_prefix is not None:
+            profiled.append((self.name, self.path, session))
         got = session.get_providers()
         skipped = [p for p, _ in wanted if p not in got]
         if skipped and wanted[0][0] != providers.CPU and wanted[0][0] not in got:

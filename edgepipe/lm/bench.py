@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -31,6 +31,13 @@ class ContextFigures:
     tpot_ms: float
     tpot_p95_ms: float
     decode_tokens_per_s: float
+
+
+class Meter(Protocol):
+    """Measures something over the timed runs (an energy meter: ``edgepipe.deploy.power_meter``)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> object: ...
 
 
 def memory_bandwidth(size_mb: int = 256, rounds: int = 5) -> float:
@@ -79,14 +86,17 @@ def weight_bytes_per_token(folder: Path, model_file: Path) -> int:
 
 
 def measure(
-    lm: LanguageModel, contexts: list[int], new_tokens: int = 32, seed: int = 0
+    lm: LanguageModel, contexts: list[int], new_tokens: int = 32, seed: int = 0, meter: Meter | None = None
 ) -> list[ContextFigures]:
-    """Greedy runs of ``new_tokens`` after random prompts of each length (one warm-up first)."""
+    """Greedy runs of ``new_tokens`` after random prompts of each length (one warm-up first);
+    ``meter`` is started after the warm-up and stopped after the last run."""
     rng = np.random.default_rng(seed)
     params = SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)
     vocab = min(lm.runner.vocab, 256)  # byte tokens exist in every vocabulary edgepipe builds
     list(lm.tokens(rng.integers(0, vocab, 8).tolist(), SamplingParams(max_new_tokens=4, ignore_eos=True)))
     out = []
+    if meter is not None:
+        meter.start()
     for context in contexts:
         prompt = rng.integers(0, vocab, context).tolist()
         list(lm.tokens(prompt, params))
@@ -96,12 +106,16 @@ def measure(
             ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms, tpot_p95_ms=s.tpot_p95_ms,
             decode_tokens_per_s=s.decode_tokens_per_s,
         ))  # fmt: skip
+    if meter is not None:
+        meter.stop()
     return out
 
 
-def report(lm: LanguageModel, contexts: list[int], new_tokens: int = 32) -> dict[str, Any]:
+def report(
+    lm: LanguageModel, contexts: list[int], new_tokens: int = 32, meter: Meter | None = None
+) -> dict[str, Any]:
     """Everything ``edgepipe bench lm`` prints, as one mapping (the JSON line)."""
-    figures = measure(lm, contexts, new_tokens)
+    figures = measure(lm, contexts, new_tokens, meter=meter)
     bandwidth = memory_bandwidth()
     weights = weight_bytes_per_token(lm.runner.folder, lm.runner.session.path)
     rows = []

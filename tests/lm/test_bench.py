@@ -50,6 +50,8 @@ def test_bench_lm_command_prints_every_context(
     assert row["ttft_ms"] > 0
     assert row["decode_tokens_per_s"] > 0
     assert figures["cache"] == "shared"
+    energy = figures["energy"]  # joules per generated token, or why not (never a guess)
+    assert energy["measurable"] or energy["reason"].startswith("not measurable here (")
     assert main(["bench", "lm", str(tiny_models["gqa"]), "--contexts", "60", "--tokens", "10"]) == 1
     assert "longer than the model's cache buffer" in capsys.readouterr().err
 

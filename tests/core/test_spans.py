@@ -1,0 +1,68 @@
+"""Spans for ``edgepipe trace``: off by default; on, every call of every node is kept."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from edgepipe import Pipeline
+from edgepipe.core import spans
+from edgepipe.core.metrics import NodeMetrics
+from edgepipe.core.spans import CALL, NEXT_ITEM, PREPARE, PROCESS, STEPS, SpanLog
+from edgepipe.testing import FakeSource, ListSink, run_pipeline
+
+
+@pytest.fixture
+def recording() -> Iterator[spans.SpanRecorder]:
+    recorder = spans.start_recording()
+    yield recorder
+    spans.stop_recording()
+
+
+def test_off_unless_recording() -> None:
+    assert NodeMetrics("a", "stage").spans is None
+
+
+class TwoStep:
+    def prepare(self, n: int) -> int:
+        time.sleep(0.002)
+        return n
+
+    def process(self, n: int) -> int:
+        time.sleep(0.004)
+        return n
+
+
+def test_every_call_of_every_node_is_a_span(recording: spans.SpanRecorder) -> None:
+    sink: ListSink[int] = ListSink()
+    p = Pipeline("t")
+    src = p.source("items", FakeSource(list(range(6))))
+    double = p.stage("double", lambda n: n * 2, inputs=src)
+    two = p.stage("two", TwoStep(), inputs=double)
+    p.sink("out", sink, inputs=two)
+    t0 = time.perf_counter_ns()
+    run_pipeline(p)
+    t1 = time.perf_counter_ns()
+    assert sink.items == [0, 2, 4, 6, 8, 10]
+    logs = recording.logs
+    assert set(logs) == {"items", "double", "two", "out"}
+    assert [STEPS[s] for s in logs["items"].steps] == [STEPS[NEXT_ITEM]] * 6
+    assert list(logs["double"].steps) == [CALL] * 6
+    assert sorted(logs["two"].steps) == [PREPARE] * 6 + [PROCESS] * 6
+    assert len(logs["out"]) == 6
+    for log in logs.values():
+        assert all(d >= 0 for d in log.durations_ns)
+        assert all(t0 <= s <= t1 for s in log.starts_ns)
+    process = [d for d, s in zip(logs["two"].durations_ns, logs["two"].steps, strict=True) if s == PROCESS]
+    assert min(process) >= 4_000_000  # each process() slept 4 ms: the span covers the call
+
+
+def test_past_its_limit_a_log_counts_only() -> None:
+    log = SpanLog("n", limit=2)
+    for i in range(5):
+        log.add(CALL, i, i + 1)
+    assert len(log) == 2
+    assert log.dropped == 3
+    assert log.add_until_now(CALL, 0) > 0
