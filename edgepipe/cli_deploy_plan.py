@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import math
 import sys
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from edgepipe.deploy.output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_format, error, print_json
@@ -98,11 +99,37 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(plan_parser=p)
 
 
-def _split_rest(rest: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    """Options of ``plan`` given after TARGET, and the rest: the pipeline's own parameters."""
+KEPT_FLAGS = ("--params", "--format", "--debug", "--list-devices", "-h", "--help")
+"""The options a pipeline file's parameters may not take. Any other option of ``plan`` with the
+flag of one of the pipeline's parameters (``hello.py``'s ``--fps``) is the pipeline's there."""
+
+
+def _reserved() -> dict[str, str]:
+    return dict.fromkeys(KEPT_FLAGS, "an option of edgepipe plan")
+
+
+def _pipeline_flags(target: str | None) -> set[str]:
+    """The flags of the pipeline file's parameters (none if it cannot be read: its error comes
+    later, where it is planned)."""
+    from edgepipe.core.errors import PipelineError
+    from edgepipe.core.loader import flags_of, read_pipeline
+
+    if target is None or not target.endswith(PIPELINE_SUFFIX):
+        return set()
+    try:
+        return {f for param in read_pipeline(target, reserved=_reserved()).params for f in flags_of(param)}
+    except PipelineError:
+        return set()
+
+
+def _split_rest(
+    rest: list[str], theirs: AbstractSet[str] = frozenset()
+) -> tuple[argparse.Namespace, list[str]]:
+    """Options of ``plan`` given after TARGET, and the rest: the pipeline's own parameters
+    (``theirs``: a flag both have is the pipeline's)."""
     options = argparse.ArgumentParser(prog="edgepipe plan", add_help=False, allow_abbrev=False)
     _add_options(options)
-    flags = options._option_string_actions
+    flags = {f: a for f, a in options._option_string_actions.items() if f not in theirs}
     mine: list[str] = []
     extra: list[str] = []
     i = 0
@@ -124,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
 
     extra: list[str] = []
     if args.rest:
-        later, extra = _split_rest(args.rest)
+        later, extra = _split_rest(args.rest, _pipeline_flags(args.target))
         for key, value in vars(later).items():
             if value != _default(key):
                 setattr(args, key, value)
@@ -154,8 +181,11 @@ def _help(args: argparse.Namespace) -> int:
     parser: argparse.ArgumentParser = args.plan_parser
     if args.target is not None and args.target.endswith(PIPELINE_SUFFIX):
         try:
-            reserved = {f: "an option of edgepipe plan" for f in _option_flags()}
-            cli_params.add_parameters(parser, read_pipeline(args.target, reserved=reserved))
+            spec = read_pipeline(args.target, reserved=_reserved())
+            theirs = _pipeline_flags(args.target)  # a flag both have is the pipeline's (KEPT_FLAGS)
+            shadowed = [(f, a) for f, a in parser._option_string_actions.items() if f in theirs]
+            parser._handle_conflict_resolve(None, shadowed)  # type: ignore[arg-type]
+            cli_params.add_parameters(parser, spec)
         except PipelineError as exc:
             parser.print_help()
             error(f"{exc} (so its parameters cannot be listed)")
@@ -216,8 +246,7 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
         if is_pipeline:
             from edgepipe.deploy.plan_pipeline import load_graph, plan_pipeline
 
-            reserved = {f: "an option of edgepipe plan" for f in _option_flags()}
-            graph = load_graph(args.target, extra, reserved, args.params)
+            graph = load_graph(args.target, extra, _reserved(), args.params)
             report, models, found, notes = plan_pipeline(
                 graph, target, args.tokens_per_s, args.sequences, codec, streams
             )
@@ -244,12 +273,6 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
     if report.failures:
         return EXIT_PROBLEMS
     return EXIT_OK if result.fits else EXIT_PROBLEMS
-
-
-def _option_flags() -> list[str]:
-    options = argparse.ArgumentParser(add_help=False)
-    _add_options(options)
-    return [*options._option_string_actions, "-h", "--help"]
 
 
 def _pick(flag: float | None, table: float | None) -> float | None:

@@ -125,3 +125,23 @@ def test_a_missing_model_is_exit_2_and_a_pipelines_help_lists_its_parameters(tmp
     assert helped.returncode == 0
     assert "--tokens-per-s" in helped.stdout
     assert "--every-s" in helped.stdout
+
+
+def test_a_pipeline_parameter_with_a_flag_of_plan_is_the_pipeline_s(tmp_path: Path) -> None:
+    file = tmp_path / "p.py"
+    file.write_text(
+        "from edgepipe import Pipeline\n"
+        "def pipeline(fps: float = 30.0) -> Pipeline:\n"
+        "    if fps != 5.0:\n"
+        "        raise ValueError(f'fps {fps} did not reach the pipeline')\n"
+        "    p = Pipeline()\n"
+        "    p.sink('out', print, inputs=p.source('n', iter(range(3))))\n"
+        "    return p\n"
+    )
+    result = plan(file, "--fps", "5", "--device", "rk3588")
+    assert result.returncode == 0, result.stderr
+    assert "plan: fits" in result.stdout
+    shown = plan(file, "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("--fps") == 2  # in the usage and once in the list: the pipeline's
+    assert f"parameters of {file}" in shown.stdout

@@ -113,7 +113,7 @@ def test_params_is_the_parameter_file_on_every_subcommand_that_has_it() -> None:
     with_params = {
         path: p for path, p in commands.items() for a in p._actions if "--params" in a.option_strings
     }
-    assert sorted(with_params) == ["edgepipe graph", "edgepipe run"]
+    assert sorted(with_params) == ["edgepipe graph", "edgepipe plan", "edgepipe run", "edgepipe trace"]
     for parser in with_params.values():
         (action,) = [a for a in parser._actions if "--params" in a.option_strings]
         assert action.help is not None
