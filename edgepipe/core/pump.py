@@ -90,6 +90,8 @@ async def _pump(node: NodeParts, iterator: AsyncIterator[Any]) -> None:
             await outputs.put_single(item)
             m.items_out += 1
             run = 0
+        if spans is not None:  # the wait for the next item starts now, not before emitting this one
+            t_wait = _clock()
         run += 1
         if run == _YIELD_EVERY:
             # A source that never waits (an in-memory list into a "latest" lane) would otherwise

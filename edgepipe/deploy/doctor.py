@@ -11,6 +11,7 @@ frames need.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,10 +51,13 @@ def _walk_dir(root: Path) -> Iterator[Path]:
 
 def diagnose(path: Path, *, frames: int = DEFAULT_FRAMES, timeout_s: float = DEFAULT_TIMEOUT_S) -> Diagnosis:
     """Everything doctor finds about one file. Blocks (reads the file, runs a decoder process)."""
-    size = path.stat().st_size
+    info = path.stat()
+    size = info.st_size
     claimed = magic.claimed_kind(path)
     if claimed is None and path.suffix.lower() in text.TEXT_EXTENSIONS:
         claimed = "text"
+    if not stat.S_ISREG(info.st_mode):  # opening a FIFO blocks; a device never ends
+        return _not_a_file(Diagnosis(str(path), "unknown", claimed, size), info.st_mode)
     with path.open("rb") as f:
         head = f.read(max(magic.HEAD_BYTES, text.SAMPLE_BYTES))
         sniffed = magic.sniff(head[: magic.HEAD_BYTES])
@@ -71,6 +75,19 @@ def diagnose(path: Path, *, frames: int = DEFAULT_FRAMES, timeout_s: float = DEF
         _not_media(diag, path, claimed, head)
     elif diag.kind in magic.IMAGES | magic.VIDEOS:
         decode_check(diag, frames=frames, timeout_s=timeout_s)
+    return diag
+
+
+def _not_a_file(diag: Diagnosis, mode: int) -> Diagnosis:
+    if stat.S_ISFIFO(mode):
+        what = "a FIFO (named pipe)"
+    elif stat.S_ISSOCK(mode):
+        what = "a socket"
+    else:
+        what = "a device"
+    diag.kind = "special"
+    diag.add(f"not a regular file but {what}: reading it could block or never end, so doctor "
+             "does not", "diagnose a copy: save what it sends to a regular file first")  # fmt: skip
     return diag
 
 
@@ -106,6 +123,14 @@ def _not_media(diag: Diagnosis, path: Path, claimed: str | None, head: bytes) ->
             f"{magic.NAMES[claimed]}, nor any media format doctor knows",
             "it is damaged from its first byte, or not this kind of file: get another copy, or "
             "identify it with `file`",
+        )
+    elif claimed == "text":
+        controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27))
+        diag.add(
+            f"named {path.suffix} (text) but it is binary: {controls} control bytes in its first "
+            f"{len(sample)} (first bytes {magic.hex_bytes(head[:8])}); no text encoding reads it",
+            "it is damaged, encrypted or compressed, or not this kind of file: identify it with "
+            "`file`, or get another copy",
         )
     else:
         diag.details["note"] = "neither media nor text: not checked"

@@ -11,6 +11,7 @@ host memory on every run, counted here from the graph's edges.
 from __future__ import annotations
 
 import mmap
+import os
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -76,7 +77,11 @@ def advice_table() -> dict[str, dict[str, str]]:
 def read_nodes(file: Path) -> tuple[dict[str, int], list[onnxfile.NodeInfo]]:
     """(opset per domain, every node) of the model at ``file``; weights are never read.
     Raises OSError or :class:`~edgepipe.infer.onnxfile.OnnxFormatError`."""
-    with file.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with file.open("rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:  # mmap refuses an empty file with a bare ValueError
+            raise onnxfile.OnnxFormatError("empty file (0 bytes)")
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with data:
         opsets = onnxfile.opset_imports(data)  # type: ignore[arg-type]  # an mmap reads as bytes do
         nodes = onnxfile.graph_nodes(data)  # type: ignore[arg-type]
     return {(d or ONNX_DOMAIN): v for d, v in opsets.items()}, nodes

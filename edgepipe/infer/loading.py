@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import platform
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,7 +86,9 @@ class _Loader:
             options.add_session_config_entry("session.set_denormal_as_zero", "1")
         if profile_prefix is not None:
             options.enable_profiling = True
-            options.profile_file_prefix = f"{profile_prefix}{self.name}"
+            # a model's name may be its path ("./models/qwen"): one file name, not folders
+            safe = re.sub(r"[^\w.-]", "_", self.name).lstrip(".")
+            options.profile_file_prefix = f"{profile_prefix}{safe}"
         return options
 
     def provider_list(self) -> list[tuple[str, dict[str, str]]]:

@@ -66,3 +66,19 @@ def test_past_its_limit_a_log_counts_only() -> None:
     assert len(log) == 2
     assert log.dropped == 3
     assert log.add_until_now(CALL, 0) > 0
+
+
+def test_a_source_s_wait_is_its_own_not_the_downstream_backpressure(recording: spans.SpanRecorder) -> None:
+    sink: ListSink[int] = ListSink()
+    p = Pipeline("t")
+    src = p.source("items", FakeSource(list(range(12))))  # in memory: gives each item at once
+    slow = p.stage("slow", lambda n: time.sleep(0.01) or n, inputs=src, queue_size=1)
+    p.sink("out", sink, inputs=slow)
+    run_pipeline(p)
+    assert len(sink.items) == 12
+    logs = recording.logs
+    waited = sum(logs["items"].durations_ns)
+    worked = sum(logs["slow"].durations_ns)
+    assert worked >= 12 * 10_000_000
+    # a full queue ahead of the source holds it in emit(): that time is not its "next item"
+    assert waited < worked / 4

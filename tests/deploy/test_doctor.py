@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,3 +92,23 @@ def test_a_raw_h264_stream_named_mp4_is_a_mismatch_but_decodes(make_clip: Callab
     assert "named .mp4 (MP4) but its bytes are raw H.264 (Annex B)" in problem.what
     assert "rename it to clip.h264" in problem.fix
     assert diag.details["decode"]["frames"] == 2  # FFmpeg reads it by its content
+
+
+def test_binary_bytes_named_as_text_are_a_problem(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(bytes(range(256)) * 4)
+    diag = diagnose(path)
+    [problem] = diag.problems
+    assert "named .txt (text) but it is binary" in problem.what
+    assert "00 01 02 03" in problem.what
+
+
+def test_a_fifo_or_a_device_is_named_and_never_opened(tmp_path: Path) -> None:
+    fifo = tmp_path / "camera.mp4"
+    os.mkfifo(fifo)  # opening it for reading would block until a writer came
+    diag = diagnose(fifo)
+    [problem] = diag.problems
+    assert diag.kind == "special"
+    assert "not a regular file but a FIFO (named pipe)" in problem.what
+    [problem] = diagnose(Path("/dev/zero")).problems
+    assert "not a regular file but a device" in problem.what

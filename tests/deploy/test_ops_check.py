@@ -2,8 +2,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from edgepipe.deploy.ops_check import check, read_nodes
 from edgepipe.deploy.ops_tables import find_table
+from edgepipe.infer.onnxfile import OnnxFormatError
 from tests.deploy.ops_models import neg_between_relus, with_if
 
 
@@ -42,3 +45,9 @@ def test_a_provider_fallback_names_the_cpu_provider_or_says_nothing_can_run_it(t
     assert {u.op_type: u.fallback for u in coreml.unsupported} == {"Neg": "CPUExecutionProvider"}
     cpu = check("negs", opsets, nodes, find_table("cpu"))
     assert not cpu.unsupported
+
+
+def test_an_empty_file_is_not_an_onnx_model(tmp_path: Path) -> None:
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    with pytest.raises(OnnxFormatError, match=r"empty file \(0 bytes\)"):
+        read_nodes(tmp_path / "empty.onnx")
