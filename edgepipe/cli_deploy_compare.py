@@ -153,10 +153,12 @@ def main(args: argparse.Namespace) -> int:
                       f"{session.providers[0]}); see the warning above")  # fmt: skip
                 return EXIT_USAGE
         (source_a, a), (_, b) = sessions
-        if [i.name for i in a.inputs] != [i.name for i in b.inputs] or len(a.outputs) != len(b.outputs):
-            error(
-                f"the two models do not take the same inputs or give as many outputs: A {_io(a)}; B {_io(b)}"
-            )
+        if [i.name for i in a.inputs] != [i.name for i in b.inputs]:
+            error(f"the two models do not take the same inputs: A {_io(a)}; B {_io(b)}")
+            return EXIT_USAGE
+        if sorted(a.output_names) != sorted(b.output_names):
+            error(f"the two models do not give the same outputs: A {list(a.output_names)}; "
+                  f"B {list(b.output_names)}; compare two versions of one model")  # fmt: skip
             return EXIT_USAGE
         labels = (
             f"{sides[0][0]} on {short_name(a.providers[0])}",
@@ -176,7 +178,8 @@ def main(args: argparse.Namespace) -> int:
         with progress("comparing", len(feeds)) as bar:
 
             def run(session: Any) -> Any:
-                return lambda feed: session.run(feed, timeout_s=RUN_TIMEOUT_S)
+                # Both sides' outputs in A's order (paired by name, whatever order B lists them).
+                return lambda feed: session.run(feed, a.output_names, timeout_s=RUN_TIMEOUT_S)
 
             def each() -> Any:
                 for feed in feeds:
@@ -205,7 +208,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _io(session: Any) -> str:
-    return f"inputs {[i.name for i in session.inputs]}, {len(session.outputs)} outputs"
+    return f"inputs {[i.name for i in session.inputs]}"
 
 
 def _print(c: Any) -> None:
