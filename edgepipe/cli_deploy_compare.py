@@ -216,8 +216,9 @@ def _print(c: Any) -> None:
     rows = []
     for d in c.outputs:
         verdict = d.mismatch or ("ok" if d.ok else f"{d.outside} of {d.elements} outside")
-        rows.append((d.name, "x".join(map(str, d.shape)), f"{d.max_abs:.3g}", f"{d.mean_abs:.3g}",
-                     f"{d.rel_error:.3g}", f"{d.cosine:.6f}", verdict))  # fmt: skip
+        figures = ("-",) * 4 if d.mismatch else (
+            f"{d.max_abs:.3g}", f"{d.mean_abs:.3g}", f"{d.rel_error:.3g}", f"{d.cosine:.6f}")  # fmt: skip
+        rows.append((d.name, "x".join(map(str, d.shape)), *figures, verdict))
     columns = ("output", "shape", "max abs", "mean abs", "rel error", "cosine", "verdict")
     console().print(table(None, columns, rows, right=columns[2:6]))
     print("verdict: " + ("the outputs agree" if c.ok else "DIVERGED"))
