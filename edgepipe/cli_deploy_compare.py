@@ -141,6 +141,7 @@ def main(args: argparse.Namespace) -> int:
         error(f"--input {args.input}: no such file; give a video, or leave --input out for random inputs")
         return EXIT_USAGE
     sessions = []
+    feeds: list[dict[str, Any]] = []
     try:
         for model, ep in sides:
             source = find_model(model)
@@ -191,7 +192,11 @@ def main(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_USAGE
     except InferError as exc:
-        error(str(exc))
+        hint = ""
+        if feeds and not args.input:  # the shapes were made up here: say which, and how to choose
+            fed = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in feeds[0].items())
+            hint = f" (random inputs {fed}; give --shape [NAME=]DIMS that the model takes)"
+        error(f"{exc}{hint}")
         return EXIT_USAGE if not sessions or len(sessions) < 2 else EXIT_PROBLEMS
     finally:
         for _, session in sessions:

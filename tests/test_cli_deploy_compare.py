@@ -133,3 +133,20 @@ def test_outputs_are_paired_by_name_and_other_names_are_exit_2(tmp_path: Path) -
     (line,) = done.stderr.splitlines()
     assert line.startswith("edgepipe: error: the two models do not give the same outputs")
     assert "A ['plus', 'zero']; B ['plus', 'nothing']" in line
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_on_the_random_shapes_names_them_and_shape(tmp_path: Path) -> None:
+    # Reshape to [-1, 7]: a free dim of 64 does not divide; 70 does.
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "to"], ["y"])], "sevens",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "S"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([-1, 7], np.int64), "to")],
+    )  # fmt: skip
+    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "r.onnx")
+    done = compare(model, model, cwd=tmp_path)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.endswith("(random inputs x 1x64; give --shape [NAME=]DIMS that the model takes)")
+    assert compare(model, model, "--shape", "1x70", cwd=tmp_path).returncode == 0
