@@ -77,7 +77,9 @@ def add_parser(sub: Any) -> None:
         help="execution provider of a side (cpu, cuda, tensorrt, openvino …); default cpu",
     )
     p.add_argument(
-        "--input", metavar="VIDEO", help="feed frames of this video (a detector) instead of random tensors"
+        "--input",
+        metavar="VIDEO|DIR",
+        help="feed frames of this video or folder of images (a detector) instead of random tensors",
     )
     p.add_argument("--samples", type=_count, default=3, metavar="N", help="inputs to feed (default 3)")
     p.add_argument(
@@ -137,8 +139,9 @@ def main(args: argparse.Namespace) -> int:
             have = ", ".join(short_name(p) for p in available)
             error(f"--ep {ep}: this ONNX Runtime has no {full_name(ep)} (available here: {have})")
             return EXIT_USAGE
-    if args.input and not Path(args.input).expanduser().is_file():
-        error(f"--input {args.input}: no such file; give a video, or leave --input out for random inputs")
+    if args.input and not Path(args.input).expanduser().exists():
+        error(f"--input {args.input}: no such file or folder; give a video or a folder of images, or "
+              "leave --input out for random inputs")  # fmt: skip
         return EXIT_USAGE
     sessions = []
     feeds: list[dict[str, Any]] = []

@@ -150,3 +150,16 @@ def test_a_run_that_fails_on_the_random_shapes_names_them_and_shape(tmp_path: Pa
     (line,) = done.stderr.splitlines()
     assert line.endswith("(random inputs x 1x64; give --shape [NAME=]DIMS that the model takes)")
     assert compare(model, model, "--shape", "1x70", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_folder_of_images_feeds_both_sides(tmp_path: Path, centerface: Path) -> None:
+    from skimage import data, io
+
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    io.imsave(folder / "astronaut.jpg", data.astronaut())
+    io.imsave(folder / "coffee.png", data.coffee())
+    done = compare("centerface", centerface, "--input", folder, "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["inputs"] == "2 frames of pictures"
