@@ -77,7 +77,9 @@ def add_parser(sub: Any) -> None:
         help="execution provider of a side (cpu, cuda, tensorrt, openvino …); default cpu",
     )
     p.add_argument(
-        "--input", metavar="VIDEO", help="feed frames of this video (a detector) instead of random tensors"
+        "--input",
+        metavar="VIDEO|DIR",
+        help="feed frames of this video or folder of images (a detector) instead of random tensors",
     )
     p.add_argument("--samples", type=_count, default=3, metavar="N", help="inputs to feed (default 3)")
     p.add_argument(
@@ -137,10 +139,12 @@ def main(args: argparse.Namespace) -> int:
             have = ", ".join(short_name(p) for p in available)
             error(f"--ep {ep}: this ONNX Runtime has no {full_name(ep)} (available here: {have})")
             return EXIT_USAGE
-    if args.input and not Path(args.input).expanduser().is_file():
-        error(f"--input {args.input}: no such file; give a video, or leave --input out for random inputs")
+    if args.input and not Path(args.input).expanduser().exists():
+        error(f"--input {args.input}: no such file or folder; give a video or a folder of images, or "
+              "leave --input out for random inputs")  # fmt: skip
         return EXIT_USAGE
     sessions = []
+    feeds: list[dict[str, Any]] = []
     try:
         for model, ep in sides:
             source = find_model(model)
@@ -153,10 +157,12 @@ def main(args: argparse.Namespace) -> int:
                       f"{session.providers[0]}); see the warning above")  # fmt: skip
                 return EXIT_USAGE
         (source_a, a), (_, b) = sessions
-        if [i.name for i in a.inputs] != [i.name for i in b.inputs] or len(a.outputs) != len(b.outputs):
-            error(
-                f"the two models do not take the same inputs or give as many outputs: A {_io(a)}; B {_io(b)}"
-            )
+        if [i.name for i in a.inputs] != [i.name for i in b.inputs]:
+            error(f"the two models do not take the same inputs: A {_io(a)}; B {_io(b)}")
+            return EXIT_USAGE
+        if sorted(a.output_names) != sorted(b.output_names):
+            error(f"the two models do not give the same outputs: A {list(a.output_names)}; "
+                  f"B {list(b.output_names)}; compare two versions of one model")  # fmt: skip
             return EXIT_USAGE
         labels = (
             f"{sides[0][0]} on {short_name(a.providers[0])}",
@@ -176,7 +182,8 @@ def main(args: argparse.Namespace) -> int:
         with progress("comparing", len(feeds)) as bar:
 
             def run(session: Any) -> Any:
-                return lambda feed: session.run(feed, timeout_s=RUN_TIMEOUT_S)
+                # Both sides' outputs in A's order (paired by name, whatever order B lists them).
+                return lambda feed: session.run(feed, a.output_names, timeout_s=RUN_TIMEOUT_S)
 
             def each() -> Any:
                 for feed in feeds:
@@ -188,7 +195,11 @@ def main(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_USAGE
     except InferError as exc:
-        error(str(exc))
+        hint = ""
+        if feeds and not args.input:  # the shapes were made up here: say which, and how to choose
+            fed = ", ".join(f"{k} {'x'.join(map(str, v.shape))}" for k, v in feeds[0].items())
+            hint = f" (random inputs {fed}; give --shape [NAME=]DIMS that the model takes)"
+        error(f"{exc}{hint}")
         return EXIT_USAGE if not sessions or len(sessions) < 2 else EXIT_PROBLEMS
     finally:
         for _, session in sessions:
@@ -205,7 +216,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _io(session: Any) -> str:
-    return f"inputs {[i.name for i in session.inputs]}, {len(session.outputs)} outputs"
+    return f"inputs {[i.name for i in session.inputs]}"
 
 
 def _print(c: Any) -> None:
@@ -213,8 +224,9 @@ def _print(c: Any) -> None:
     rows = []
     for d in c.outputs:
         verdict = d.mismatch or ("ok" if d.ok else f"{d.outside} of {d.elements} outside")
-        rows.append((d.name, "x".join(map(str, d.shape)), f"{d.max_abs:.3g}", f"{d.mean_abs:.3g}",
-                     f"{d.rel_error:.3g}", f"{d.cosine:.6f}", verdict))  # fmt: skip
+        figures = ("-",) * 4 if d.mismatch else (
+            f"{d.max_abs:.3g}", f"{d.mean_abs:.3g}", f"{d.rel_error:.3g}", f"{d.cosine:.6f}")  # fmt: skip
+        rows.append((d.name, "x".join(map(str, d.shape)), *figures, verdict))
     columns = ("output", "shape", "max abs", "mean abs", "rel error", "cosine", "verdict")
     console().print(table(None, columns, rows, right=columns[2:6]))
     print("verdict: " + ("the outputs agree" if c.ok else "DIVERGED"))

@@ -131,7 +131,7 @@ def add_parser(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     require("onnx", "deploy", "edgepipe quantize")
     from edgepipe.deploy.calib import CalibError
-    from edgepipe.deploy.quantize import QuantizeOptions, quantize
+    from edgepipe.deploy.quantize import QuantizeOptions, quantize, writable
     from edgepipe.deploy.quantize_model import ModelChoiceError, default_output, find_model
     from edgepipe.infer.errors import InferError
     from edgepipe.vision.adapters import ADAPTERS, AdapterError
@@ -166,6 +166,10 @@ def main(args: argparse.Namespace) -> int:
     if not output.parent.is_dir():
         error(f"-o {output}: no folder {output.parent}")
         return EXIT_USAGE
+    problem = writable(output)
+    if problem:
+        error(f"cannot write {output} ({problem}); give -o a path in a folder you can write")
+        return EXIT_USAGE
     options = QuantizeOptions(
         calibration_frames=args.frames, held_out_frames=args.held_out, exclude=tuple(args.exclude),
         per_channel=not args.per_tensor, method=args.method, input_size=args.input_size, iou=args.iou,
@@ -186,6 +190,9 @@ def main(args: argparse.Namespace) -> int:
         except InferError as exc:
             error(str(exc))
             return EXIT_USAGE
+        except OSError as exc:  # the disk filled, the folder went away ...
+            error(f"{exc.filename or output}: {exc.strerror or exc}")
+            return EXIT_PROBLEMS
     agreement = report.check.agreement
     share = agreement.share if agreement is not None else None
     ok = share is None or share >= args.min_agreement

@@ -102,3 +102,64 @@ def test_frames_of_a_video_feed_both_sides(
         [1, 10, 48, 80],
     ]
     assert all(o["max_abs"] == 0.0 for o in report["outputs"])
+
+
+def two_outputs(path: Path, plus: str = "plus", zero: str = "zero", *, swapped: bool = False) -> Path:
+    """``plus`` = x + 1 and ``zero`` = x * 0 ([N, 8] each), listed the other way round when
+    ``swapped``."""
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 8]) for n in (plus, zero)]
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "one"], [plus]), helper.make_node("Mul", ["x", "nil"], [zero])],
+        "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+        outputs[::-1] if swapped else outputs,
+        [numpy_helper.from_array(np.ones((), np.float32), "one"),
+         numpy_helper.from_array(np.zeros((), np.float32), "nil")],
+    )  # fmt: skip
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.slow
+def test_outputs_are_paired_by_name_and_other_names_are_exit_2(tmp_path: Path) -> None:
+    a = two_outputs(tmp_path / "a.onnx")
+    done = compare(a, two_outputs(tmp_path / "b.onnx", swapped=True), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert [(o["name"], o["max_abs"]) for o in json.loads(done.stdout)["outputs"]] == [
+        ("plus", 0.0),
+        ("zero", 0.0),
+    ]
+
+    done = compare(a, two_outputs(tmp_path / "c.onnx", zero="nothing"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("edgepipe: error: the two models do not give the same outputs")
+    assert "A ['plus', 'zero']; B ['plus', 'nothing']" in line
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_on_the_random_shapes_names_them_and_shape(tmp_path: Path) -> None:
+    # Reshape to [-1, 7]: a free dim of 64 does not divide; 70 does.
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "to"], ["y"])], "sevens",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "S"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([-1, 7], np.int64), "to")],
+    )  # fmt: skip
+    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "r.onnx")
+    done = compare(model, model, cwd=tmp_path)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.endswith("(random inputs x 1x64; give --shape [NAME=]DIMS that the model takes)")
+    assert compare(model, model, "--shape", "1x70", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_folder_of_images_feeds_both_sides(tmp_path: Path, centerface: Path) -> None:
+    from skimage import data, io
+
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    io.imsave(folder / "astronaut.jpg", data.astronaut())
+    io.imsave(folder / "coffee.png", data.coffee())
+    done = compare("centerface", centerface, "--input", folder, "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["inputs"] == "2 frames of pictures"

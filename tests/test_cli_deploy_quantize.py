@@ -125,3 +125,17 @@ def test_a_model_that_is_no_detector_is_exit_2_naming_the_adapter_flag(tmp_path:
     assert line.startswith("edgepipe: error: add.onnx: quantize takes a detector")
     assert "--adapter" in line
     assert not (tmp_path / "add.int8.onnx").exists()  # refused before anything was written
+
+
+@pytest.mark.slow
+def test_an_output_that_cannot_be_written_is_exit_2_before_any_work(
+    tmp_path: Path, centerface: Path, clip: Path
+) -> None:
+    # A name the file system takes, but not with the partial file's prefix and suffix: the
+    # same answer as a read-only folder, and one a test run as root still gets.
+    out = tmp_path / ("m" * 250 + ".onnx")
+    done = quantize("centerface", "--calib", clip, "-o", out, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = errors(done)
+    assert line.startswith(f"edgepipe: error: cannot write {out} (")
+    assert list(tmp_path.iterdir()) == []  # nothing left behind

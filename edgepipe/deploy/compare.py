@@ -88,10 +88,16 @@ class Divergence:
     def ok(self) -> bool:
         return not self.mismatch and self.outside == 0
 
+    def figures(self) -> dict[str, float | None]:
+        """max_abs, mean_abs, rel_error and cosine; None where there is no finite figure (an
+        infinite error, or outputs of other shapes, never compared)."""
+        values = {"max_abs": self.max_abs, "mean_abs": self.mean_abs, "rel_error": self.rel_error,
+                  "cosine": self.cosine}  # fmt: skip
+        return {k: None if self.mismatch or not np.isfinite(v) else v for k, v in values.items()}
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "shape": list(self.shape), "max_abs": self.max_abs,
-            "mean_abs": self.mean_abs, "rel_error": self.rel_error, "cosine": self.cosine,
+            "name": self.name, "shape": list(self.shape), **self.figures(),
             "outside": self.outside, "elements": self.elements, "ok": self.ok,
             **({"mismatch": self.mismatch} if self.mismatch else {}),
         }  # fmt: skip

@@ -126,6 +126,23 @@ class _Reader:
         return len(self._tensors)
 
 
+def part_path(output: Path) -> Path:
+    """Where the INT8 model is written before it is renamed to ``output``."""
+    return output.with_name(f".{output.name}.{os.getpid()}.part")
+
+
+def writable(output: Path) -> str:
+    """Why ``output`` cannot be written (its folder read-only, its name too long ...), or
+    empty: tried by creating and removing its partial file."""
+    part = part_path(output)
+    try:
+        part.touch(exist_ok=False)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    part.unlink()
+    return ""
+
+
 def quantize(
     source: SourceModel,
     output: Path,
@@ -156,7 +173,7 @@ def quantize(
         tensors = TensorCache(fp32, input_size=options.input_size, owner="quantize")
         feeds = [tensors(frame)[0].copy() for frame in sets.calibration]
         reader = _Reader(fp32.session.input(0).name, feeds, calibrating)
-        part = output.with_name(f".{output.name}.{os.getpid()}.part")
+        part = part_path(output)
         try:
             quantize_static(
                 str(prepared), str(part), reader, quant_format=QuantFormat.QDQ,

@@ -76,16 +76,15 @@ def matches(fp32: Sequence[Detection], int8: Sequence[Detection], iou: float) ->
     )
     same_class = np.asarray([[a.class_id == b.class_id for b in int8] for a in fp32])
     overlap = np.where(same_class, overlap, 0.0)
-    count = 0
-    for flat in np.argsort(-overlap, axis=None):
+    fp32_taken = np.zeros(len(fp32), bool)
+    int8_taken = np.zeros(len(int8), bool)
+    for flat in np.argsort(-overlap, axis=None, kind="stable"):
         i, j = np.unravel_index(flat, overlap.shape)
         if overlap[i, j] <= iou:
-            break
-        if np.isfinite(overlap[i, j]):
-            count += 1
-            overlap[i, :] = -np.inf
-            overlap[:, j] = -np.inf
-    return count
+            break  # the rest overlap less
+        if not (fp32_taken[i] or int8_taken[j]):
+            fp32_taken[i] = int8_taken[j] = True
+    return int(fp32_taken.sum())
 
 
 def check(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,15 @@ def test_compare_accumulates_every_feed_and_output() -> None:
     report = c.to_dict()
     assert report["ok"] is False
     assert [o["name"] for o in report["outputs"]] == ["same", "off"]
+
+
+def test_the_report_is_strict_json_for_a_zero_reference_and_shapes_that_differ() -> None:
+    zero = Divergence("y")
+    zero.add(np.zeros(3, np.float32), np.ones(3, np.float32), ATOL, RTOL)
+    report = json.loads(json.dumps(zero.to_dict(), allow_nan=False))
+    assert (report["rel_error"], report["cosine"], report["max_abs"]) == (None, 0.0, 1.0)
+    shaped = Divergence("y")
+    shaped.add(np.zeros((2, 3)), np.zeros((3, 2)), ATOL, RTOL)
+    report = shaped.to_dict()
+    # Nothing was compared: no figures that read as a perfect match.
+    assert [report[k] for k in ("max_abs", "mean_abs", "rel_error", "cosine")] == [None] * 4

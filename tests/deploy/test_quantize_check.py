@@ -28,3 +28,11 @@ def test_one_int8_box_matches_one_fp32_box_only() -> None:
 def test_agreement_share_is_none_without_fp32_detections() -> None:
     assert Agreement(0, 3, 0, 0.5).share is None
     assert Agreement(4, 4, 3, 0.5).share == 0.75
+
+
+def test_a_box_taken_by_a_better_match_does_not_end_the_matching() -> None:
+    # The first FP32 face overlaps both INT8 boxes; once it takes the first, the second INT8
+    # box still matches the second FP32 face.
+    fp32 = [_face(0, 0, 10, 10), _face(5, 0, 15, 10)]
+    int8 = [_face(0, 0, 10, 10), _face(2, 0, 12, 10)]  # IoU 0.67 with the first, 0.54 the second
+    assert matches(fp32, int8, 0.5) == 2
