@@ -195,7 +195,7 @@ def main(args: argparse.Namespace) -> int:
             return EXIT_PROBLEMS
     agreement = report.check.agreement
     share = agreement.share if agreement is not None else None
-    ok = share is None or share >= args.min_agreement
+    ok = share is not None and share >= args.min_agreement  # unmeasured is not agreed
     if args.format == "json":
         data = report.to_dict()
         data["min_agreement"] = args.min_agreement
@@ -203,6 +203,11 @@ def main(args: argparse.Namespace) -> int:
         print_json(data)
     else:
         _print(report, args.min_agreement)
+    if share is None:
+        error(f"FP32 found nothing in the held-out frames of {args.calib}, so the INT8 model's "
+              f"detections could not be checked (it is written all the same): calibrate with frames "
+              f"that show what the model detects")  # fmt: skip
+        return EXIT_PROBLEMS
     if not ok:
         error(f"INT8 detections agree with FP32 on {share:.0%} < {args.min_agreement:.0%}: "
               "try more --frames, --method entropy, or --exclude the layers that drift")  # fmt: skip

@@ -139,3 +139,27 @@ def test_an_output_that_cannot_be_written_is_exit_2_before_any_work(
     (line,) = errors(done)
     assert line.startswith(f"edgepipe: error: cannot write {out} (")
     assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_held_out_frames_without_a_face_are_not_an_agreement(tmp_path: Path, centerface: Path) -> None:
+    import av
+    import numpy as np
+
+    clip = tmp_path / "grey.mp4"
+    with av.open(str(clip), "w") as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 320, 192, "yuv420p"
+        grey = np.full((192, 320, 3), 128, np.uint8)
+        for _ in range(10):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(grey, format="rgb24")))
+        container.mux(stream.encode())
+    out = tmp_path / "cf.int8.onnx"
+    done = quantize("centerface", "--calib", clip, "-o", out, "--frames", "4", "--held-out", "4",
+                    cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert errors(done)[-1].startswith(
+        f"edgepipe: error: FP32 found nothing in the held-out frames of {clip}"
+    )
+    assert out.exists()  # written all the same, as the message says
