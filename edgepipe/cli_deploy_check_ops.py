@@ -88,8 +88,10 @@ def main(args: argparse.Namespace) -> int:
     placed = None
     if not args.no_session:
         from edgepipe.deploy.ops_placement import placement
+        from edgepipe.deploy.output import progress
 
-        placed = placement(file, table.provider)
+        with progress(f"loading {name} on {table.provider or table.target}", None):  # a large model: seconds
+            placed = placement(file, table.provider)
     from edgepipe.deploy.ops_text import as_dict, render
 
     off_target = placed.off_target(table.provider) if placed is not None and placed.confirmed else {}
