@@ -11,7 +11,6 @@ command line or an input is wrong, or a provider asked for is not in this ONNX R
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
@@ -22,32 +21,15 @@ from edgepipe.deploy.output import (
     add_format,
     console,
     error,
+    number,
     print_json,
     progress,
     table,
+    whole,
 )
 
 RUN_TIMEOUT_S = 120.0
-
-
-def _tolerance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
+_TOLERANCE = number("a number of at least 0", at_least=0)
 
 
 def add_parser(sub: Any) -> None:
@@ -81,7 +63,7 @@ def add_parser(sub: Any) -> None:
         metavar="VIDEO|DIR",
         help="feed frames of this video or folder of images (a detector) instead of random tensors",
     )
-    p.add_argument("--samples", type=_count, default=3, metavar="N", help="inputs to feed (default 3)")
+    p.add_argument("--samples", type=whole(1), default=3, metavar="N", help="inputs to feed (default 3)")
     p.add_argument(
         "--shape",
         action="append",
@@ -91,13 +73,13 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--input-size",
-        type=_count,
+        type=whole(1),
         default=640,
         metavar="PX",
         help="with --input: longest input side for a model that takes any size (default 640)",
     )
-    p.add_argument("--atol", type=_tolerance, default=ATOL, help=f"absolute tolerance (default {ATOL:g})")
-    p.add_argument("--rtol", type=_tolerance, default=RTOL, help=f"relative tolerance (default {RTOL:g})")
+    p.add_argument("--atol", type=_TOLERANCE, default=ATOL, help=f"absolute tolerance (default {ATOL:g})")
+    p.add_argument("--rtol", type=_TOLERANCE, default=RTOL, help=f"relative tolerance (default {RTOL:g})")
     p.add_argument("--seed", type=int, default=0, help="of the random inputs (default 0)")
     p.add_argument("--debug", action="store_true", help="full tracebacks")
     add_format(p)  # fmt: skip

@@ -10,27 +10,18 @@ still diagnosed) or a wrong option.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
-from edgepipe.deploy.output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_format, error, print_json
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    value = _positive(text)
-    if value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    return int(value)
+from edgepipe.deploy.output import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    POSITIVE,
+    add_format,
+    error,
+    print_json,
+    whole,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -45,9 +36,9 @@ def add_parser(sub: Any) -> None:
         allow_abbrev=False,
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
-    p.add_argument("--frames", type=_count, default=8, metavar="N",
+    p.add_argument("--frames", type=whole(1), default=8, metavar="N",
                    help="video frames to decode from the start (default 8)")  # fmt: skip
-    p.add_argument("--timeout-s", type=_positive, default=20.0, metavar="S",
+    p.add_argument("--timeout-s", type=POSITIVE, default=20.0, metavar="S",
                    help="the decoder's deadline per file (default 20)")  # fmt: skip
     p.add_argument("--debug", action="store_true", help="full tracebacks")
     add_format(p)

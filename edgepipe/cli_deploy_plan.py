@@ -13,67 +13,58 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from edgepipe.deploy.output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_format, error, print_json
+from edgepipe.deploy.output import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    POSITIVE,
+    add_format,
+    error,
+    print_json,
+    whole,
+)
 
 PIPELINE_SUFFIX = ".py"
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    value = _positive(text)
-    if value != int(value):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    return int(value)
-
-
 def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--param-count", type=_positive, metavar="N", help="parameters of the model (3e9)")
+    p.add_argument("--param-count", type=POSITIVE, metavar="N", help="parameters of the model (3e9)")
     p.add_argument(
         "--dtype",
         choices=("fp32", "fp16", "bf16", "int8", "int4"),
         help="weight dtype (default: the model file's; fp16 with --param-count)",
     )
-    p.add_argument("--tokens-per-s", type=_positive, metavar="R", help="target decode rate")
+    p.add_argument("--tokens-per-s", type=POSITIVE, metavar="R", help="target decode rate")
     p.add_argument("--device", metavar="NAME", help="a device of the table (--list-devices)")
     p.add_argument(
-        "--bandwidth-gb-s", type=_positive, metavar="GB_S", help="memory bandwidth (overrides the table)"
+        "--bandwidth-gb-s", type=POSITIVE, metavar="GB_S", help="memory bandwidth (overrides the table)"
     )
     p.add_argument(
-        "--tops", type=_positive, metavar="TOPS", help="peak compute, tera-ops/s (overrides the table)"
+        "--tops", type=POSITIVE, metavar="TOPS", help="peak compute, tera-ops/s (overrides the table)"
     )
-    p.add_argument("--ram-gb", type=_positive, metavar="GB", help="memory (overrides the table)")
+    p.add_argument("--ram-gb", type=POSITIVE, metavar="GB", help="memory (overrides the table)")
     p.add_argument(
         "--max-seq-len",
-        type=_count,
+        type=whole(1),
         metavar="N",
         help="positions per sequence (default: the model's, 2048 with --param-count)",
     )
     p.add_argument(
-        "--sequences", type=_count, default=1, metavar="N", help="concurrent sequences (default 1)"
+        "--sequences", type=whole(1), default=1, metavar="N", help="concurrent sequences (default 1)"
     )
-    p.add_argument("--layers", type=_count, metavar="N", help="with --param-count: decoder layers")
-    p.add_argument("--kv-heads", type=_count, metavar="N", help="with --param-count: KV heads")
-    p.add_argument("--head-dim", type=_count, metavar="N", help="with --param-count: head dimension")
-    p.add_argument("--heads", type=_count, metavar="N", help="with --param-count: attention heads")
-    p.add_argument("--streams", type=_count, metavar="N", help="video streams to decode")
+    p.add_argument("--layers", type=whole(1), metavar="N", help="with --param-count: decoder layers")
+    p.add_argument("--kv-heads", type=whole(1), metavar="N", help="with --param-count: KV heads")
+    p.add_argument("--head-dim", type=whole(1), metavar="N", help="with --param-count: head dimension")
+    p.add_argument("--heads", type=whole(1), metavar="N", help="with --param-count: attention heads")
+    p.add_argument("--streams", type=whole(1), metavar="N", help="video streams to decode")
     p.add_argument(
         "--resolution", default="1920x1080", metavar="WxH", help="of each stream (default 1920x1080)"
     )
-    p.add_argument("--fps", type=_positive, default=30.0, help="of each stream (default 30)")
+    p.add_argument("--fps", type=POSITIVE, default=30.0, help="of each stream (default 30)")
     p.add_argument("--codec", default="h264", help="of the streams (h264, h265, av1, vp9; default h264)")
     p.add_argument("--params", metavar="PATH", help="a pipeline's parameters from a TOML file")
     p.add_argument("--list-devices", action="store_true", help="list the device table and exit")

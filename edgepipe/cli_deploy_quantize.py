@@ -11,7 +11,6 @@ they do not, or the work failed; 2: the command line or an input is wrong (nothi
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,33 +24,16 @@ from edgepipe.deploy.output import (
     add_format,
     console,
     error,
+    number,
     print_json,
     progress,
     require,
     table,
+    whole,
 )
 
 DEFAULT_MIN_AGREEMENT = 0.9
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
+_SHARE = number("a number from 0 to 1", at_least=0, at_most=1)
 
 
 def add_parser(sub: Any) -> None:
@@ -75,10 +57,10 @@ def add_parser(sub: Any) -> None:
         help="the INT8 model (default: MODEL.int8.onnx next to the model, or here for a registry name)",
     )
     p.add_argument("--force", action="store_true", help="replace the output if it exists")
-    p.add_argument("--frames", type=_count, default=16, metavar="N", help="calibration frames (default 16)")
+    p.add_argument("--frames", type=whole(1), default=16, metavar="N", help="calibration frames (default 16)")
     p.add_argument(
         "--held-out",
-        type=_count,
+        type=whole(1),
         default=8,
         metavar="N",
         help="other frames for the FP32/INT8 check (default 8)",
@@ -101,15 +83,15 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--input-size",
-        type=_count,
+        type=whole(1),
         default=640,
         metavar="PX",
         help="longest input side, for a model that takes any size (default 640, as the Detector)",
     )
-    p.add_argument("--iou", type=_share, default=0.5, help="overlap for a detection to agree (default 0.5)")
+    p.add_argument("--iou", type=_SHARE, default=0.5, help="overlap for a detection to agree (default 0.5)")
     p.add_argument(
         "--min-agreement",
-        type=_share,
+        type=_SHARE,
         default=DEFAULT_MIN_AGREEMENT,
         metavar="SHARE",
         help="FP32 detections that must have an INT8 match, else exit 1 (default 0.9)",

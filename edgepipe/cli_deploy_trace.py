@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +23,17 @@ from edgepipe.deploy.output import (
     EXIT_USAGE,
     add_format,
     error,
+    number,
     print_json,
     progress,
 )
 
 DEFAULT_OUTPUT = "trace.json"
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds above 0, got {text!r}")
-    return value
+_SECONDS = number("a finite number of seconds above 0", above=0)
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--duration", type=_seconds, metavar="SECONDS", help="how long to run (required)")
+    p.add_argument("--duration", type=_SECONDS, metavar="SECONDS", help="how long to run (required)")
     p.add_argument("-o", "--trace-out", dest="trace_out", default=DEFAULT_OUTPUT, metavar="PATH",
                    help=f"the Chrome-trace JSON to write (default {DEFAULT_OUTPUT})")  # fmt: skip
     p.add_argument("--params", metavar="PATH", help="the pipeline's parameters from a TOML file")

@@ -13,11 +13,13 @@ Conventions:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import json
+import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
@@ -51,6 +53,44 @@ def add_format(parser: Any) -> None:
         default="text",
         help="text for people (default), json for scripts",
     )
+
+
+def number(
+    what: str, *, above: float | None = None, at_least: float | None = None, at_most: float | None = None
+) -> Callable[[str], float]:
+    """An argparse type: a finite number within the bounds, else ``expected WHAT, got '...'``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (
+            math.isfinite(value)
+            and (above is None or value > above)
+            and (at_least is None or value >= at_least)
+            and (at_most is None or value <= at_most)
+        ):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+def whole(at_least: int = 1) -> Callable[[str], int]:
+    """An argparse type: a whole number (``2048``, ``2e3``) of at least ``at_least``."""
+    real = number(f"a whole number of at least {at_least}", at_least=at_least)
+
+    def parse(text: str) -> int:
+        value = real(text)
+        if value != int(value):
+            raise argparse.ArgumentTypeError(f"expected a whole number of at least {at_least}, got {text!r}")
+        return int(value)
+
+    return parse
+
+
+POSITIVE = number("a positive number", above=0)
 
 
 def print_json(data: Any, out: TextIO | None = None) -> None:

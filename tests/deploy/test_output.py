@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from pathlib import Path
@@ -48,3 +49,23 @@ def test_progress_draws_nothing_off_a_terminal(capsys: pytest.CaptureFixture[str
     captured = capsys.readouterr()
     assert captured.err == ""
     assert captured.out == ""
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "x", ""])
+def test_a_positive_number_refuses_what_is_not(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=f"expected a positive number, got {text!r}"):
+        output.POSITIVE(text)
+
+
+def test_numbers_and_whole_numbers_within_their_bounds() -> None:
+    share = output.number("a number from 0 to 1", at_least=0, at_most=1)
+    assert share("0") == 0.0
+    assert share("1") == 1.0
+    with pytest.raises(argparse.ArgumentTypeError):
+        share("1.01")
+    count = output.whole(1)
+    assert count("2048") == 2048
+    assert count("2e3") == 2000
+    for bad in ("0", "1.5", "x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected a whole number of at least 1"):
+            count(bad)
