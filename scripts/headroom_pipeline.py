@@ -52,7 +52,7 @@ def pipeline(
     videos = [VideoSource(str(clip), realtime=True, loop=True, live=True) for _ in range(cameras)]
     feeds = [p.source(f"cam{i}", video) for i, video in enumerate(videos)]
     faces = p.stage("faces", Detector("centerface", every=1, input_size=input_size), inputs=feeds,
-                    policy="latest", queue_size=1, timeout_s=5.0)  # fmt: skip
+                    policy="latest", queue_size=2, timeout_s=5.0)  # fmt: skip
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.8, top_p=0.95)
     describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
                         sources=videos)  # fmt: skip

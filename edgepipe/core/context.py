@@ -38,6 +38,9 @@ class NodeContext:
     it makes (model runs) are admitted to the CPU budget with it."""
     stop_timeout_s: float = 5.0
     """How long its ``stop()`` hook may take before the runtime abandons it."""
+    live_input: bool = False
+    """Every input lane keeps only the newest items (``latest``): live input, which does not
+    wait for this node (a detector then keeps up by its interval, not by holding cameras back)."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from edgepipe.core.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.core.calls import call_in_thread
+from edgepipe.core.channel import Policy
 from edgepipe.core.circuit import Circuit
 from edgepipe.core.context import NodeContext, set_current
 from edgepipe.core.emit import ConsumersGone, Outputs, ResultsLog
@@ -109,6 +110,8 @@ class NodeRunner:
                 consumer_holds=tuple(self.holds),
                 priority=int(self.spec.priority),
                 stop_timeout_s=self.host.stop_timeout_s,
+                live_input=self.inbox is not None
+                and all(c.policy is Policy.LATEST for c in self.inbox.channels),
             )
         return self._context
 

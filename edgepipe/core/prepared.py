@@ -10,9 +10,10 @@ The overlap is two deep and no deeper: one item prepared and waiting, one being 
 preparer needs two buffers (plus any still held by a call abandoned at its deadline).
 ``process()`` runs on a thread of the node's own with the prepared item queued behind the run
 in progress (:mod:`edgepipe.core.overlap`): the model goes from one run to the next without
-waiting for the event loop. It applies to nodes with one input lane and the ``skip``/``stop``
-policies (``restart`` cycles the hooks between the steps, so the two run back to back in one
-call there, as on several lanes).
+waiting for the event loop. It applies to nodes with the ``skip``/``stop`` policies
+(``restart`` cycles the hooks between the steps, so the two run back to back in one call there)
+and one input lane, or several whose ``process()`` does not ask which lane an item came from
+(a detector fed by several cameras: each step then costs the model no more than on one lane).
 
 - A ``block`` lane (lossless): the next item is prepared as soon as the last one has started.
 - A ``latest`` lane (live video): the newest item is prepared just in time — when the model is
@@ -64,7 +65,7 @@ def overlaps(node: NodeParts, process: ProcessAdapter) -> bool:
         and process.mode == "thread"
         and process.process_batch is None
         and inbox is not None
-        and len(inbox.channels) == 1
+        and (len(inbox.channels) == 1 or not process.takes_lane)
         and node.spec.on_error.action is not OnError.RESTART
     )
 
@@ -105,8 +106,9 @@ async def run_prepared(node: NodeParts, prepare: Callable[[Any], Any], process: 
 async def _preparer(node: NodeParts, prepare: Callable[[Any], Any], overlap: Overlap) -> None:
     inbox = node.inbox
     assert inbox is not None
-    lane = inbox.channels[0]
-    live = lane.policy is Policy.LATEST
+    # Live when every lane keeps only the newest (cameras feeding one detector, each through a
+    # ``latest`` lane): inputs are then prepared just in time, whichever lane they come from.
+    live = all(lane.policy is Policy.LATEST for lane in inbox.channels)
     while True:
         if live:
             await _until_needed(overlap)

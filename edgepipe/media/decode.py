@@ -22,6 +22,7 @@ from edgepipe.core.redact import redact_url
 from edgepipe.media import hw
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.url import SourceURL
+from edgepipe.sched.budget import cpu_budget
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class StreamDecoder:
                 codec=str(tag),
             )
         self.stream.thread_type = "AUTO"
+        self.stream.codec_context.thread_count = cpu_budget().decoder_threads
         codec = self.stream.codec_context.name
         if self.choice is not None and self.choice.decoder:
             try:
@@ -186,6 +188,7 @@ class StreamDecoder:
             copy_colour_tags(params, ctx)  # tags kept in the container only are not lost
             if not choice.is_hardware:
                 ctx.thread_type = "AUTO"
+                ctx.thread_count = cpu_budget().decoder_threads
         except (av.error.FFmpegError, OSError, RuntimeError, ValueError) as exc:
             raise DecoderError(
                 f"{choice.label} cannot decode here: {describe_ffmpeg_error(exc)}",

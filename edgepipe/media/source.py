@@ -128,6 +128,11 @@ class VideoSource:
         return self._status.source_id
 
     @property
+    def decodes_video(self) -> bool:
+        """Whether it runs a video decoder (the scheduler sizes decoder threads by their count)."""
+        return self.src.kind != "synthetic"
+
+    @property
     def decoder_used(self) -> str:
         """What decodes: ``h264+cuda``, ``h264 (software)``, ``synthetic`` (empty before start)."""
         return self._status.decoder_used

@@ -79,7 +79,8 @@ class Governor:
         band: float = 0.03,
         slack: float = 0.02,
         hot_c: float = 80.0,
-        default_cost: float = 0.1,
+        default_cost: float = 0.05,
+        min_cost: float = 0.005,
     ) -> None:
         self.knobs = list(knobs)
         self.target = target
@@ -90,6 +91,9 @@ class Governor:
         sitting on the target wavers by a point or two, and chasing that would slow work for
         nothing."""
         self.hot_c = hot_c
+        self.min_cost = min_cost
+        """A rung that seemed to save nothing (its effect hidden by noise, or by work that was
+        waiting anyway) is still taken to save this much, so a climb across such rungs ends."""
         self.ladder: list[tuple[Knob, int]] = []
         for knob in sorted(self.knobs, key=lambda k: (RANKS.get(k.kind, 9), k.priority)):
             self.ladder.extend((knob, level) for level in range(1, knob.levels))
@@ -115,17 +119,30 @@ class Governor:
         return max(0.1, self.target - (0.2 if temp_c >= self.hot_c + 10 else 0.1))
 
     def update(self, cpu: float, now: float, temp_c: float | None = None) -> Decision | None:
-        """Given the CPU use over the last window, maybe move; returns the move made."""
+        """Given the CPU use over the last window, maybe move; returns the move made.
+
+        Over the target by more than ``slack``, it climbs as many rungs as their learnt costs
+        say it takes to get back under (at least one); under it by more than ``band``, it
+        steps down as many rungs as fit in the room, by the same costs. Restoring work is as
+        quick as shedding it, and a rung whose step down had to be undone costs more next
+        time, so the two settle instead of see-sawing."""
         if now - self._changed_at < self.settle_s:
             return None
         self._learn(cpu)
         target = self.target_now(temp_c)
         over = cpu - target
         if over > self.slack and self.level < self.rungs:
-            steps = 1 + int(over / 0.08)
-            return self._move(min(self.rungs, self.level + steps), cpu, target, now)
+            new, shed = self.level, 0.0
+            while new < self.rungs and (new == self.level or shed < over):
+                new += 1
+                shed += self._cost[new]
+            return self._move(new, cpu, target, now)
         if self.level > 0 and cpu + self._cost[self.level] <= target - self.band:
-            return self._move(self.level - 1, cpu, target, now)
+            new, added = self.level, 0.0
+            while new > 0 and cpu + added + self._cost[new] <= target - self.band:
+                added += self._cost[new]
+                new -= 1
+            return self._move(new, cpu, target, now)
         return None
 
     def _learn(self, cpu: float) -> None:
@@ -134,12 +151,14 @@ class Governor:
         old, new, before = self._pending
         self._pending = None
         if new > old:  # climbed: each rung saved its share of the drop
-            per_rung = max(0.0, before - cpu) / (new - old)
+            per_rung = max(self.min_cost, before - cpu) / (new - old)
             for level in range(old + 1, new + 1):
                 # A rung whose step down had to be undone keeps the higher cost it was given.
                 self._cost[level] = max(per_rung, self._floor[level])
-        else:  # stepped down: the rung cost what CPU rose by; undoing it later doubles that
-            self._cost[old] = max(self._cost[old], cpu - before)
+        else:  # stepped down: the rungs cost what CPU rose by; undoing one later doubles that
+            per_rung = max(0.0, cpu - before) / (old - new)
+            for level in range(new + 1, old + 1):
+                self._cost[level] = max(self._cost[level], per_rung)
 
     def _move(self, new: int, cpu: float, target: float, now: float) -> Decision:
         old = self.level

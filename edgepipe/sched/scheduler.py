@@ -60,7 +60,8 @@ class Scheduler:
         # run's are installed now, before models load, and the earlier ones put back at its end.
         # One governed run per process at a time.
         self._previous = (cpu_budget(), gate())
-        self.budget = set_budget(CpuBudget(usable_cores(), target, self.governed))
+        streams = sum(1 for spec in graph.nodes if getattr(spec.target, "decodes_video", False))
+        self.budget = set_budget(CpuBudget(usable_cores(), target, self.governed, video_streams=streams))
         self.gate = set_gate(Gate(self.budget.units if self.governed else None))
         self.interval_s = interval_s
         self.settle_s = settle_s

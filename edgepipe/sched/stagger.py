@@ -24,8 +24,9 @@ class Phases:
         self._ranks: dict[int, int] = {}
         self._total = -1
 
-    def phase(self, owner: object, source: str, every: int) -> int:
-        """The frame (0..every-1) of each interval on which ``owner`` runs ``source``."""
+    def phase(self, owner: object, source: str, every: float) -> float:
+        """The frame (0 up to ``every``) of each interval on which ``owner`` runs ``source``
+        (fractional with a fractional interval)."""
         if every <= 1:
             return 0
         with self._lock:

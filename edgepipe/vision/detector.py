@@ -45,6 +45,7 @@ from edgepipe.vision import adapters
 from edgepipe.vision.batching import BatchRunner
 from edgepipe.vision.decoding import DetectionDecoder
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.vision.keepup import KeepUp
 from edgepipe.vision.model import LoadedModel, load_model
 from edgepipe.vision.planning import plan_detector
 from edgepipe.vision.preprocess import Normalize, Prepared, TensorCache
@@ -133,8 +134,11 @@ class Detector:
         self.max_detections = max_detections
         self.input_size = input_size
         self.every = every
-        self.every_now = every
-        """The interval in force: ``every``, or more while the governor slows detection."""
+        self.every_now: float = every
+        """The governor's interval: ``every``, or more while it slows detection."""
+        self.every_used: float = every
+        """The interval in force: the governor's, raised to keep up with live cameras
+        (:mod:`edgepipe.vision.keepup`) when the model alone cannot."""
         self.pin_every = pin_every
         self.track = every > 1 if track is None else track
         self._may_track = track is not False
@@ -156,6 +160,9 @@ class Detector:
         self._gauges: dict[str, Any] = {}
         self._owner = "detector"
         self._priority = 1
+        self._keep = KeepUp()
+        self._keeps_up = False
+        """Live input (``latest`` lanes) and a tracker allowed: the interval may rise to keep up."""
 
     def __repr__(self) -> str:
         return f"Detector({self.model!r})"
@@ -179,6 +186,7 @@ class Detector:
         self._owner = ctx.node_id
         self._priority = ctx.priority
         self._gauges = ctx.gauges
+        self._keeps_up = ctx.live_input and self._may_track and not self.pin_every
         await ctx.run_blocking(self.open)
 
     def open(self) -> None:
@@ -213,6 +221,7 @@ class Detector:
         ``session.stats`` stay readable); :meth:`start` loads it again (a restart)."""
         self._tracks.clear()
         self._counts.clear()
+        self._keep = KeepUp()
         phases().forget(self)
         if self._steps is not None:
             self._last_format = self._steps.tensors.input_format
@@ -251,13 +260,30 @@ class Detector:
         first = count is None
         count = 0 if count is None else count
         self._counts[source] = count + 1
-        every = self.every_now
+        every = self._interval(frame)
         phase = phases().phase(self, source, every)  # registers the stream on its first frame
-        run_model = first or (count - phase) % every == 0
+        # A fractional interval (7.5: the model on one frame in 7 or 8, alternately) runs the
+        # model on the frames where the count crosses a multiple of it.
+        run_model = first or every <= 1 or (count - phase) // every != (count - 1 - phase) // every
         if not run_model:
             return Prepared(frame, None, None)
         tensor, box = self._steps.tensors(frame)
         return Prepared(frame, tensor, box)
+
+    def _interval(self, frame: Frame) -> float:
+        """Frames per model run for this frame's stream: the governor's interval, times what
+        keeping up with live cameras needs (base ``every`` stays the floor)."""
+        every = self.every_now
+        if self._keeps_up:
+            keep = self._keep
+            now_s = frame.t_decoded_ns / 1e9
+            keep.arrived(frame.source_id, now_s)
+            # The governor's rungs scale the interval that keeps up, so each one still counts.
+            every = max(self.every, keep.update(now_s) * self.every) * (self.every_now / self.every)
+            if every != self.every_used:
+                self._gauges["every"] = round(every, 1)
+        self.every_used = every
+        return every
 
     def process(self, item: Frame | Prepared) -> Detections:
         """Detections for a frame (prepared by :meth:`prepare`, or not yet). Runs on a worker
@@ -290,6 +316,7 @@ class Detector:
     def _detect(self, prepared: Prepared, outputs: list[np.ndarray] | None = None) -> Detections:
         frame = prepared.frame
         self.frames += 1
+        t_step = time.perf_counter()
         items: list[Detection]
         if prepared.tensor is not None:
             steps = self._steps
@@ -302,7 +329,7 @@ class Detector:
             self._gauges["infer_ms"] = round(stats.last_run_ms, 1)
             self._gauges["timeouts"] = stats.timeouts
             self.inferred += 1
-            if self.track or self.every_now > 1:
+            if self.track or self.every_used > 1:
                 items = self._tracks.update(frame.source_id, items, frame.seq)
             elif self._may_track:
                 # Kept up to date in case the governor raises the interval, on copies: without
@@ -312,6 +339,8 @@ class Detector:
             assert self._may_track
             items = self._tracks.predict(frame.source_id, frame.seq)
         run_model = prepared.tensor is not None
+        if self._keeps_up:
+            self._keep.took(run_model, time.perf_counter() - t_step)
         latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
         result = Detections(
             frame.source_id, frame.seq, frame.pts, frame.time_s, frame.width, frame.height, self.model_name,

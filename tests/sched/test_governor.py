@@ -79,7 +79,9 @@ def test_it_converges_to_the_target_and_holds_it_without_see_sawing() -> None:
 def test_language_model_is_slowed_to_its_floor_before_detection_is() -> None:
     plant = Plant(base=0.3)
     gov = Governor(plant.knobs, 0.7)
-    assert [k.kind for k, _ in gov.ladder] == ["pace"] * 6 + ["every"] * 9 + ["thin"] * 5
+    assert [k.kind for k, _ in gov.ladder] == ["pace"] * (len(DUTIES) - 1) + ["every"] * (len(EVERY) - 1) + [
+        "thin"
+    ] * (len(THIN) - 1)
     window: deque[float] = deque(maxlen=10)
     t = 0.0
     for _ in range(300):

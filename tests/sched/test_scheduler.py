@@ -26,9 +26,9 @@ class Burner:
     """Burns 15 ms of CPU on one item in ``every_now``: a detector in miniature."""
 
     def __init__(self) -> None:
-        self.every_now = 1
+        self.every_now: float = 1
         self.seen = 0
-        self.levels: set[int] = set()
+        self.levels: set[float] = set()
 
     def governor_knobs(self, node_id: str, priority: int) -> list[EveryKnob]:
         return [EveryKnob(node_id, priority, self, 1)]
@@ -36,7 +36,7 @@ class Burner:
     def process(self, item: int) -> int:
         self.seen += 1
         self.levels.add(self.every_now)
-        if self.seen % self.every_now == 0:
+        if self.seen // self.every_now != (self.seen - 1) // self.every_now:  # 1 in every_now
             end = time.perf_counter() + 0.015
             while time.perf_counter() < end:
                 pass

@@ -1,0 +1,105 @@
+"""Keeping up with live cameras: the model interval at which a detector sees every frame.
+
+A detector fed by four 30 fps cameras gets 120 frames a second; a model run of 50 ms allows
+20. Running the model on every frame it manages (and letting the ``latest`` lanes drop the
+rest) gives each camera about five results a second, in bursts, and frames without boxes in
+between. Run instead on one frame in ``N`` per camera, with the tracker carrying the boxes over
+the others, and every frame gets its boxes at a steady rate, for nearly the same number of
+model runs: that ``N`` is what :class:`KeepUp` works out, from what it measures.
+
+With ``F`` frames arriving a second (all streams), ``m`` seconds a model frame takes the node
+and ``c`` a tracked one, the node is busy ``F/N·m + F(1 - 1/N)·c`` of each second; it keeps up
+when that is at most :data:`BUSY` (room for the jitter of the runs and of arrivals)::
+
+    N >= F·(m - c) / (BUSY - F·c)
+
+The interval never falls below what the pipeline asked for (``every``), moves only after
+:data:`SETTLE_S` and by more than :data:`DEADBAND` (runs vary by a few percent; chasing that
+would move the model from frame to frame for nothing), and only while every figure is measured.
+Thread-safe enough for its use: written from the detector's two worker threads, each field by
+one of them; a torn read costs one frame's decision.
+"""
+
+from __future__ import annotations
+
+import math
+
+BUSY = 0.85
+"""The share of its time the detector may be busy: the rest absorbs jitter without drops."""
+SETTLE_S = 0.5
+DEADBAND = 0.06
+MAX_INTERVAL = 64.0
+STALE_S = 1.0
+"""A source silent this long (a camera gone) no longer counts in the arrival rate."""
+_WEIGHT = 0.1
+"""Of each new sample in the running means (about the last ten)."""
+
+
+class KeepUp:
+    """See the module docstring. Times are in seconds, from the caller's monotonic clock."""
+
+    __slots__ = ("_carry_s", "_changed_at", "_gaps", "_last_seen", "_model_s", "interval")
+
+    def __init__(self) -> None:
+        self._last_seen: dict[str, float] = {}
+        self._gaps: dict[str, float] = {}
+        """Per source: the running mean of the time between its frames' decoding."""
+        self._model_s = 0.0
+        self._carry_s = 0.0
+        self.interval = 1.0
+        """Frames per model run, per source, needed to keep up (1: the model keeps up alone)."""
+        self._changed_at = -math.inf
+
+    def arrived(self, source: str, t_s: float) -> None:
+        """A frame of ``source`` left its decoder at ``t_s``."""
+        last = self._last_seen.get(source)
+        self._last_seen[source] = t_s
+        if last is None or t_s <= last:
+            return
+        gap = t_s - last
+        mean = self._gaps.get(source)
+        self._gaps[source] = gap if mean is None else mean + (gap - mean) * _WEIGHT
+
+    def forget(self, source: str) -> None:
+        self._last_seen.pop(source, None)
+        self._gaps.pop(source, None)
+
+    def took(self, model: bool, seconds: float) -> None:
+        """One frame's step on the node's thread took ``seconds`` (with or without a model run)."""
+        if model:
+            self._model_s = _mean(self._model_s, seconds)
+        else:
+            self._carry_s = _mean(self._carry_s, seconds)
+
+    def rate(self, now_s: float | None = None) -> float:
+        """Frames arriving per second, all sources; at ``now_s``, only those still sending
+        (a frame within :data:`STALE_S`, or four of its own gaps)."""
+        return sum(
+            1.0 / gap
+            for source, gap in self._gaps.items()
+            if gap > 0 and (now_s is None or now_s - self._last_seen[source] <= max(STALE_S, 4 * gap))
+        )
+
+    def needed(self, now_s: float | None = None) -> float:
+        """The interval the measured figures call for now (1 when they are not all in yet)."""
+        rate, m, c = self.rate(now_s), self._model_s, self._carry_s
+        if not rate or not m:
+            return 1.0
+        spare = BUSY - rate * c
+        if spare <= 0:
+            return MAX_INTERVAL
+        return min(MAX_INTERVAL, max(1.0, rate * (m - c) / spare))
+
+    def update(self, now_s: float) -> float:
+        """The interval to use from now (re-worked at most every :data:`SETTLE_S`)."""
+        if now_s - self._changed_at < SETTLE_S:
+            return self.interval
+        need = self.needed(now_s)
+        if abs(need - self.interval) > DEADBAND * self.interval:
+            self.interval = need
+            self._changed_at = now_s
+        return self.interval
+
+
+def _mean(mean: float, sample: float) -> float:
+    return sample if not mean else mean + (sample - mean) * _WEIGHT

@@ -1,0 +1,73 @@
+"""The interval at which a detector keeps up with live cameras (pure arithmetic, fake clock)."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgepipe.vision.keepup import BUSY, SETTLE_S, KeepUp
+
+
+def feed(keep: KeepUp, cameras: int, fps: float, seconds: float, model_s: float, carry_s: float) -> float:
+    """Frames from ``cameras`` at ``fps`` for ``seconds``; each step timed as given."""
+    t = 0.0
+    n = 0
+    while t < seconds:
+        for cam in range(cameras):
+            keep.arrived(f"cam{cam}", t)
+            keep.took(n % 4 == 0, model_s if n % 4 == 0 else carry_s)
+            n += 1
+        keep.update(t)
+        t += 1 / fps
+    return keep.interval
+
+
+def test_four_cameras_faster_than_the_model_get_an_interval_that_fits_its_busy_share() -> None:
+    keep = KeepUp()
+    interval = feed(keep, cameras=4, fps=30, seconds=5, model_s=0.05, carry_s=0.001)
+    # 120 frames/s; the node is busy 120/N x 0.05 + 120 (1 - 1/N) x 0.001 = BUSY at the answer.
+    expected = 120 * (0.05 - 0.001) / (BUSY - 120 * 0.001)
+    assert interval == pytest.approx(expected, rel=0.07)
+    busy = 120 / interval * 0.05 + 120 * (1 - 1 / interval) * 0.001
+    assert busy <= BUSY * 1.07
+
+
+def test_a_model_that_keeps_up_alone_is_left_on_every_frame() -> None:
+    keep = KeepUp()
+    assert feed(keep, cameras=1, fps=10, seconds=3, model_s=0.02, carry_s=0.001) == 1.0
+
+
+def test_nothing_moves_before_the_figures_are_in_or_within_the_settle_time() -> None:
+    keep = KeepUp()
+    assert keep.needed() == 1.0  # no arrivals, no timings yet
+    keep.arrived("cam0", 10.0)
+    keep.arrived("cam0", 10.01)  # 100 fps
+    keep.took(True, 0.05)
+    assert keep.update(10.01) > 1.0
+    first = keep.interval
+    keep.took(True, 0.5)  # much slower now ...
+    assert keep.update(10.01 + SETTLE_S / 2) == first  # ... but not re-worked yet
+    assert keep.update(10.01 + SETTLE_S) > first
+
+
+def test_carrying_alone_saturating_the_node_gives_the_top_interval() -> None:
+    keep = KeepUp()
+    keep.arrived("cam0", 0.0)
+    keep.arrived("cam0", 0.001)  # 1000 frames/s
+    keep.took(True, 0.05)
+    keep.took(False, 0.002)  # 2 ms a carried frame: 2 s of work a second
+    assert keep.needed() == 64.0
+
+
+def test_a_forgotten_or_silent_source_no_longer_counts() -> None:
+    keep = KeepUp()
+    for t in (0.0, 0.1, 0.2):
+        keep.arrived("a", t)
+        keep.arrived("b", t)
+    assert keep.rate() == pytest.approx(20.0)
+    keep.forget("b")
+    assert keep.rate() == pytest.approx(10.0)
+    keep.arrived("c", 0.0)
+    keep.arrived("c", 0.1)
+    for tenth in range(3, 14):
+        keep.arrived("a", tenth / 10)
+    assert keep.rate(1.3) == pytest.approx(10.0), "c fell silent at 0.1 s"
