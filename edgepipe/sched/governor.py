@@ -76,7 +76,7 @@ class Governor:
         target: float,
         *,
         settle_s: float = 1.0,
-        band: float = 0.03,
+        band: float = 0.01,
         slack: float = 0.02,
         hot_c: float = 80.0,
         default_cost: float = 0.05,

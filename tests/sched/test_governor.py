@@ -154,3 +154,49 @@ def test_the_load_window_spans_at_least_a_second_even_when_ticks_stretch() -> No
     assert load.window_s >= 1.0
     assert abs(load.cpu - 0.5) < 1e-9  # 1 CPU-second per second of 2 cores
     assert abs(load.resources["cpu"] - 0.5) < 1e-9
+
+
+class KeepingUpPlant(Plant):
+    """A detector that keeps up with its cameras: each interval rung cuts its model runs by the
+    rung's factor (as :class:`~edgepipe.vision.detector.Detector` scales its keep-up interval)."""
+
+    def cpu_now(self) -> float:
+        detect = self.detect / EVERY[self.every.level] / THIN[self.thin.level]
+        cpu = self.base + self.lm * DUTIES[self.pace.level] + detect
+        return max(0.0, cpu + self.rng.gauss(0, self.noise))
+
+
+def test_it_spends_the_budget_and_settles_at_the_same_place_run_after_run() -> None:
+    means = []
+    for seed in range(4):
+        plant = KeepingUpPlant(base=0.25, lm=0.05, detect=0.75, noise=0.03)  # 1.05 unslowed
+        plant.rng.seed(seed)
+        gov = Governor(plant.knobs, 0.7)
+        _, t, window = drive(gov, plant, 20)
+        held, _, _ = drive(gov, plant, 60, t, window)
+        mean = sum(held) / len(held)
+        assert 0.7 - 0.06 <= mean <= 0.7 + 0.02, f"seed {seed}: settled at {mean:.3f}, not near the target"
+        held.sort()
+        assert held[int(0.95 * len(held))] <= 0.75
+        means.append(mean)
+    assert max(means) - min(means) <= 0.03, f"settles at different places: {means}"
+
+
+def test_restoring_work_is_as_quick_as_shedding_it() -> None:
+    plant = KeepingUpPlant(base=0.35, lm=0.05, detect=0.6, noise=0.01)
+    gov = Governor(plant.knobs, 0.7)
+    shed_s = restored_s = None
+    t, window = 0.0, deque(maxlen=10)
+    for tick in range(300):
+        seen, t, window = drive(gov, plant, 0.1, t, window)
+        if shed_s is None and tick > 10 and seen[-1] <= 0.72:
+            shed_s = tick / 10
+    assert shed_s is not None and gov.level > 0
+    plant.base = 0.0  # a camera went away: all the detection fits again
+    for tick in range(300):
+        _, t, window = drive(gov, plant, 0.1, t, window)
+        if gov.level == 0:
+            restored_s = tick / 10
+            break
+    assert restored_s is not None, f"still at level {gov.level} after 30 s"
+    assert restored_s <= max(2 * shed_s, 5.0), f"shed in {shed_s:.1f} s, restored in {restored_s:.1f} s"
