@@ -277,7 +277,7 @@ class Detector:
         if self._keeps_up:
             keep = self._keep
             now_s = frame.t_decoded_ns / 1e9
-            keep.arrived(frame.source_id, now_s)
+            keep.arrived(frame.source_id, now_s, frame.seq)
             # The governor's rungs scale the interval that keeps up, so each one still counts.
             every = max(self.every, keep.update(now_s) * self.every) * (self.every_now / self.every)
             if every != self.every_used:

@@ -38,10 +38,11 @@ _WEIGHT = 0.1
 class KeepUp:
     """See the module docstring. Times are in seconds, from the caller's monotonic clock."""
 
-    __slots__ = ("_carry_s", "_changed_at", "_gaps", "_last_seen", "_model_s", "interval")
+    __slots__ = ("_carry_s", "_changed_at", "_gaps", "_last_seen", "_last_seq", "_model_s", "interval")
 
     def __init__(self) -> None:
         self._last_seen: dict[str, float] = {}
+        self._last_seq: dict[str, int] = {}
         self._gaps: dict[str, float] = {}
         """Per source: the running mean of the time between its frames' decoding."""
         self._model_s = 0.0
@@ -50,18 +51,25 @@ class KeepUp:
         """Frames per model run, per source, needed to keep up (1: the model keeps up alone)."""
         self._changed_at = -math.inf
 
-    def arrived(self, source: str, t_s: float) -> None:
-        """A frame of ``source`` left its decoder at ``t_s``."""
+    def arrived(self, source: str, t_s: float, seq: int | None = None) -> None:
+        """Frame ``seq`` of ``source`` left its decoder at ``t_s``. The camera's rate is
+        measured over the frame numbers, so frames dropped before reaching the detector (its
+        ``latest`` lanes' drops) still count: they are what it failed to keep up with."""
         last = self._last_seen.get(source)
+        last_seq = self._last_seq.get(source)
         self._last_seen[source] = t_s
+        if seq is not None:
+            self._last_seq[source] = seq
         if last is None or t_s <= last:
             return
-        gap = t_s - last
+        frames = seq - last_seq if seq is not None and last_seq is not None and seq > last_seq else 1
+        gap = (t_s - last) / frames
         mean = self._gaps.get(source)
         self._gaps[source] = gap if mean is None else mean + (gap - mean) * _WEIGHT
 
     def forget(self, source: str) -> None:
         self._last_seen.pop(source, None)
+        self._last_seq.pop(source, None)
         self._gaps.pop(source, None)
 
     def took(self, model: bool, seconds: float) -> None:

@@ -71,3 +71,10 @@ def test_a_forgotten_or_silent_source_no_longer_counts() -> None:
     for tenth in range(3, 14):
         keep.arrived("a", tenth / 10)
     assert keep.rate(1.3) == pytest.approx(10.0), "c fell silent at 0.1 s"
+
+
+def test_frames_dropped_before_the_detector_still_count_in_the_cameras_rate() -> None:
+    keep = KeepUp()
+    for n in range(0, 300, 3):  # a 30 fps camera of which the detector sees one frame in three
+        keep.arrived("cam0", n / 30, seq=n)
+    assert keep.rate() == pytest.approx(30.0)
