@@ -7,6 +7,7 @@ show in ``--stats`` and metrics, and write events to the results.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,11 @@ class NodeContext:
     it makes (model runs) are admitted to the CPU budget with it."""
     stop_timeout_s: float = 5.0
     """How long its ``stop()`` hook may take before the runtime abandons it."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the run is stopping (SIGINT, SIGTERM, ``--duration``): the sources are closed
+    and what is queued drains, within the drain deadline. A node that starts long work of its
+    own (a description by a language model) starts no more and cuts short what it has under
+    way; items already queued are still processed."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

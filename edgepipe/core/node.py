@@ -37,6 +37,8 @@ class Host(Protocol):
     debug: bool
     stop_timeout_s: float
     all_started: asyncio.Event
+    stop_requested: asyncio.Event
+    """Set when the run starts stopping (what :attr:`NodeContext.stopping` is)."""
 
     @property
     def results(self) -> ResultsLog | None: ...
@@ -109,6 +111,7 @@ class NodeRunner:
                 consumer_holds=tuple(self.holds),
                 priority=int(self.spec.priority),
                 stop_timeout_s=self.host.stop_timeout_s,
+                stopping=self.host.stop_requested,
             )
         return self._context
 
