@@ -39,6 +39,7 @@ def test_hello_reports_every_fifth_tick_even_and_odd(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=30, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    assert "'hello' ended (stop)" in result.stderr, result.stderr  # drained, not "forced"
     events = [json.loads(line)["data"] for line in results.read_text().splitlines()]
     assert len(events) >= 5
     assert all(e["n"] % 5 == 0 and e["even"] == (e["n"] % 2 == 0) for e in events)

@@ -145,6 +145,7 @@ def test_a_timed_run_of_a_shipped_pipeline_ends_within_its_budget(shipped: list[
     ended = start([*shipped, "--duration", str(duration_s)]).ended()
     assert ended.code == 0, ended
     assert ended.took_s <= duration_s + BUDGET_S, ended  # from its "running" line
+    assert "ended (stop)" in ended.stderr, ended  # drained, not "forced"
 
 
 def test_a_hung_stage_is_cancelled_at_the_drain_deadline(tmp_path: Path) -> None:

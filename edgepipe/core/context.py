@@ -7,6 +7,7 @@ show in ``--stats`` and metrics, and write events to the results.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,11 @@ class NodeContext:
     live_input: bool = False
     """Every input lane keeps only the newest items (``latest``): live input, which does not
     wait for this node (a detector then keeps up by its interval, not by holding cameras back)."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the run is stopping (SIGINT, SIGTERM, ``--duration``): the sources are closed
+    and what is queued drains, within the drain deadline. A node that starts long work of its
+    own (a description by a language model) starts no more and cuts short what it has under
+    way; items already queued are still processed."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

@@ -38,6 +38,8 @@ class Host(Protocol):
     debug: bool
     stop_timeout_s: float
     all_started: asyncio.Event
+    stop_requested: asyncio.Event
+    """Set when the run starts stopping (what :attr:`NodeContext.stopping` is)."""
 
     @property
     def results(self) -> ResultsLog | None: ...
@@ -112,6 +114,7 @@ class NodeRunner:
                 stop_timeout_s=self.host.stop_timeout_s,
                 live_input=self.inbox is not None
                 and all(c.policy is Policy.LATEST for c in self.inbox.channels),
+                stopping=self.host.stop_requested,
             )
         return self._context
 

@@ -10,6 +10,9 @@ Life of a run:
    sinks within ``drain_timeout_s``. Past that, or on :meth:`Runtime.force_stop` (a second
    Ctrl-C), every remaining task is cancelled. Stop hooks and the results left to write are
    bounded too (:mod:`~edgepipe.core.deadlines`): the whole stop fits in the drain deadline + 1 s.
+   Nodes see the stop (``current_node().stopping``): one that makes long work of its own (a
+   language model's description) starts no more and cuts short what it has under way, so the
+   drain is the queued items' work only.
 4. A node whose error policy says stop raises :class:`NodeError`: the TaskGroup cancels the rest
    and :meth:`Runtime.run` re-raises that error, naming the node.
 5. The report names every sink that was given items and wrote none of them
@@ -150,6 +153,8 @@ class Runtime:
             for consumer_id in consumer_ids:
                 self.runners[producer_id].connect(self.runners[consumer_id])
         self.all_started = asyncio.Event()
+        self.stop_requested = asyncio.Event()
+        """Set by the first stop request: nodes see it as ``current_node().stopping``."""
         self._started = 0
         self._running = len(self.runners)
         self._changed = asyncio.Event()
@@ -179,6 +184,7 @@ class Runtime:
 
     def _stop_requested(self) -> None:
         self._stopping = True
+        self.stop_requested.set()
         self._deadlines.request()
         if self._opening is not None:
             self._opening.reschedule(0)  # now

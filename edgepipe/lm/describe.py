@@ -14,8 +14,12 @@ camera that went quiet is worth a report), it renders the template over the last
 seconds and streams the model's answer: one ``Message("token", {...})`` per text piece and a
 final ``Message("event", {...})`` with the whole text, the prompt, each source's state and the
 request's timings. The first report comes with the first input; when the input ends, what
-came after the latest report gets one last, and the stage ends. Input keeps being read while
-the model writes, so the window stays current; declare a ``latest`` inbox all the same, so a
+came after the latest report gets one last, and the stage ends. When the run stops (SIGINT,
+SIGTERM, ``--duration``) no new report starts, and the one being written ends at its next token:
+its event still comes, with the text written so far and ``stop_reason`` ``cancelled``, so that
+every token sent has its description and the drain takes one step, not a whole answer (at a
+slow pace, many seconds). Input keeps being read while the model writes (and after a stop,
+to its end), so the window stays current; declare a ``latest`` inbox all the same, so a
 slow consumer never holds back the detector. The template may use ``{seconds}``,
 ``{summary}``, ``{frames}``, ``{counts}``, ``{sources}`` and ``{state}``.
 
@@ -130,6 +134,15 @@ class Describe:
         observed = 0  # items taken in so far
         described = 0  # items taken in when the latest report began
         self._next_t = time.monotonic() + self.every_s
+        try:
+            stopping = current_node().stopping
+        except RuntimeError:  # driven directly, not by a runtime: it never stops early
+            stopping = asyncio.Event()
+
+        async def cut_short() -> None:
+            await stopping.wait()
+            self.worker.cancel()  # the report being written ends at its next token
+            wake.set()
 
         async def read() -> None:
             # Never raises: a failing child would cancel this generator's task wherever it is,
@@ -159,18 +172,22 @@ class Describe:
         try:
             async with asyncio.TaskGroup() as group:
                 reader = group.create_task(read())
+                stop_watch = group.create_task(cut_short())
                 try:
                     while True:
+                        stopped = stopping.is_set()
                         delay = self._next_t - time.monotonic()
-                        if delay > 0 and not ended:
+                        if (delay > 0 or stopped) and not ended:
                             with contextlib.suppress(TimeoutError):
-                                async with asyncio.timeout(delay):
+                                async with asyncio.timeout(None if stopped else delay):
                                     await wake.wait()
                             wake.clear()
                         if failure is not None:
                             raise failure
-                        if ended and observed == described:
-                            return  # the input is over and all of it was described
+                        if ended and (observed == described or stopping.is_set()):
+                            return  # the input is over and all of it was described (or the run stops)
+                        if stopping.is_set():
+                            continue  # no new report: the input is read to its end
                         now = time.monotonic()
                         # Once the input is over, what came after the latest report gets one
                         # more (the end of a file); then the stage ends.
@@ -183,6 +200,8 @@ class Describe:
                 except Exception as exc:  # raised below, outside the group, cause chain intact
                     error = exc
                     reader.cancel()
+                finally:
+                    stop_watch.cancel()
         except BaseExceptionGroup as group:  # GeneratorExit or KeyboardInterrupt at a yield
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None

@@ -12,6 +12,7 @@ its folder has one. A chat model's end-of-turn token ends generation either way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -28,6 +29,8 @@ from edgepipe.lm.layout import InputNames
 from edgepipe.lm.runner import DecoderRunner
 from edgepipe.lm.sampling import Sampler, SamplingParams
 from edgepipe.lm.tokenizer import Tokenizer, load_tokenizer
+from edgepipe.sched.gate import AdmissionCancelled
+from edgepipe.sched.gate import gate as current_gate
 
 Overflow = Literal["refuse", "stop"]
 
@@ -91,6 +94,9 @@ class LanguageModel:
         self.stats = GenerationStats()
         """The latest request's figures."""
         self._cancel = threading.Event()
+        # A step waiting at the CPU gate (for its pace, or behind a detection) ends its wait
+        # when the request is cancelled, instead of running once more.
+        self.runner.session.ticket.cancel = self._cancel
 
     def close(self) -> None:
         """Free the KV cache and the model (see :meth:`DecoderRunner.close`). Blocking; call it
@@ -99,8 +105,11 @@ class LanguageModel:
 
     def cancel(self) -> None:
         """Ask the running request to stop (from any thread): it ends before its next model run,
-        between prompt chunks too."""
+        between prompt chunks too, and a step waiting at the CPU gate (paced by the governor)
+        stops waiting. A request made after this call is not affected (:meth:`tokens` and
+        :meth:`pieces` start a new one when called, not at their first step)."""
         self._cancel.set()
+        current_gate().wake()
 
     @property
     def stop_ids(self) -> tuple[int, ...]:
@@ -134,8 +143,14 @@ class LanguageModel:
 
         ``overflow="refuse"`` raises :class:`ContextOverflow` before any work when the prompt
         plus ``max_new_tokens`` would pass ``max_seq_len``; ``"stop"`` runs until the cache is
-        full and ends with ``stop_reason="max_seq_len"``.
+        full and ends with ``stop_reason="max_seq_len"``. The request begins with this call: a
+        :meth:`cancel` from then on ends it, even before its first step.
         """
+        self._cancel.clear()
+        return self._tokens(prompt, params, overflow)
+
+    def _tokens(self, prompt: Sequence[int], params: SamplingParams | None,
+                overflow: Overflow) -> Generator[int, None, None]:  # fmt: skip
         params = params or SamplingParams()
         # This request's figures from the start: a refused request must not leave the previous
         # one's in ``stats``.
@@ -157,11 +172,14 @@ class LanguageModel:
             stops.update(self.stop_ids)
         runner, sampler = self.runner, self.sampler
         sampler.start(params, list(prompt))
-        self._cancel.clear()
         t0 = time.perf_counter()
         runner.reset()
-        logits = runner.feed(prompt, cancel=self._cancel)
-        if self._cancel.is_set():
+        logits: np.ndarray | None = None
+        if not self._cancel.is_set():  # feed() always runs its first chunk
+            # Cancelled while the prompt waited at the CPU gate: no logits.
+            with contextlib.suppress(AdmissionCancelled):
+                logits = runner.feed(prompt, cancel=self._cancel)
+        if logits is None or self._cancel.is_set():
             stats.stop_reason = "cancelled"
             return
         stats.prefill_ms = (time.perf_counter() - t0) * 1000
@@ -186,7 +204,11 @@ class LanguageModel:
                     stats.stop_reason = "cancelled"
                     return
                 t_step = time.perf_counter()
-                logits = runner.feed((token,))
+                try:
+                    logits = runner.feed((token,))
+                except AdmissionCancelled:  # its wait at the CPU gate ended: no step ran
+                    stats.stop_reason = "cancelled"
+                    return
                 stats.token_ms.append((time.perf_counter() - t_step) * 1000)
         except GeneratorExit:  # the caller stopped asking: the request is cancelled at this token
             stats.stop_reason = stats.stop_reason or "cancelled"  # unless it was complete anyway
@@ -199,14 +221,19 @@ class LanguageModel:
         ``prompt`` is text or token ids; ``chat`` and ``system`` apply to text (see
         :meth:`prompt_ids`). ``every_token``: one item per model step, ``""`` for a token whose
         text is not out yet (part of a character, or of a possible stop string), so a caller
-        can pace the steps themselves."""
+        can pace the steps themselves. Like :meth:`tokens`, the request begins with the call."""
+        self._cancel.clear()
+        return self._pieces(prompt, params, overflow, every_token, chat, system)
+
+    def _pieces(self, prompt: str | Sequence[int], params: SamplingParams | None, overflow: Overflow,
+                every_token: bool, chat: bool, system: str | None) -> Iterator[str]:  # fmt: skip
         params = params or SamplingParams()
         stream = self.tokenizer.text_stream()  # the tokenizer's own decoder, one per request
         ends = set(params.stop_tokens) | (set() if params.ignore_eos else set(self.stop_ids))
         pending = ""
         longest = max((len(s) for s in params.stop_strings), default=0)
         ids = self.prompt_ids(prompt, chat=chat, system=system) if isinstance(prompt, str) else list(prompt)
-        steps = self.tokens(ids, params, overflow)
+        steps = self._tokens(ids, params, overflow)
         for token in steps:
             if token in ends:
                 continue  # no text; tokens() has ended the request with its reason

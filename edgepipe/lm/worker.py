@@ -7,7 +7,10 @@ of them), and ``waiting`` says how many are in. Every step runs on the worker's
 thread under the session's deadline (a step that hangs is terminated by ONNX Runtime and the
 request fails with :class:`~edgepipe.infer.InferTimeout`); between steps control returns to the
 event loop, so other work is scheduled between tokens. A caller that stops iterating (or is
-cancelled) ends its request at the next token, or between two chunks of a long prompt.
+cancelled) ends its request at the next token, or between two chunks of a long prompt; so does
+:meth:`LMWorker.cancel` (a node that stops writing when the run stops), whose request then ends
+as if complete, its ``stop_reason`` ``cancelled``: a step waiting at the CPU gate or for the
+pace stops waiting, no further step runs.
 
 ``max_tokens_per_s`` paces decoding: before each decode step the worker waits on the event loop
 (not on its thread) until the request's token count is back under the rate, so a language
@@ -25,6 +28,7 @@ then it holds the worker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import AsyncGenerator, Iterator, Sequence
@@ -78,6 +82,8 @@ class LMWorker:
         self._closed = False
         self._released: Future[None] | None = None
         """The closed model being freed on the old thread (a restart waits for it)."""
+        self._cancelled: asyncio.Event | None = None
+        """Set by :meth:`cancel` for the request under way (its pacing wait ends on it)."""
 
     async def start(self) -> None:
         """Load the model and allocate its cache (on the worker's thread). After
@@ -133,6 +139,18 @@ class LMWorker:
         if released is not None:
             await asyncio.wrap_future(released)
 
+    def cancel(self) -> None:
+        """End the request under way at its next step (on the event loop): it stops waiting at
+        the CPU gate or for its pace, runs no more steps, and its ``generate()`` ends normally
+        with what it wrote (``last_stats.stop_reason == "cancelled"``). Requests waiting their
+        turn are not touched. Nothing under way: nothing happens."""
+        cancelled, lm = self._cancelled, self.lm
+        if cancelled is None:
+            return
+        cancelled.set()
+        if lm is not None:  # else it is loading: the request ends before its first step
+            lm.cancel()
+
     def _check_open(self) -> None:
         if self._closed:
             raise LMError("the worker is closed: no more requests", model=str(self.model))
@@ -153,8 +171,14 @@ class LMWorker:
         default, the text goes as written."""
         self._check_open()
         async with self._admitted, self._running:
-            self._check_open()
-            await self.start()
+            # Under way from here (no await before it): cancel() ends it, even before its first step.
+            cancelled = self._cancelled = asyncio.Event()
+            try:
+                self._check_open()
+                await self.start()
+            except BaseException:
+                self._cancelled = None
+                raise
             lm, pool = self.lm, self._thread  # this model's own thread, whatever a restart makes
             assert lm is not None
             loop = asyncio.get_running_loop()
@@ -163,18 +187,22 @@ class LMWorker:
             steps: Iterator[str] = lm.pieces(
                 prompt, params, overflow, every_token=rate is not None, chat=chat, system=system
             )
+            if cancelled.is_set():  # while the model loaded; pieces() began a new request since
+                lm.cancel()
             self.requests += 1
             t_first = 0.0
             paced = 0.0
             try:
                 while True:
-                    if rate and t_first and not lm.stats.stop_reason:
+                    if rate and t_first and not lm.stats.stop_reason and not cancelled.is_set():
                         # The next step may not start before the rate allows, counted from the
                         # first token (the prompt's prefill is one burst, not paced).
                         delay = t_first + lm.stats.new_tokens / rate - loop.time()
                         if delay > 0:
                             t_sleep = loop.time()
-                            await asyncio.sleep(delay)
+                            with contextlib.suppress(TimeoutError):  # cancel() ends the wait
+                                async with asyncio.timeout(delay):
+                                    await cancelled.wait()
                             paced += loop.time() - t_sleep
                     try:
                         piece = await loop.run_in_executor(pool, next, steps, END)
@@ -190,6 +218,7 @@ class LMWorker:
                     if piece:
                         yield piece
             finally:
+                self._cancelled = None
                 if paced:
                     lm.stats.paced_ms = paced * 1000
                 lm.cancel()  # a step still running on the thread (a long prefill) stops at its next chunk

@@ -14,6 +14,11 @@ while it runs:
   want the CPU all the time get 80% and 20% of it: the model slows, it never starves.
 - **Pacing.** The governor may give a caller a duty below 1: after a call of ``t`` seconds it
   may not start another for ``t x (1/duty - 1)``, so its share of the time is ``duty``.
+- **Cancelling.** A ticket's ``cancel`` event, once set (a language model's request being
+  cancelled as the run stops), ends its wait for the budget or its pace with
+  :class:`AdmissionCancelled`; the setter calls :meth:`Gate.wake` so the waiter sees it at
+  once. :meth:`Gate.unpace` lifts every pace (the runtime is stopping: what was held back goes
+  now, so the drain is not spent waiting).
 
 Without a budget (``units=None``: ungoverned) calls are never held; they are still counted,
 and how long detection and token decode ran at the same time is measured either way.
@@ -38,6 +43,11 @@ class AdmissionTimeout(TimeoutError):
     """A heavy call waited longer than its deadline for the CPU budget."""
 
 
+class AdmissionCancelled(Exception):
+    """A heavy call's wait for the CPU budget (or its pace) ended because its ticket's
+    ``cancel`` event was set: the call did not run."""
+
+
 @dataclass(eq=False, slots=True, weakref_slot=True)
 class Ticket:
     """One caller of heavy work (a model's session, an encoder) as the gate knows it."""
@@ -56,6 +66,10 @@ class Ticket:
     """Time spent waiting for the budget or for its pace, over all calls."""
     vtime: float = 0.0
     next_at: float = 0.0
+    cancel: threading.Event | None = None
+    """Set: a wait of its calls at the gate ends with :class:`AdmissionCancelled` (call
+    :meth:`Gate.wake` after setting it). A call that need not wait still runs: whoever sets it
+    checks it between calls too."""
 
     def set_owner(self, owner: str, kind: str, priority: int) -> None:
         self.owner, self.kind, self.priority = owner, kind, priority
@@ -141,8 +155,11 @@ class Gate:
         ticket.vtime = max(ticket.vtime, self._vclock)  # no credit banked while away
         self._waiting.append(ticket)
         self._waits += 1
+        cancel = ticket.cancel
         try:
             while not self._may_start(ticket, now, alone=False):
+                if cancel is not None and cancel.is_set():
+                    raise AdmissionCancelled(f"{ticket.owner}: cancelled while waiting for the CPU budget")
                 if now >= deadline:
                     holders = ", ".join(sorted(k for k, n in self._running.items() if n)) or "pace"
                     raise AdmissionTimeout(
@@ -158,6 +175,19 @@ class Gate:
             if self._waiting:  # those that deferred to this one may go now (or after it)
                 self._cond.notify_all()
         return now
+
+    def wake(self) -> None:
+        """Waiters look again now (after a ticket's ``cancel`` was set: it ends its wait)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def unpace(self) -> None:
+        """Lift the pace of every ticket the gate knows: waits for a pace end now, and a call
+        is not paced after it (until the governor sets a duty again)."""
+        with self._cond:
+            for ticket in self._tickets:
+                ticket.duty, ticket.next_at = 1.0, 0.0
+            self._cond.notify_all()
 
     def _may_start(self, ticket: Ticket, now: float, *, alone: bool) -> bool:
         if ticket.next_at > now:

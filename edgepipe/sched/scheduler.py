@@ -6,7 +6,9 @@ budget and gate, so models loaded by the nodes' ``start()`` get their thread cou
 budget and their runs go through the gate. Once every node has started it collects the knobs
 (each node's own, through an optional ``governor_knobs(node_id, priority)`` method, plus one
 per lossy input lane), logs the plan once, and then every 0.1 s samples the load and lets the
-governor act. :meth:`Scheduler.snapshot` is what ``--stats`` and ``/metrics`` show.
+governor act. Once the run is stopping the governor no longer acts and every pace is lifted
+(:meth:`~edgepipe.sched.gate.Gate.unpace`): the drain's work is not held back. :meth:`Scheduler.snapshot`
+is what ``--stats`` and ``/metrics`` show.
 """
 
 from __future__ import annotations
@@ -104,7 +106,11 @@ class Scheduler:
         t_slow = 0.0
         slow_ok = True
         slow_reads = 0
+        unpaced = False
         while True:
+            if runtime.stopping and not unpaced:  # what is left is the drain: not held back
+                unpaced = True
+                self.gate.unpace()
             now = time.monotonic()
             self.meter.sample(now, _busy_by_resource(runtime))
             self.load = self.meter.load()
@@ -118,8 +124,9 @@ class Scheduler:
                     log.warning("reading temperature took %.0f ms %d times in a row: no longer read in this "
                                 "run (the governor goes on without it)", took * 1000, SLOW_READS)  # fmt: skip
             load = self.load
-            if self.governor is not None and load is not None and load.window_s >= 0.9 * self.meter.window_s:
-                self.governor.update(load.cpu, now, self.temp_c)
+            governor = None if unpaced else self.governor
+            if governor is not None and load is not None and load.window_s >= 0.9 * self.meter.window_s:
+                governor.update(load.cpu, now, self.temp_c)
             await asyncio.sleep(self.interval_s)
 
     def _knobs(self, runtime: Runtime) -> list[Knob]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import re
+import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -16,6 +17,7 @@ from edgepipe.core import memory
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.results import Message
 from edgepipe.core.run import run_async
+from edgepipe.core.runtime import Runtime
 from edgepipe.lm import SamplingParams
 from edgepipe.lm.describe import Describe
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
@@ -109,6 +111,41 @@ def test_describe_ends_with_its_input_and_reports_the_end(tiny_models: dict[str,
     assert 2 <= len(events) <= 10
     assert events[-1]["prompt"] == "10|face in 3 of 10 frames (up to 1 at once)"
     assert all(e["new_tokens"] == 4 for e in events)
+
+
+def test_a_stop_cuts_the_answer_short_and_starts_no_other(tiny_models: dict[str, Path]) -> None:
+    # 60 tokens at 5 tokens/s: 12 s of writing, against a drain deadline of 1 s.
+    describe = Describe(tiny_models["gqa"], template="{frames}:", every_s=0.1, max_tokens_per_s=5,
+                        params=SamplingParams(max_new_tokens=60, ignore_eos=True))  # fmt: skip
+    out: list[Message] = []
+    writing = asyncio.Event()
+
+    async def keep(message: Message) -> None:  # on the event loop
+        out.append(message)
+        if message.kind == "token":
+            writing.set()
+
+    p = Pipeline("t")
+    src = p.source("faces", FakeSource([frame_detections(0, 1)], repeat=True, interval_s=0.02))
+    p.sink("out", keep, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
+    stopped_at: list[float] = []
+
+    async def stop_mid_answer(runtime: Runtime) -> None:
+        await writing.wait()
+        await asyncio.sleep(0.3)  # waiting for its pace; new frames queued behind the answer
+        stopped_at.append(time.monotonic())
+        runtime.request_stop()
+
+    report = run_pipeline(p, drain_timeout_s=1.0, watchers=[stop_mid_answer])
+    took = time.monotonic() - stopped_at[0]
+    assert report.stopped_by == "stop"  # not "forced"
+    assert took < 0.5, took
+    assert describe.requests == 1  # no new answer for what came in meanwhile
+    assert out[-1].kind == "event"  # the answer cut short is still reported, as such
+    event = out[-1].data
+    assert event["stop_reason"] == "cancelled"
+    assert 1 <= event["new_tokens"] < 60
+    assert event["text"] == "".join(m.data["text"] for m in out if m.kind == "token")
 
 
 class FailsOnce:

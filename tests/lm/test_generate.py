@@ -68,3 +68,20 @@ def test_a_stop_string_in_the_text_held_to_the_end_cuts_it(
                                               stop_strings=(stop,)))  # fmt: skip
     assert cut == full[: full.index(stop)]
     assert lm.stats.stop_reason == "stop_string"
+
+
+def test_a_request_begins_when_asked_for_so_a_cancel_before_its_first_step_ends_it(
+    tiny_models: dict[str, Path],
+) -> None:
+    lm = LanguageModel(tiny_models["gqa"])
+    ticket = lm.runner.session.ticket
+    lm.cancel()  # a cancel from before the request does not touch it
+    assert len(list(lm.tokens([65, 66], GREEDY))) == 40
+    runs = ticket.calls
+    for steps in (lm.tokens([65, 66], GREEDY), lm.pieces([65, 66], GREEDY)):
+        lm.cancel()  # after the call, before the first next(): the request is under way
+        assert list(steps) == []
+        assert lm.stats.stop_reason == "cancelled"
+        assert lm.stats.new_tokens == 0
+    assert ticket.calls == runs  # not even the prompt ran
+    assert ticket.cancel is not None

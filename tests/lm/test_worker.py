@@ -16,6 +16,7 @@ from edgepipe.core import memory
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.lm import LanguageModel, LMError, SamplingParams
 from edgepipe.lm.worker import LMWorker
+from edgepipe.sched.gate import gate
 
 PARAMS = SamplingParams(max_new_tokens=16, ignore_eos=True)
 
@@ -152,6 +153,54 @@ async def test_no_pacing_wait_after_the_last_token(tiny_models: dict[str, Path],
     assert stats.stop_reason == end
     steps = stats.new_tokens - 1
     assert steps / rate * 0.9 <= took < (steps + 0.8) / rate  # the waits between steps, none after
+
+
+async def test_cancel_ends_a_step_waiting_for_its_pace_at_the_cpu_gate(tiny_models: dict[str, Path]) -> None:
+    worker = LMWorker(tiny_models["gqa"])
+    await worker.start()
+    [ticket] = worker.tickets()
+    ticket.duty = 1e-5  # each step is followed by a wait of 10^5 times its length (the prompt's: seconds)
+    asyncio.get_running_loop().call_later(0.3, worker.cancel)
+    t0 = time.perf_counter()
+    async with asyncio.timeout(5):
+        await worker.complete([65, 66], SamplingParams(max_new_tokens=40, ignore_eos=True))
+    took = time.perf_counter() - t0
+    stats = worker.last_stats
+    assert stats.stop_reason == "cancelled"
+    assert took < 0.6  # the wait for the pace ended with the cancel
+    assert (stats.new_tokens, stats.token_ms, ticket.calls) == (1, [], 1)  # the prompt ran, no step after it
+    worker.cancel()  # nothing under way: nothing happens
+    gate().unpace()  # (else the next prompt would wait for the pace the first one left)
+    assert len(await worker.complete([65, 66], PARAMS)) > 0  # the next request is not cancelled
+    assert worker.last_stats.stop_reason == "max_new_tokens"
+    worker.close()
+
+
+async def test_cancel_ends_the_wait_for_max_tokens_per_s(tiny_models: dict[str, Path]) -> None:
+    worker = LMWorker(tiny_models["gqa"], max_tokens_per_s=0.5)  # a token every 2 s
+    await worker.start()
+    asyncio.get_running_loop().call_later(0.3, worker.cancel)
+    t0 = time.perf_counter()
+    async with asyncio.timeout(5):
+        await worker.complete([65, 66], SamplingParams(max_new_tokens=40, ignore_eos=True))
+    assert time.perf_counter() - t0 < 0.6
+    stats = worker.last_stats
+    assert (stats.stop_reason, stats.new_tokens) == ("cancelled", 1)
+    assert 0.1 < stats.paced_ms / 1000 < 0.6
+    worker.close()
+
+
+async def test_cancel_while_the_model_loads_ends_the_request_before_its_first_step(
+    tiny_models: dict[str, Path],
+) -> None:
+    worker = LMWorker(tiny_models["gqa"])
+    request = asyncio.ensure_future(worker.complete([65, 66], PARAMS))
+    await asyncio.sleep(0)  # under way: loading the model on the worker's thread
+    assert worker.lm is None
+    worker.cancel()
+    assert await request == ""
+    assert (worker.last_stats.stop_reason, worker.last_stats.new_tokens) == ("cancelled", 0)
+    worker.close()
 
 
 async def test_a_refused_request_leaves_its_own_stats(tiny_models: dict[str, Path]) -> None:

@@ -17,6 +17,7 @@ def test_demo_sees_motion_in_the_synthetic_scene() -> None:
     out: ListSink[Message] = ListSink()
     pipeline.sink("capture", out, inputs="motion")
     report = run_pipeline(pipeline, duration_s=1.5)
+    assert report.stopped_by == "stop"  # drained, not "forced"
     assert report.stats.node("camera").items_out >= 40
     assert len(out.items) >= 30  # the detector may skip frames ("latest"), never most of them
     for message in out.items:
@@ -29,7 +30,9 @@ def test_demo_sees_motion_in_the_synthetic_scene() -> None:
 def test_demo_records_an_annotated_clip(tmp_path: Path, centerface: Path) -> None:
     out = tmp_path / "annotated.mp4"  # the model is in the cache first: the time is for the video
     pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--record", str(out)])
-    run_pipeline(pipeline, duration_s=3.0)  # the face box waits for the model's first run (~1 s loaded)
+    # The face box waits for the model's first run (~1 s loaded).
+    report = run_pipeline(pipeline, duration_s=3.0)
+    assert report.stopped_by == "stop"  # the recording and the detector drained, not "forced"
     with av.open(str(out)) as container:
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
     assert len(frames) > 20

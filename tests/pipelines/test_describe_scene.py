@@ -35,6 +35,7 @@ def test_descriptions_stream_from_the_synthetic_camera(model: Path, centerface: 
     out: ListSink[Message] = ListSink()
     pipeline.sink("capture", out, inputs="describe")
     report = run_pipeline(pipeline, duration_s=2.5)
+    assert report.stopped_by == "stop"  # the model was cut short at the stop, not "forced"
     events = [m.data for m in out.items if m.kind == "event"]
     assert len(events) >= 2
     assert all(e["new_tokens"] == 8 or e["stop_reason"] == "stop_token" for e in events)
@@ -122,6 +123,7 @@ def test_a_real_tokenizer_writes_the_descriptions_end_to_end(
     done = _run("--model", str(folder), "--every-s", "0.5", "--window-s", "1", "--max-new-tokens", "24",
                 "--duration", "3", "--results", str(results))  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "'describe_scene' ended (stop)" in done.stderr, done.stderr  # drained, not "forced"
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     events = [m["data"] for m in lines if m["kind"] == "event"]
     assert events
@@ -147,7 +149,8 @@ def test_a_camera_that_cannot_be_reached_is_reported(model: Path, centerface: Pa
     pipeline = load_pipeline(PIPELINE, args)
     out: ListSink[Message] = ListSink()
     pipeline.sink("capture", out, inputs="describe")
-    run_pipeline(pipeline, duration_s=2.0)
+    report = run_pipeline(pipeline, duration_s=2.0)
+    assert report.stopped_by == "stop"  # drained, not "forced"
     events = [m.data for m in out.items if m.kind == "event"]
     assert events, "no report while the camera is down"
     state = events[-1]["sources"]["camera"]

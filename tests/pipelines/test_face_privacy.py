@@ -32,6 +32,7 @@ def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path
     seen: list[tuple[int, list[tuple[float, ...]]]] = []  # (scene frame, face boxes): no frame kept
     pipeline.sink("capture", lambda d: seen.append((d.pts, [tuple(f.box) for f in d])), inputs="faces")
     report = run_pipeline(pipeline, duration_s=4.0)
+    assert report.stopped_by == "stop"  # drained, not "forced"
     assert report.stats.node("record").errors == 0
     with av.open(str(out)) as container:
         recorded = [f.to_ndarray(format="yuv420p")[:480] for f in container.decode(video=0)]  # luma
@@ -64,6 +65,7 @@ def test_without_output_nothing_is_written_and_the_log_says_so(tmp_path: Path, c
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "'face_privacy' ended (stop)" in done.stderr, done.stderr  # drained, not "forced"
     assert list(tmp_path.iterdir()) == []  # no faces_blurred.mp4 (or anything) in the folder it ran in
     assert "not recording (no --output): add --output blurred.mp4 to record the blurred video" in done.stderr
     assert re.search(r"camera frame \d+: 1 face\(s\)", done.stderr), done.stderr  # it ran, and found the face

@@ -34,9 +34,10 @@ async def test_fleet_events_follows_every_camera_on_the_broker(tmp_path: Path) -
 
     try:
         p = load_pipeline(FLEET, ["--broker", broker.url, "--summary-s", "1"])
-        await run_async(p, results_path=str(results), watchers=[cameras])
+        report = await run_async(p, results_path=str(results), watchers=[cameras])
     finally:
         broker.stop()
+    assert report.stopped_by == "stop"  # drained, not "forced"
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     statuses = [(m["data"]["device"], m["data"]["status"]) for m in lines if m["kind"] == "fleet_status"]
     assert statuses == [("cam1", "online"), ("cam2", "online"), ("cam2", "offline")]

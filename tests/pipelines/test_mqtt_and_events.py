@@ -56,6 +56,7 @@ async def test_each_pipeline_publishes_its_faces_and_state_with_mqtt(
             *(extra if name == "describe_scene" else []), cwd=here,
         )  # fmt: skip
         assert code == 0, stderr[-3000:]
+        assert f"'{name}' ended (stop)" in stderr, stderr[-3000:]  # drained, not "forced"
         await sub.wait_for(lambda: sub.on(f"{base}/status") and sub.on(f"{base}/status")[-1].payload == b"offline",
                            what="the offline status")  # fmt: skip
     assert face_boxes(sub.on(f"{base}/camera/detections")) > 0  # the synthetic scene's face

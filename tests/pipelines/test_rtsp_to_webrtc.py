@@ -69,6 +69,7 @@ def test_edgepipe_run_says_how_to_watch_a_pipeline_that_streams(tmp_path: Path) 
         done = subprocess.run([sys.executable, "-m", "edgepipe", "run", str(path), "--duration", "0.5", *more],
                               capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
         assert done.returncode == 0, done.stderr
+        assert "ended (stop)" in done.stderr, done.stderr  # drained, not "forced"
         return done.stderr
 
     assert WATCH_HINT in run(PIPELINE)

@@ -1,4 +1,4 @@
-"""Admission of heavy calls: slots, shares by priority, pacing, deadlines, overlap."""
+"""Admission of heavy calls: slots, shares by priority, pacing, deadlines, overlap, cancelling."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from edgepipe.sched.gate import AdmissionTimeout, Gate, Ticket
+from edgepipe.sched.gate import AdmissionCancelled, AdmissionTimeout, Gate, Ticket
 
 
 def busy(seconds: float) -> None:
@@ -160,3 +160,76 @@ def test_the_pace_wait_does_not_count_against_the_runs_deadline() -> None:
         time.sleep(0.1)
     with gate.admit(lm, timeout_s=1.0):  # paced ~1.6 s with the gate idle: no AdmissionTimeout
         pass
+
+
+def waiting_call(gate: Gate, ticket: Ticket) -> tuple[threading.Thread, dict[str, object]]:
+    """``ticket``'s next call on a thread of its own; what became of it, and when, in the dict."""
+    out: dict[str, object] = {}
+
+    def call() -> None:
+        try:
+            with gate.admit(ticket):
+                out["ran_at"] = time.monotonic()
+        except AdmissionCancelled as exc:
+            out["cancelled_at"] = time.monotonic()
+            out["error"] = exc
+
+    th = threading.Thread(target=call)
+    th.start()
+    return th, out
+
+
+def test_cancelling_a_ticket_ends_its_pace_wait_at_once_and_the_call_does_not_run() -> None:
+    gate = Gate(None)
+    cancel = threading.Event()
+    lm = Ticket("describe", "lm", 0, duty=0.06, cancel=cancel)
+    lm.next_at = time.monotonic() + 30  # paced: a 2 s step at 6% waits ~30 s for the next
+    th, out = waiting_call(gate, lm)
+    time.sleep(0.1)
+    assert out == {}  # still waiting for its pace
+    cancel.set()
+    t_cancel = time.monotonic()
+    gate.wake()
+    th.join(5)
+    assert "ran_at" not in out
+    assert isinstance(out["cancelled_at"], float)
+    assert out["cancelled_at"] - t_cancel < 0.1  # woken, not at its next 0.5 s look
+    assert "describe: cancelled while waiting" in str(out["error"])
+    assert lm.calls == 0
+    assert lm.waited_s >= 0.1
+
+
+def test_cancelling_a_ticket_ends_its_wait_for_the_budget_and_the_gate_stays_usable() -> None:
+    gate = Gate(1)
+    holder = Ticket("faces", "detect", 1)
+    cancel = threading.Event()
+    lm = Ticket("describe", "lm", 0, cancel=cancel)
+    t_hold = gate.enter(holder)
+    th, out = waiting_call(gate, lm)
+    time.sleep(0.05)
+    cancel.set()
+    gate.wake()
+    th.join(5)
+    assert "cancelled_at" in out
+    gate.leave(holder, t_hold)
+    cancel.clear()
+    with gate.admit(lm, timeout_s=0.5):  # not cancelled any more, and nothing left waiting
+        pass
+    assert lm.calls == 1
+
+
+def test_unpace_ends_every_pace_wait_and_the_call_runs() -> None:
+    gate = Gate(1)
+    lm = Ticket("describe", "lm", 0, duty=0.06)
+    lm.next_at = time.monotonic() + 30
+    th, out = waiting_call(gate, lm)
+    time.sleep(0.1)
+    t_unpace = time.monotonic()
+    gate.unpace()
+    th.join(5)
+    assert isinstance(out["ran_at"], float)
+    assert out["ran_at"] - t_unpace < 0.1
+    assert lm.duty == 1.0
+    with gate.admit(lm, timeout_s=0.5):  # no longer paced after it
+        pass
+    assert lm.calls == 2
