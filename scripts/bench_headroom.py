@@ -32,7 +32,7 @@ governed run: ``useful`` (the counted work at bare costs over the process's CPU)
 (target x cores - decode of the frames delivered - the LM's tokens, over a bare model run's CPU)
 and ``model_wall_over_bare``; over the three: medians, and the spread of detections/s.
 
-    python scripts/bench_headroom.py                           # 40 s runs, 10 s warm-up (~5 min)
+    python scripts/bench_headroom.py                           # 40 s runs, 10 s warm-up (~4 min)
     python scripts/bench_headroom.py --seconds 20 --warmup 5   # a quicker look
     python scripts/bench_headroom.py --check --keep /tmp/hr    # exit 1 if a target is missed; keep files
 
@@ -369,36 +369,22 @@ def main() -> int:
 def bare_loops(
     clip: Path, lm: Path, governed_runs: list[dict[str, Any]], folder: Path, seconds: float, cores: float
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """The bare costs with the first governed run's settings: (costs, what each loop did, the
-    settings and where they came from)."""
-    from headroom_bare import measure, run_settings, typical_prompt
-    from headroom_pipeline import pipeline
+    """The bare costs with the first governed run's settings (``headroom_bare.bare_costs``), and
+    the share of the cores the machine's other processes took meanwhile."""
+    from headroom_bare import bare_costs
 
-    from edgepipe.lm.describe import Describe
-    from edgepipe.media import VideoSource
-    from edgepipe.vision import Detector
-
-    targets = [node.target for node in pipeline(clip, lm, cameras=TARGETS.cameras).nodes]
-    source = next(t for t in targets if isinstance(t, VideoSource))
-    detector = next(t for t in targets if isinstance(t, Detector))
-    describe = next(t for t in targets if isinstance(t, Describe))
-    first = Path(governed_runs[0]["files"])
-    settings = run_settings(first.with_suffix(".stderr").read_text(encoding="utf-8"), detector, describe)
-    if not settings.found_in_log:
-        print("WARNING: a model's 'loaded in' line is missing from the run's log: its threads and spinning "
-              "were computed as the run would", file=sys.stderr)  # fmt: skip
-    prompt = typical_prompt(first.with_suffix(".jsonl")) or describe.prompt()
-    print(f"bare loops, {seconds:g} s each: {settings}", file=sys.stderr, flush=True)
-    busy0, t0 = machine_busy_s(), time.perf_counter()
-    cpu0 = time.process_time()
-    costs, info = measure(
-        source=source, detector=detector, describe=describe, settings=settings, prompt=prompt,
-        results=[Path(r["files"]).with_suffix(".jsonl") for r in governed_runs],
-        scratch=folder / "bare-writing.jsonl", seconds=seconds,
-    )  # fmt: skip
+    busy0, t0, cpu0 = machine_busy_s(), time.perf_counter(), time.process_time()
+    costs, info, settings = bare_costs(
+        clip,
+        lm,
+        TARGETS.cameras,
+        [Path(r["files"]) for r in governed_runs],
+        folder / "bare-writing.jsonl",
+        seconds,
+    )
     others = (machine_busy_s() - busy0 - (time.process_time() - cpu0)) / (time.perf_counter() - t0) / cores
     info["machine"] = {"others_cpu_mean": round(max(0.0, others), 3), "budget": governed_runs[0]["budget"]}
-    return costs, info, dataclasses.asdict(settings)
+    return costs, info, settings
 
 
 if __name__ == "__main__":

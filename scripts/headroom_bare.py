@@ -25,9 +25,10 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
+import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -241,10 +242,13 @@ def run_settings(log_text: str, detector: Detector, describe: Describe) -> RunSe
     models = parse_models(log_text)
     budget = cpu_budget().threads
     lm_config = describe.worker.session_config or SessionConfig()
-    found_det = models.get(detector.model) or next(
-        (v for k, v in models.items() if Path(k).stem == Path(detector.model).stem), None
-    )
-    found_lm = models.get(str(describe.worker.model))
+
+    def line_of(model: str | Path) -> dict[str, Any] | None:  # a name, or a path given another way
+        return models.get(str(model)) or next(
+            (v for k, v in models.items() if Path(k).stem == Path(model).stem), None
+        )
+
+    found_det, found_lm = line_of(detector.model), line_of(describe.worker.model)
     return RunSettings(
         detector_threads=found_det["threads"] if found_det else detector.session_config.threads or budget,
         detector_spinning=found_det["spinning"] if found_det else detector.session_config.spinning,
@@ -278,7 +282,7 @@ def bare_writing(results: Path, scratch: Path, seconds: float) -> tuple[float, d
     lines = 0
     with scratch.open("w", encoding="utf-8") as f:
         clock = _Clock()
-        while clock.wall_s < seconds:
+        while clock.wall_s < seconds or not lines:
             for record, data in items:
                 body = data.to_dict() if isinstance(data, Detections) else data
                 line = {"t": record["t"], "node": record["node"], "kind": record["kind"], "data": body}
@@ -344,3 +348,28 @@ def measure(
                       tracker_predict_cpu_s=carry, write_cpu_s=write, token_cpu_s=token,
                       prompt_token_cpu_s=prompt_token)  # fmt: skip
     return costs, info
+
+
+def bare_costs(
+    clip: Path, lm: Path, cameras: int, runs: Sequence[Path], scratch: Path, seconds: float
+) -> tuple[BareCosts, dict[str, Any], dict[str, Any]]:
+    """The bare loops for ``headroom_pipeline.py`` on ``clip`` and ``lm``, with the settings of
+    the first of the governed ``runs`` (each the path of its files less the suffix): (costs,
+    what each loop did, the settings and whether the run's log gave them)."""
+    from headroom_pipeline import pipeline
+
+    targets = [node.target for node in pipeline(clip, lm, cameras=cameras).nodes]
+    source = next(t for t in targets if isinstance(t, VideoSource))
+    detector = next(t for t in targets if isinstance(t, Detector))
+    describe = next(t for t in targets if isinstance(t, Describe))
+    settings = run_settings(runs[0].with_suffix(".stderr").read_text(encoding="utf-8"), detector, describe)
+    if not settings.found_in_log:
+        print("WARNING: a model's 'loaded in' line is missing from the run's log: its threads and spinning "
+              "were computed as the run would", file=sys.stderr)  # fmt: skip
+    prompt = typical_prompt(runs[0].with_suffix(".jsonl")) or describe.prompt()
+    print(f"bare loops, {seconds:g} s each: {settings}", file=sys.stderr, flush=True)
+    costs, info = measure(
+        source=source, detector=detector, describe=describe, settings=settings, prompt=prompt,
+        results=[r.with_suffix(".jsonl") for r in runs], scratch=scratch, seconds=seconds,
+    )  # fmt: skip
+    return costs, info, asdict(settings)
