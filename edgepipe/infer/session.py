@@ -78,8 +78,9 @@ class Session:
         )  # fmt: skip
         self.stats.load_ms = (time.perf_counter() - t_start) * 1000
         log.info(
-            "model %s: loaded in %.0f ms on %s, %d thread%s%s", self.name, self.stats.load_ms,
+            "model %s: loaded in %.0f ms on %s, %d thread%s%s%s", self.name, self.stats.load_ms,
             self.providers[0], self.threads, "" if self.threads == 1 else "s",
+            ", spinning" if self.config.spinning else "",
             " (cached optimized graph)" if self.optimized_path else "",
         )  # fmt: skip
 

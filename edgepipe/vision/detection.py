@@ -87,6 +87,9 @@ class Detections(Leased):
     prediction from the last detection."""
     latency_ms: float | None = None
     """From the frame leaving the decoder to these results."""
+    infer_ms: float | None = None
+    """Wall time of the model run on this frame (None where the tracker carried the boxes):
+    set against a bare run's time, it shows how long a run waited for a core under load."""
     t_decoded_ns: int = 0
     """When the frame left the decoder (``time.monotonic_ns``): the earliest time edgepipe
     knows; the camera's own capture time is not carried by every stream."""
@@ -118,6 +121,7 @@ class Detections(Leased):
             "model": self.model,
             "inferred": self.inferred,
             "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 2),
+            "infer_ms": None if self.infer_ms is None else round(self.infer_ms, 2),
             "detections": [d.to_dict() for d in self.items],
         }
 
@@ -127,7 +131,7 @@ class Detections(Leased):
             source_id=data["source"], seq=data["seq"], pts=data["pts"], time_s=data["time_s"],
             width=data["width"], height=data["height"], model=data["model"],
             items=[Detection.from_dict(d) for d in data["detections"]],
-            inferred=data["inferred"], latency_ms=data["latency_ms"],
+            inferred=data["inferred"], latency_ms=data["latency_ms"], infer_ms=data.get("infer_ms"),
         )  # fmt: skip
 
     def to_msgpack(self) -> bytes:

@@ -318,6 +318,7 @@ class Detector:
         self.frames += 1
         t_step = time.perf_counter()
         items: list[Detection]
+        infer_ms: float | None = None
         if prepared.tensor is not None:
             steps = self._steps
             assert steps is not None
@@ -326,7 +327,8 @@ class Detector:
                 outputs = steps.runner.run(prepared.tensor)
             items = steps.decoder.decode(outputs, prepared.tensor.shape, prepared.letterbox)
             stats = steps.model.session.stats
-            self._gauges["infer_ms"] = round(stats.last_run_ms, 1)
+            infer_ms = stats.last_run_ms
+            self._gauges["infer_ms"] = round(infer_ms, 1)
             self._gauges["timeouts"] = stats.timeouts
             self.inferred += 1
             if self.track or self.every_used > 1:
@@ -344,7 +346,7 @@ class Detector:
         latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
         result = Detections(
             frame.source_id, frame.seq, frame.pts, frame.time_s, frame.width, frame.height, self.model_name,
-            items, inferred=run_model, latency_ms=latency_ms,
+            items, inferred=run_model, latency_ms=latency_ms, infer_ms=infer_ms,
             t_decoded_ns=frame.t_decoded_ns,
         )  # fmt: skip
         if self.keep_frame:

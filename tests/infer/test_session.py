@@ -167,12 +167,21 @@ def test_a_provider_this_build_lacks_falls_back_to_cpu_with_one_warning(
     assert "TensorrtExecutionProvider" in warnings[0].getMessage()
 
 
-def test_threads_default_to_the_budget(tmp_path: Path) -> None:
+def test_threads_default_to_the_budget(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from edgepipe.sched import cpu_budget
 
-    session = Session(add_model(tmp_path / "add.onnx"), SessionConfig(cache_optimized=False))
+    with caplog.at_level(logging.INFO, logger="edgepipe.infer.session"):
+        session = Session(add_model(tmp_path / "add.onnx"), SessionConfig(cache_optimized=False))
+        Session(
+            add_model(tmp_path / "add.onnx"), SessionConfig(cache_optimized=False, threads=3, spinning=True)
+        )
     assert session.threads == cpu_budget().threads
     assert session.ticket.units == session.threads
+    # The log says what each run used (scripts/bench_headroom.py reads it for its bare loops).
+    threads = cpu_budget().threads
+    loaded = [r.getMessage() for r in caplog.records if ": loaded in " in r.getMessage()]
+    assert loaded[0].endswith(f"on CPUExecutionProvider, {threads} thread{'' if threads == 1 else 's'}")
+    assert loaded[1].endswith("on CPUExecutionProvider, 3 threads, spinning")
 
 
 def test_close_lets_the_model_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

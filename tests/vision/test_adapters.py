@@ -117,6 +117,8 @@ def test_every_n_frames_the_tracker_fills_in(tmp_path: Path) -> None:
         results.append(detector.process(frame))
     assert [r.inferred for r in results] == [True, False, False, True, False, False, True]
     assert detector.inferred == 3
+    # The model run's wall time goes with the results it made; a carried frame had none.
+    assert all((r.infer_ms is not None and r.infer_ms > 0) == r.inferred for r in results)
     assert {d.track_id for r in results for d in r} == {1}
     assert all(len(r) == 1 for r in results)
 
