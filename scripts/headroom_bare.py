@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import statistics
 import sys
 import time
@@ -64,6 +65,8 @@ class RunSettings:
     detector_spinning: bool
     lm_threads: int
     lm_spinning: bool
+    decoder_threads: int
+    """Threads per video decoder the run logged in its CPU budget line (0: FFmpeg's choice)."""
     found_in_log: bool
     """False: a model's line was missing and its settings were computed as the run would."""
 
@@ -93,15 +96,16 @@ class _Clock:
         return time.perf_counter() - self.wall0
 
 
-def bare_decode(source: VideoSource, seconds: float) -> tuple[float, dict[str, Any]]:
+def bare_decode(source: VideoSource, seconds: float, threads: int) -> tuple[float, dict[str, Any]]:
     """CPU seconds per frame of a plain PyAV decode loop over the source's file, whole passes
-    until ``seconds`` have gone, with the thread settings edgepipe's decoder opens it with."""
+    until ``seconds`` have gone, with the thread type edgepipe's decoder opens it with and the
+    run's ``threads`` per decoder (0: FFmpeg's choice)."""
     decoder = StreamDecoder(source.src, timeout_s=source.timeout_s, rtsp_transport=source.rtsp_transport,
                             options=source.options)  # fmt: skip
     decoder.open()
     try:
         thread_type = decoder.stream.thread_type  # av's enum: set as it is, shown by name
-        thread_count = int(decoder.stream.codec_context.thread_count)
+        thread_count = threads
     finally:
         decoder.close()
     frames, used = 0, thread_count
@@ -249,11 +253,13 @@ def run_settings(log_text: str, detector: Detector, describe: Describe) -> RunSe
         )
 
     found_det, found_lm = line_of(detector.model), line_of(describe.worker.model)
+    decoders = re.search(r"(\d+) thread\(s\) per video decoder", log_text)
     return RunSettings(
         detector_threads=found_det["threads"] if found_det else detector.session_config.threads or budget,
         detector_spinning=found_det["spinning"] if found_det else detector.session_config.spinning,
         lm_threads=found_lm["threads"] if found_lm else lm_config.threads or budget,
         lm_spinning=found_lm["spinning"] if found_lm else lm_config.spinning,
+        decoder_threads=int(decoders.group(1)) if decoders else 0,
         found_in_log=found_det is not None and found_lm is not None,
     )
 
@@ -335,7 +341,7 @@ def measure(
 ) -> tuple[BareCosts, dict[str, Any]]:  # fmt: skip
     """Every bare loop, one after the other: the costs, and what each loop did (printed)."""
     info: dict[str, Any] = {}
-    decode, info["decode"] = bare_decode(source, seconds)
+    decode, info["decode"] = bare_decode(source, seconds, settings.decoder_threads)
     model, wall_ms, info["model"] = bare_model(detector, source.src.target, settings.detector_threads,
                                                settings.detector_spinning, seconds)  # fmt: skip
     update, carry, info["tracker"] = bare_tracker([replay_outputs(path) for path in results], seconds / 4)

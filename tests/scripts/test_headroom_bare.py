@@ -14,6 +14,8 @@ from edgepipe.sched import cpu_budget
 from edgepipe.vision.detection import Detection
 
 LOG = (
+    "INFO edgepipe.sched: CPU budget: 2 usable core(s) (affinity 2) x 0.70 = 1.40; 1 heavy call unit(s) at once; "
+    "1 ONNX Runtime thread(s) per model; 1 thread(s) per video decoder (4 streams); governed\n"
     "INFO model centerface: loaded in 67 ms on CPUExecutionProvider, 2 threads, spinning (cached optimized graph)\n"
     "INFO model /abs/bench/tiny-lm: loaded in 1455 ms on CPUExecutionProvider, 1 thread\n"
 )
@@ -31,7 +33,9 @@ def test_the_settings_are_the_runs_own_else_computed_as_it_would() -> None:
     # The LM was given by another path than the log's: its folder name finds its line.
     assert (settings.detector_threads, settings.detector_spinning) == (2, True)
     assert (settings.lm_threads, settings.lm_spinning, settings.found_in_log) == (1, False, True)
-    computed = run_settings(LOG.splitlines()[0], detector, describe)  # type: ignore[arg-type]
+    assert settings.decoder_threads == 1, "the run's decoder threads, from its budget line"
+    computed = run_settings(LOG.splitlines()[1], detector, describe)  # type: ignore[arg-type]
+    assert computed.decoder_threads == 0, "no budget line: FFmpeg's own choice"
     assert (computed.lm_threads, computed.lm_spinning) == (cpu_budget().threads, SessionConfig().spinning)
     assert not computed.found_in_log
 
