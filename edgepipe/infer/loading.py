@@ -24,6 +24,7 @@ from edgepipe.infer.cache import cache_dir
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.diagnose import load_error
 from edgepipe.infer.errors import InferError, ModelLoadError
+from edgepipe.sched import affinity
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,11 @@ class _Loader:
         self, source: str | bytes, wanted: _Wanted, options: ort.SessionOptions
     ) -> ort.InferenceSession:
         try:
-            with native.Native(f"loading model {self.name}"):  # exiting meanwhile would abort (134)
+            # Its intra-op threads start now, on the cores of this thread: the heavy ones.
+            with (
+                native.Native(f"loading model {self.name}"),
+                affinity.heavy_scope(),
+            ):  # exiting meanwhile would abort (134)
                 session = ort.InferenceSession(
                     source, options, providers=[p for p, _ in wanted], provider_options=[o for _, o in wanted]
                 )

@@ -45,6 +45,7 @@ from edgepipe.media.planning import plan_frame_pool, pool_capacity
 from edgepipe.media.reconnect import Reconnector
 from edgepipe.media.status import SourceStatus
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
+from edgepipe.sched import affinity
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,7 @@ class VideoSource:
         done: asyncio.Future[None] = loop.create_future()
 
         def body() -> None:
+            affinity.pin_light()  # off the cores where model runs go (governed runs)
             try:
                 outlet.run(produce)
             finally:

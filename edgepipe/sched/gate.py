@@ -35,6 +35,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from edgepipe.sched import affinity
+
 WEIGHTS = {0: 1.0, 1: 4.0, 2: 8.0}
 """Share weights by :class:`~edgepipe.core.spec.Priority` (low, normal, high)."""
 
@@ -120,7 +122,9 @@ class Gate:
             self.leave(ticket, t_start)
 
     def enter(self, ticket: Ticket, timeout_s: float | None = None) -> float:
-        """Wait for the budget (and the ticket's pace); returns the time the call started."""
+        """Wait for the budget (and the ticket's pace); returns the time the call started. The
+        calling thread is put on the heavy cores first (:mod:`edgepipe.sched.affinity`)."""
+        affinity.pin_heavy()
         with self._cond:
             now = self._clock()
             self._tickets.add(ticket)

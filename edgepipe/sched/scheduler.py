@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.channel import Policy
 from edgepipe.core.spec import NodeKind, NodeSpec
+from edgepipe.sched import affinity
 from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, cpu_budget, set_budget, usable_cores
 from edgepipe.sched.gate import Gate, gate, set_gate
 from edgepipe.sched.governor import Governor, Knob
@@ -76,6 +78,14 @@ class Scheduler:
         self.temp_c: float | None = None
         self.accelerator: float | None = None
         log.info("%s", self.budget.describe())
+        # Heavy calls on their own cores, the rest (decode, this loop) on the others; threads
+        # started from here on inherit the light cores, and the gate moves heavy callers.
+        self._cores = _own_cores()
+        self.cores_split = affinity.plan(self.gate.units, self._cores) if self.governed else None
+        affinity.install(self.cores_split)
+        if self.cores_split is not None:
+            affinity.pin_light()
+            log.info("cores: %s", self.cores_split.describe())
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -95,6 +105,10 @@ class Scheduler:
             if gate() is self.gate or self.governor is None:
                 set_budget(self._previous[0])
                 set_gate(self._previous[1])
+            if affinity.current() is self.cores_split and self.cores_split is not None:
+                affinity.install(None)
+                if self._cores is not None:
+                    affinity.unpin(self._cores)
 
     def _start(self, runtime: Runtime) -> None:
         knobs = self._knobs(runtime)
@@ -191,6 +205,13 @@ class Scheduler:
             "waits": gate.waits,
             "waited_s": round(gate.waited_s, 3),
         }
+
+
+def _own_cores() -> frozenset[int] | None:
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
 
 
 def _carries_frames(producer: NodeSpec) -> bool:
