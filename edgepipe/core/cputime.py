@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, TypeVar
 
 R = TypeVar("R")
@@ -158,12 +158,20 @@ def run_counted(key: tuple[str, str], fn: Callable[..., R], *args: Any) -> R:
         end()
 
 
-def collect() -> tuple[dict[tuple[str, str], int], list[Account]]:
+def own_total_ns() -> int:
+    """The calling thread's counted nanoseconds so far (finished calls)."""
+    account = _local.account
+    return sum(account.done.values()) if account is not None else 0
+
+
+def collect(running: Collection[int] = ()) -> tuple[dict[tuple[str, str], int], list[Account]]:
     """``(ended, accounts)``: the counts of threads that have ended, folded into one total
     (ns by key; it only grows), and the accounts of the others, read with :meth:`Account.read`.
-    A thread is in one or the other, never both."""
+    A thread is in one or the other, never both. ``running``: the ids of the OS threads seen
+    running (``/proc``): a thread whose Python side has ended but whose OS thread is still
+    there keeps its account a little longer, so that its time is not taken for uncounted."""
     with _lock:
-        for account in [a for a in _accounts if not a.thread.is_alive()]:
+        for account in [a for a in _accounts if not a.thread.is_alive() and a.tid not in running]:
             _accounts.remove(account)
             for key, ns in account.done.items():
                 _retired[key] = _retired.get(key, 0) + ns

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, ParamSpec, TypeVar
 
-from edgepipe.core.threadname import Tag, name_thread
+from edgepipe.core.threadname import Tag, name_thread, thread_ending
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,6 +78,7 @@ class DaemonThreadPool(Executor):
             with self._lock:
                 self._idle -= 1
             if job is _STOP:
+                thread_ending()  # a tagged thread's last moments are its tag's (the CPU ledger)
                 return
             future, fn, args, kwargs = job
             if not future.set_running_or_notify_cancel():

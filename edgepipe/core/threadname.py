@@ -27,8 +27,11 @@ import itertools
 import os
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
+
+from edgepipe.core import cputime
 
 COMM_BYTES = 15
 """The longest thread name the kernel keeps (16 with the terminating NUL)."""
@@ -191,11 +194,89 @@ def claimed() -> dict[int, Tag]:
         return dict(_claimed)
 
 
+ENDINGS_KEPT = 256
+"""Threads noted by :func:`ending` that the CPU ledger has not read yet, at most (oldest go)."""
+_endings: dict[int, tuple[Tag, int]] = {}
+
+
+def ending(tag: Tag | None = None) -> None:
+    """Before the threads claimed for ``tag`` (by default the calling thread's) end, as a codec
+    closes: note their CPU time now, which ``/proc`` stops showing once they are gone, so that
+    the CPU ledger counts what they did since its last look (a looped file reopens its decoder
+    every few seconds)."""
+    tag = tag if tag is not None else _local.tag
+    if tag is None:
+        return
+    with _claims_lock:
+        for tid in [tid for tid, t in _claimed.items() if t is tag]:
+            cpu_ns = task_cpu_ns(tid)
+            if cpu_ns is not None:
+                _endings[tid] = (tag, cpu_ns)
+        while len(_endings) > ENDINGS_KEPT:
+            del _endings[next(iter(_endings))]
+
+
+def thread_ending() -> None:
+    """At the end of a tagged thread's life (a decode thread, a tagged pool's worker): note its
+    own time outside counted calls (:mod:`~edgepipe.core.cputime`, whose counts outlive it), as
+    :func:`ending` does for a codec's threads."""
+    tag = _local.tag
+    if tag is None:
+        return
+    outside_ns = time.thread_time_ns() - cputime.own_total_ns()
+    with _claims_lock:
+        _endings[threading.get_native_id()] = (tag, outside_ns)
+
+
+def endings() -> dict[int, tuple[Tag, int]]:
+    """Thread id -> (its tag, its CPU ns outside counted calls when :func:`ending` or
+    :func:`thread_ending` noted it), taken: each is given once."""
+    with _claims_lock:
+        taken = dict(_endings)
+        _endings.clear()
+        return taken
+
+
 def _task_ids(task_dir: str = TASK_DIR) -> set[int]:
     try:
         return {int(tid) for tid in os.listdir(task_dir)}
     except OSError:
         return set()
+
+
+TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def parse_stat(text: str) -> tuple[str, int]:
+    """``(name, user + system ticks)`` from a ``/proc/<pid>/task/<tid>/stat`` line. The name is
+    between the first ``(`` and the last ``)``: it may hold spaces and parentheses itself."""
+    open_at, close_at = text.index("("), text.rindex(")")
+    fields = text[close_at + 2 :].split()
+    # after the name: state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
+    return text[open_at + 1 : close_at], int(fields[11]) + int(fields[12])
+
+
+def read_stat(tid: int | str, task_dir: str = TASK_DIR, ticks_per_s: int = TICKS_PER_S) -> tuple[str, int]:
+    """``(name, user + system ns)`` of thread ``tid`` of this process (the kernel's clock ticks,
+    10 ms). Raises ``OSError`` once it is gone, ``ValueError`` for a line it cannot read."""
+    fd = os.open(f"{task_dir}/{tid}/stat", os.O_RDONLY)
+    try:
+        raw = os.read(fd, 1024)
+    finally:
+        os.close(fd)
+    try:
+        name, ticks = parse_stat(raw.decode("utf-8", "replace"))
+    except IndexError as exc:
+        raise ValueError(f"not a stat line: {raw[:80]!r}") from exc
+    return name, ticks * (1_000_000_000 // ticks_per_s)
+
+
+def task_cpu_ns(tid: int) -> int | None:
+    """User + system ns of thread ``tid`` of this process (None once it is gone)."""
+    try:
+        return read_stat(tid)[1]
+    except (OSError, ValueError):
+        return None
 
 
 def task_name(tid: int, task_dir: str = TASK_DIR) -> str:

@@ -230,6 +230,7 @@ class StreamDecoder:
         return frame.reformat(format="nv12")
 
     def close(self) -> None:
+        threadname.ending()  # the codec's threads end with it: the CPU ledger's last look at them
         container, self.container = self.container, None
         self.stream = None
         self._ctx = None

@@ -229,6 +229,7 @@ class VideoSource:
             try:
                 outlet.run(produce)
             finally:
+                threadname.thread_ending()
                 with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                     loop.call_soon_threadsafe(_set_done, done)
 

@@ -13,9 +13,11 @@ sources, combined so that no CPU-second is counted twice:
    (:mod:`edgepipe.core.threadname`: a decode thread and FFmpeg's threads → ``decode``; ONNX
    Runtime's intra-op threads → the model's kind), to ``runtime`` for the event loop's thread,
    and to nothing otherwise.
+   A codec's threads end with it (a looped file reopens its decoder every few seconds): their
+   time since the last sample is noted as the codec closes (:func:`~edgepipe.core.threadname.ending`).
 3. **The process's clock** (``time.process_time_ns``: every thread, ended ones included): what
-   1 and 2 leave of it is ``overhead`` (idle workers, threads nobody named, threads that ended
-   between two samples). Never negative.
+   1 and 2 leave of it is ``overhead`` (idle workers, threads nobody named, other threads' last
+   moments before they ended). Never negative.
 
 Totals count from the ledger's creation; rates (cores) are over the last window between two
 samples. A thread's remainder is counted by its high-water mark, so that a call counted late
@@ -29,18 +31,20 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from edgepipe.core import cputime, threadname
 from edgepipe.core.cputime import CODE, KINDS, MODEL, OVERHEAD, PRE, RUNTIME, heavy_key
+from edgepipe.core.threadname import TICKS_PER_S, read_stat
 from edgepipe.sched.gate import Ticket
+
+ENDING_WAIT_SAMPLES = 10
+"""A thread noted as ending that is still there after this many samples is read as any other."""
 
 Key = tuple[str, str]
 """``(node_id, kind)``; ``node_id`` is "" for the runtime and overhead."""
-
-TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,34 +57,19 @@ class TaskCpu:
     """User + system time so far (the kernel's clock ticks, 10 ms, in nanoseconds)."""
 
 
-def parse_stat(text: str) -> tuple[str, int]:
-    """``(name, user + system ticks)`` from a ``/proc/<pid>/task/<tid>/stat`` line. The name is
-    between the first ``(`` and the last ``)``: it may hold spaces and parentheses itself."""
-    open_at, close_at = text.index("("), text.rindex(")")
-    fields = text[close_at + 2 :].split()
-    # after the name: state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
-    return text[open_at + 1 : close_at], int(fields[11]) + int(fields[12])
-
-
 def read_tasks(task_dir: str = threadname.TASK_DIR, ticks_per_s: int = TICKS_PER_S) -> list[TaskCpu]:
     """Every thread of the process with its CPU time (threads that end meanwhile are left out)."""
     try:
         tids = os.listdir(task_dir)
     except OSError:
         return []
-    tick_ns = 1_000_000_000 // ticks_per_s
     tasks = []
     for tid in tids:
         try:
-            fd = os.open(f"{task_dir}/{tid}/stat", os.O_RDONLY)
-            try:
-                raw = os.read(fd, 1024)
-            finally:
-                os.close(fd)
-            name, ticks = parse_stat(raw.decode("utf-8", "replace"))
-        except (OSError, ValueError, IndexError):
+            name, cpu_ns = read_stat(tid, task_dir, ticks_per_s)
+        except (OSError, ValueError):
             continue
-        tasks.append(TaskCpu(int(tid), name, ticks * tick_ns))
+        tasks.append(TaskCpu(int(tid), name, cpu_ns))
     return tasks
 
 
@@ -106,12 +95,14 @@ class CpuLedger:
         tasks: Callable[[], list[TaskCpu]] | None = None,
         process_ns: Callable[[], int] = time.process_time_ns,
         clock: Callable[[], float] = time.monotonic,
-        counts: Callable[[], tuple[dict[Key, int], list[cputime.Account]]] = cputime.collect,
+        counts: Callable[[Collection[int]], tuple[dict[Key, int], list[cputime.Account]]] = cputime.collect,
         claims: Callable[[], Mapping[int, threadname.Tag]] = threadname.claimed,
+        endings: Callable[[], Mapping[int, tuple[threadname.Tag, int]]] = threadname.endings,
     ) -> None:
         """The clocks are the process's own unless given (tests): ``tasks`` its threads,
-        ``counts`` the counted calls (:func:`edgepipe.core.cputime.collect`), ``claims`` the
-        threads claimed by id (:func:`edgepipe.core.threadname.claimed`)."""
+        ``counts`` the counted calls, given the threads seen (:func:`edgepipe.core.cputime.collect`),
+        ``claims`` the threads claimed by id and ``endings`` their last CPU times
+        (:func:`edgepipe.core.threadname.claimed`, :func:`~edgepipe.core.threadname.endings`)."""
         self.runtime_tid = threading.get_native_id() if runtime_tid is None else runtime_tid
         """The event loop's thread: its own time is ``runtime``."""
         self.window_s = window_s
@@ -120,6 +111,9 @@ class CpuLedger:
         self._clock = clock
         self._counts = counts
         self._claims = claims
+        self._endings = endings
+        self._ending: dict[int, tuple[threadname.Tag, int, int]] = {}
+        """Threads noted as ending, until they are gone: (tag, CPU ns then, samples waited)."""
         self._last_cpu: dict[int, int] = {}
         self._high: dict[int, int] = {}
         """Per thread: the most of its time ever left outside counted calls (counted once)."""
@@ -159,10 +153,14 @@ class CpuLedger:
 
     def _read(self, *, base: bool) -> tuple[dict[Key, int], dict[Key, int]]:
         """Counted calls by key (cumulative), and what the threads' remainders add up to."""
-        ended, accounts = self._counts()
+        # The threads' clocks first, the counts after: a thread still listed keeps its counts
+        # apart (else its whole time would look uncounted, and be counted twice), and a call
+        # that ends in between makes a remainder low for a moment (made good at the next
+        # sample), never high (which the high-water mark would keep).
         tasks = self._tasks()
-        self.threads = len(tasks)
         cpu = {t.tid: t.cpu_ns for t in tasks}
+        ended, accounts = self._counts(cpu.keys())
+        self.threads = len(tasks)
         counted = dict(ended)
         in_calls: dict[int, int] = {}
         for account in accounts:
@@ -185,11 +183,30 @@ class CpuLedger:
             owner = self._owner(task, claimed)
             if owner is not None:
                 self._from_threads[owner] = self._from_threads.get(owner, 0) + rest - high
+        self._count_ended(cpu, base)
         gone = self._last_cpu.keys() - cpu.keys()
         for tid in gone:
             del self._last_cpu[tid]
             self._high.pop(tid, None)
         return counted, dict(self._from_threads)
+
+    def _count_ended(self, cpu: Mapping[int, int], base: bool) -> None:
+        """Threads that ended since the last sample, noted as they were ending (a codec's, at its
+        close): their time since then, which ``/proc`` no longer shows."""
+        for tid, (tag, cpu_ns) in self._endings().items():
+            self._ending[tid] = (tag, cpu_ns, 0)
+        for tid, (tag, cpu_ns, waited) in list(self._ending.items()):
+            if tid in cpu:  # not gone yet: read as any thread until it is
+                if waited < ENDING_WAIT_SAMPLES:
+                    self._ending[tid] = (tag, cpu_ns, waited + 1)
+                else:
+                    del self._ending[tid]
+                continue
+            del self._ending[tid]
+            high = self._high.get(tid, 0)
+            if cpu_ns > high and not base:
+                key = tag.key()
+                self._from_threads[key] = self._from_threads.get(key, 0) + cpu_ns - high
 
     def _owner(self, task: TaskCpu, claimed: Mapping[int, threadname.Tag]) -> Key | None:
         tag = claimed.get(task.tid) or threadname.tag_named(task.name)

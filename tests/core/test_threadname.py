@@ -112,3 +112,66 @@ def test_a_tag_can_follow_what_names_its_owner_later() -> None:
 
 def test_names_are_cut_to_what_the_kernel_keeps() -> None:
     assert threadname.comm_of("ep12:" + "é" * 10) == "ep12:" + "é" * 5  # 15 bytes, no half character
+
+
+def test_a_stat_line_gives_the_name_even_with_spaces_and_parentheses() -> None:
+    line = "7 (ep3:cam (1) x) S 1 7 7 0 -1 4194368 500 0 0 0 120 30 0 0 20 0 3 0 12345 1000000 2000\n"
+    assert threadname.parse_stat(line) == ("ep3:cam (1) x", 150)
+    name, cpu_ns = threadname.read_stat(threading.get_native_id())
+    assert name == threadname.thread_name()
+    assert cpu_ns >= 0
+
+
+def test_threads_claimed_for_a_tag_are_noted_with_their_time_as_they_end() -> None:
+    tag = Tag("cam5", "decode")
+    release, started = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def codec_thread() -> None:
+        tids.append(threading.get_native_id())
+        threadname.set_thread_name("av:h264:df0")
+        started.set()
+        release.wait(5)
+
+    thread = threading.Thread(target=codec_thread)
+
+    def open_and_close() -> dict[int, tuple[Tag, int]]:
+        threadname.name_thread(tag)  # a source's decode thread, for its life
+        with threadname.native_threads():
+            thread.start()
+            started.wait(5)
+        threadname.ending()  # the calling thread's tag: as StreamDecoder.close does
+        return threadname.endings()
+
+    try:
+        noted = in_thread(open_and_close)
+    finally:
+        release.set()
+        thread.join()
+    mine = {tid: cpu for tid, (t, cpu) in noted.items() if t is tag}  # type: ignore[attr-defined]
+    assert list(mine) == tids
+    assert tids[0] not in threadname.endings()  # each is given once
+
+
+def test_a_tagged_thread_notes_its_own_time_outside_counted_calls_as_it_ends() -> None:
+    from edgepipe.core import cputime
+
+    tag = Tag("describe", "tokens")
+
+    def life() -> tuple[int, int, int]:
+        threadname.name_thread(tag)
+        with cputime.counted(("describe", "tokens")):
+            end = time.thread_time() + 0.02
+            while time.thread_time() < end:
+                pass
+        end = time.thread_time() + 0.01
+        while time.thread_time() < end:  # outside any counted call: sampling, the tokenizer
+            pass
+        threadname.thread_ending()
+        return threading.get_native_id(), time.thread_time_ns(), cputime.own_total_ns()
+
+    tid, total_ns, counted_ns = in_thread(life)  # type: ignore[misc]
+    noted_tag, outside_ns = threadname.endings()[tid]
+    assert noted_tag is tag
+    assert counted_ns >= 0.019e9
+    assert 0.009e9 <= outside_ns <= total_ns - counted_ns

@@ -12,7 +12,7 @@ from edgepipe.core import cputime, threadname
 from edgepipe.core.cputime import CODE, DECODE, MODEL, TOKENS
 from edgepipe.core.threadname import Tag
 from edgepipe.sched.gate import Ticket
-from edgepipe.sched.ledger import CpuLedger, TaskCpu, parse_stat, read_tasks, ticket_tag
+from edgepipe.sched.ledger import CpuLedger, TaskCpu, read_tasks, ticket_tag
 
 MS = 1_000_000
 RUNTIME_TID = 100
@@ -21,10 +21,6 @@ RUNTIME_TID = 100
 def stat_line(tid: int, name: str, utime: int, stime: int) -> str:
     return (f"{tid} ({name}) S 1 {tid} {tid} 0 -1 4194368 500 0 0 0 {utime} {stime} 0 0 20 0 3 0 "
             "12345 1000000 2000 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 -1 0 0 0 0 0 0\n")  # fmt: skip
-
-
-def test_a_stat_line_gives_the_name_even_with_spaces_and_parentheses() -> None:
-    assert parse_stat(stat_line(7, "ep3:cam (1) x", 120, 30)) == ("ep3:cam (1) x", 150)
 
 
 def test_read_tasks_reads_each_threads_name_and_time_and_skips_what_it_cannot(tmp_path: Path) -> None:
@@ -64,6 +60,7 @@ class World:
         self.accounts: list[cputime.Account] = []
         self.ended: dict[tuple[str, str], int] = {}
         self.claims: dict[int, Tag] = {}
+        self.endings: dict[int, tuple[Tag, int]] = {}
 
     def thread(self, tid: int, name: str, cpu_ms: float) -> None:
         self.tasks[tid] = TaskCpu(tid, name, int(cpu_ms * MS))
@@ -71,8 +68,12 @@ class World:
     def ledger(self) -> CpuLedger:
         return CpuLedger(runtime_tid=RUNTIME_TID, tasks=lambda: list(self.tasks.values()),
                          process_ns=lambda: self.process_ns, clock=lambda: self.t,
-                         counts=lambda: (dict(self.ended), list(self.accounts)),
-                         claims=lambda: dict(self.claims))  # fmt: skip
+                         counts=lambda running: (dict(self.ended), list(self.accounts)),
+                         claims=lambda: dict(self.claims), endings=self.take_endings)  # fmt: skip
+
+    def take_endings(self) -> dict[int, tuple[Tag, int]]:
+        taken, self.endings = self.endings, {}
+        return taken
 
 
 class seconds(dict):  # noqa: N801 - read as a function
@@ -211,3 +212,33 @@ def test_a_tickets_threads_follow_its_owner() -> None:
     ticket.set_owner("describe", "lm", 0)
     assert tag.key() == ("describe", TOKENS)
     assert threadname.tag_named(tag.name) is tag
+
+
+def test_a_codecs_threads_noted_as_they_end_count_after_they_are_gone() -> None:
+    world = World()
+    decode = Tag("cam3", DECODE)
+    world.thread(10, decode.name, 0)
+    world.thread(11, "av:h264:df0", 0)
+    world.claims = {11: decode}
+    ledger = world.ledger()
+
+    world.t, world.process_ns = 1.0, 300 * MS
+    world.thread(10, decode.name, 100)
+    world.thread(11, "av:h264:df0", 200)
+    ledger.sample()
+    world.endings = {11: (decode, 260 * MS)}  # the codec closed (a looped file's end)...
+    world.thread(11, "av:h264:df0", 270)  # ... its thread still ran a little
+    world.t, world.process_ns = 2.0, 420 * MS
+    world.thread(10, decode.name, 130)
+    ledger.sample()
+    assert seconds(ledger)["cam3"] == pytest.approx({DECODE: 0.40})
+
+    world.t, world.process_ns = 3.0, 500 * MS
+    del world.tasks[11]  # gone: what it did after the last sample, as noted, is cam3's
+    world.thread(10, decode.name, 150)
+    world.thread(12, "av:h264:df0", 20)  # the reopened codec's thread, claimed
+    world.claims = {12: decode}
+    world.endings = {13: (decode, 30 * MS)}  # one that came and went between two samples
+    ledger.sample()
+    assert seconds(ledger)["cam3"] == pytest.approx({DECODE: 0.15 + 0.27 + 0.02 + 0.03})
+    assert seconds(ledger)[""]["overhead"] == pytest.approx(0.5 - 0.47)
