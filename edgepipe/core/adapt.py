@@ -20,6 +20,7 @@ runtime may overlap: :mod:`edgepipe.core.prepared`), and ``process_batch(items)`
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
@@ -57,7 +58,10 @@ def _is_async_gen_fn(fn: Any) -> bool:
 
 def _to_thread(executor: Any, fn: Callable[..., Any], key: tuple[str, str]) -> Callable[..., Awaitable[Any]]:
     def call(*args: Any) -> Awaitable[Any]:
-        return asyncio.get_running_loop().run_in_executor(executor, run_counted, key, fn, *args)
+        # In the node's context: a sync start() may ask current_node() who it works for (a
+        # Recorder names itself as its encodes' owner).
+        run = contextvars.copy_context().run
+        return asyncio.get_running_loop().run_in_executor(executor, run, run_counted, key, fn, *args)
 
     return call
 

@@ -245,7 +245,8 @@ class CpuLedger:
                 kinds_s[kind] = kinds_s.get(kind, 0.0) + ns / 1e9
                 kinds_cores[kind] = kinds_cores.get(kind, 0.0) + window[node][kind]
         nodes = {}
-        for node, kinds in total.items():
+        order = {node: i for i, node in enumerate(last.items)}  # the graph's order, then the rest
+        for node, kinds in sorted(total.items(), key=lambda nk: order.get(nk[0], len(order))):
             if not node:
                 continue
             nodes[node] = {
