@@ -17,6 +17,7 @@ Kinds of work (:data:`KINDS`): what the ledger groups CPU by.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -106,13 +107,30 @@ class _Local(threading.local):
 _local = _Local()
 
 
+SWEEP_AT = 64
+"""Accounts kept before those of ended threads are folded away as a new one comes (without a
+CPU ledger reading them, a process that runs for months must not keep one per thread it ever
+had)."""
+
+
 def _account() -> Account:
     account = _local.account
     if account is None:
         account = _local.account = Account()
         with _lock:
+            if len(_accounts) >= SWEEP_AT:
+                _retire(lambda a: not os.path.exists(f"/proc/self/task/{a.tid}"))
             _accounts.append(account)
     return account
+
+
+def _retire(gone: Callable[[Account], bool]) -> None:
+    """Fold the accounts of threads that have ended, and that ``gone`` says are gone, into the
+    total. Under ``_lock``."""
+    for account in [a for a in _accounts if not a.thread.is_alive() and gone(a)]:
+        _accounts.remove(account)
+        for key, ns in account.done.items():
+            _retired[key] = _retired.get(key, 0) + ns
 
 
 def begin(key: tuple[str, str]) -> None:
@@ -171,8 +189,5 @@ def collect(running: Collection[int] = ()) -> tuple[dict[tuple[str, str], int], 
     running (``/proc``): a thread whose Python side has ended but whose OS thread is still
     there keeps its account a little longer, so that its time is not taken for uncounted."""
     with _lock:
-        for account in [a for a in _accounts if not a.thread.is_alive() and a.tid not in running]:
-            _accounts.remove(account)
-            for key, ns in account.done.items():
-                _retired[key] = _retired.get(key, 0) + ns
+        _retire(lambda a: a.tid not in running)
         return dict(_retired), list(_accounts)

@@ -6,7 +6,9 @@ budget and gate, so models loaded by the nodes' ``start()`` get their thread cou
 budget and their runs go through the gate. Once every node has started it collects the knobs
 (each node's own, through an optional ``governor_knobs(node_id, priority)`` method, plus one
 per lossy input lane), logs the plan once, and then every 0.1 s samples the load and lets the
-governor act. :meth:`Scheduler.snapshot` is what ``--stats`` and ``/metrics`` show.
+governor act; once a second the CPU ledger (:mod:`~edgepipe.sched.ledger`: where the CPU goes,
+per node and kind of work) reads the threads' clocks, governed or not.
+:meth:`Scheduler.snapshot` is what ``--stats`` and ``/metrics`` show.
 """
 
 from __future__ import annotations

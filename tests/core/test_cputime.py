@@ -3,8 +3,11 @@ and folded into one total when their thread ends."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+
+import pytest
 
 from edgepipe.core import cputime
 
@@ -85,3 +88,20 @@ def test_an_end_without_a_begin_is_harmless() -> None:
     assert cputime.heavy_key("faces", "detect") == ("faces", cputime.MODEL)
     assert cputime.heavy_key("describe", "lm") == ("describe", cputime.TOKENS)
     assert cputime.heavy_key("rec", "encode") == ("rec", cputime.ENCODE)
+
+
+def test_accounts_of_ended_threads_do_not_pile_up_without_a_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cputime, "SWEEP_AT", 4)
+    key = ("churn", cputime.CODE)
+    tids: list[int] = []
+    for _ in range(12):  # threads that come and go (a pool's spare workers), nobody reading
+        thread = threading.Thread(
+            target=cputime.run_counted, args=(key, lambda: tids.append(threading.get_native_id()))
+        )
+        thread.start()
+        thread.join()
+        while os.path.exists(f"/proc/self/task/{tids[-1]}"):
+            time.sleep(0.001)
+    ended, accounts = cputime.collect(running=tids)  # what the sweeps left
+    assert sum(a.tid in tids for a in accounts) <= 4
+    assert ended[key] + sum(a.done.get(key, 0) for a in accounts) > 0  # folded, not lost
