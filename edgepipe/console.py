@@ -22,6 +22,8 @@ from edgepipe.core.runtime import Runtime, Snapshot, Watcher
 REFRESH_S = 1.0
 WIDTH = 100
 """The summary's width where stderr is not a terminal (a log file); the tables are built to fit it."""
+LEDGER_WIDTH = 80
+"""The CPU ledger's table keeps to this many columns, whatever the width of the rest."""
 _NODE_MAX = 16
 """A longer node id wraps within its cell rather than widening every row."""
 
@@ -53,6 +55,11 @@ def stats_view(snap: Snapshot, title: str, previous: Snapshot | None = None) -> 
         parts.append(info)
     if snap.sched is not None:
         parts.append(Text(sched_line(snap.sched)))
+        ledger = snap.sched.get("cpu_ledger")
+        if ledger:
+            # Live: the last window; the summary (no previous): the whole run.
+            parts += [Text(ledger_line(ledger, whole_run=previous is None)),
+                      Constrain(ledger_table(ledger, whole_run=previous is None), LEDGER_WIDTH)]  # fmt: skip
     return Constrain(Group(*parts), WIDTH)  # on a wider terminal too: one shape everywhere
 
 
@@ -128,6 +135,50 @@ def sched_line(sched: dict[str, Any]) -> str:
     if "detect" in busy and "lm" in busy:
         parts.append(f"detect/LM overlap {sched['detect_lm_overlap_s']:.1f} s")
     return " · ".join(parts)
+
+
+def _cores_by_kind(ledger: dict[str, Any], whole_run: bool) -> tuple[dict[str, float], float]:
+    """Cores by kind of work and the process's, over the last window or the whole run."""
+    if not whole_run:
+        return ledger["kinds_cores"], ledger["process_cores"]
+    elapsed = ledger["elapsed_s"]
+    if elapsed <= 0:
+        return {}, 0.0
+    return {k: s / elapsed for k, s in ledger["kinds_s"].items()}, ledger["process_s"] / elapsed
+
+
+def ledger_line(ledger: dict[str, Any], *, whole_run: bool = False) -> str:
+    """Where the CPU goes, in cores, by kind of work (the CPU ledger); what is left is overhead."""
+    kinds, process = _cores_by_kind(ledger, whole_run)
+    shown = " ".join(
+        f"{kind}={cores:.2f}" for kind, cores in kinds.items() if round(cores, 2) or kind == "overhead"
+    )
+    return f"CPU {process:.2f} cores{' (run mean)' if whole_run else ''}: {shown}"
+
+
+def ledger_table(ledger: dict[str, Any], *, whole_run: bool = False) -> Table:
+    """Per node: its cores, CPU and wall milliseconds per item (wall above CPU: waiting for a
+    core, or for something else), and its cores by kind. Fits :data:`LEDGER_WIDTH` columns."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("node", max_width=_NODE_MAX, overflow="fold")
+    for column in ("cores", "cpu/item", "wall/item"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("by kind (cores)", overflow="fold")
+    elapsed = ledger["elapsed_s"]
+    prefix = "run_" if whole_run else ""
+    for node_id, node in ledger["nodes"].items():
+        if whole_run:
+            kinds = {k: s / elapsed for k, s in node["kinds_s"].items()} if elapsed > 0 else {}
+        else:
+            kinds = node["kinds_cores"]
+        table.add_row(
+            node_id,
+            f"{sum(kinds.values()):.2f}",
+            _ms(node[prefix + "cpu_ms_per_item"]),
+            _ms(node[prefix + "wall_ms_per_item"]),
+            " ".join(f"{kind}={cores:.2f}" for kind, cores in kinds.items() if round(cores, 2)),
+        )
+    return table
 
 
 def _queue(lanes: tuple[ChannelStats, ...]) -> str:

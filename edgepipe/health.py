@@ -4,8 +4,10 @@
 node has started, when a stop begins or the items stop moving, and a last time when the nodes
 are done) with the time, whether the pipeline is
 stopping or stopped, and its progress: what each stage emitted and each sink finished, and how
-long none of those counts has grown (``idle_s``). ``edgepipe health PATH`` exits 0 while the
-pipeline runs and moves items, 1 with one line saying why otherwise:
+long none of those counts has grown (``idle_s``); with the scheduler's figures, the cores busy by
+kind of work over the last second (``cpu_cores``: the CPU ledger's, ``overhead`` included).
+``edgepipe health PATH`` exits 0 while the pipeline runs and moves items, 1 with one line saying
+why otherwise:
 
 - no heartbeat, or one that cannot be read (it is written whole, by a rename: a partial one is
   a corrupt one);
@@ -175,8 +177,18 @@ def _body(runtime: Runtime, snap: Snapshot, progress: Progress, interval_s: floa
             "max_idle_s": round(progress.max_idle_s, 3),
             "dropped": _dropped_by_node(snap),
             "sched": snap.sched,
+            "cpu_cores": _cpu_cores(snap),
         }
     )
+
+
+def _cpu_cores(snap: Snapshot) -> dict[str, float] | None:
+    """The CPU ledger's last window, by kind of work, with the process's (``process``) and
+    what nothing accounts for (``overhead``); None without a scheduler."""
+    ledger = (snap.sched or {}).get("cpu_ledger")
+    if not ledger:
+        return None
+    return {"process": ledger["process_cores"], **ledger["kinds_cores"]}
 
 
 def _dropped_by_node(snap: Snapshot) -> dict[str, int]:

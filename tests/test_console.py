@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from edgepipe import Pipeline, run, run_async
-from edgepipe.console import WIDTH, print_summary, stats_table, stats_view
+from edgepipe.console import LEDGER_WIDTH, WIDTH, print_summary, stats_table, stats_view
 from edgepipe.core.runtime import Snapshot
 from edgepipe.media.frame import Frame
 from edgepipe.media.source import VideoSource
@@ -64,8 +64,33 @@ def _busy_run() -> Snapshot:
         "level": 22, "rungs": 22, "heavy_busy_s": {"detect": 1.0, "lm": 2.0}, "detect_lm_overlap_s": 123.4,
         "knobs": [{"node": n, "setting": s, "level": 3} for n in ("faces", "describe", "view", "camera")
                   for s in ("every", "thin")],
+        "cpu_ledger": LEDGER,
     }  # fmt: skip
     return Snapshot(t_s=86400.0, nodes=nodes, channels=channels, sched=sched)
+
+
+def _node(kinds_s: dict[str, float], cores: dict[str, float], cpu_ms: float | None, wall_ms: float | None,
+          run_cpu_ms: float | None = None, run_wall_ms: float | None = None) -> dict[str, object]:  # fmt: skip
+    return {"kinds_s": kinds_s, "kinds_cores": cores, "items": 1000, "cpu_ms_per_item": cpu_ms,
+            "wall_ms_per_item": wall_ms, "run_cpu_ms_per_item": run_cpu_ms, "run_wall_ms_per_item": run_wall_ms}  # fmt: skip
+
+
+LEDGER = {
+    "elapsed_s": 100.0, "window_s": 1.0, "process_s": 140.0, "process_cores": 1.39,
+    "kinds_s": {"decode": 52.0, "pre": 12.0, "model": 61.0, "tokens": 8.0, "encode": 1.0, "code": 0.5,
+                "setup": 2.0, "runtime": 3.0, "overhead": 0.5},
+    "kinds_cores": {"decode": 0.52, "pre": 0.12, "model": 0.61, "tokens": 0.08, "encode": 0.01, "code": 0.01,
+                    "setup": 0.0, "runtime": 0.03, "overhead": 0.01},
+    "nodes": {
+        "front_door_camera_entrance": _node({"decode": 52.0}, {"decode": 0.52}, 4.31, None, 4.2),
+        "faces": _node({"pre": 12.0, "model": 61.0, "setup": 2.0}, {"pre": 0.12, "model": 0.61, "setup": 0.0},
+                       88.1, 176.3, 73.0, 123.4),
+        "describe": _node({"tokens": 8.0}, {"tokens": 0.08}, 1234.5, None),
+        "record_the_blurred_video_to_disk": _node({"encode": 1.0, "code": 0.5}, {"encode": 0.01, "code": 0.01},
+                                                  3.5, 4.5, 3.4, 4.4),
+    },
+    "threads": 41, "sample_ms": 0.4,
+}  # fmt: skip
 
 
 def _lines(renderable: object, width: int) -> list[str]:
@@ -87,6 +112,25 @@ def test_every_line_of_the_live_table_and_the_summary_fits_100_columns(width: in
                        "restarting", "decoded=12345678", "pool_drops=6", "unsent=2", "shed=89", "aged=12",
                        "skipped=55", "infer_ms=123.4", "detect/LM overlap 123.4 s"):  # fmt: skip
             assert figure in text, figure
+        # The CPU ledger's table keeps to 80 columns, its first column as the table's.
+        table = lines[
+            next(i for i, line in enumerate(lines) if line.startswith("node ") and "cores" in line) :
+        ]
+        assert max(len(line) for line in table) <= LEDGER_WIDTH, "\n".join(table)
+    live = "\n".join(_lines(stats_view(snap, "face_privacy", previous), width))
+    summary = "\n".join(_lines(stats_view(snap, "face_privacy: summary"), width))
+    for figure in (
+        "CPU 1.39 cores:",
+        "decode=0.52",
+        "model=0.61",
+        "tokens=0.08",
+        "overhead=0.01",
+        "88.1",
+        "176",
+    ):
+        assert figure in live, figure  # the last window
+    for figure in ("CPU 1.40 cores (run mean):", "decode=0.52", "setup=0.02", "runtime=0.03", "73.0", "123"):
+        assert figure in summary, figure  # the whole run
 
 
 def test_the_summary_in_a_log_file_fits_100_columns(capsys: pytest.CaptureFixture[str]) -> None:

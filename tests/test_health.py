@@ -97,7 +97,11 @@ def test_a_running_pipeline_is_healthy_and_a_stopped_one_is_not(tmp_path: Path) 
     finally:
         proc.kill()
     assert proc.returncode == 0
-    assert json.loads(beat.read_text())["stopped"] is True
+    last = json.loads(beat.read_text())
+    assert last["stopped"] is True
+    # The CPU ledger's last second, by kind of work: the event loop's own, and the rest.
+    assert last["cpu_cores"]["process"] > 0
+    assert {"runtime", "overhead"} <= last["cpu_cores"].keys()
     one_line_failure(health(beat), "the pipeline has stopped")
 
 

@@ -20,12 +20,14 @@ runtime may overlap: :mod:`edgepipe.core.prepared`), and ``process_batch(items)`
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from edgepipe.core.cputime import CODE, SETUP, run_counted
 from edgepipe.core.errors import GraphError
 from edgepipe.core.markers import END
 from edgepipe.core.spec import NodeKind, NodeSpec
@@ -54,15 +56,19 @@ def _is_async_gen_fn(fn: Any) -> bool:
     return inspect.isasyncgenfunction(unwrap(fn))
 
 
-def _to_thread(executor: Any, fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+def _to_thread(executor: Any, fn: Callable[..., Any], key: tuple[str, str]) -> Callable[..., Awaitable[Any]]:
     def call(*args: Any) -> Awaitable[Any]:
-        return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+        # In the node's context: a sync start() may ask current_node() who it works for (a
+        # Recorder names itself as its encodes' owner).
+        run = contextvars.copy_context().run
+        return asyncio.get_running_loop().run_in_executor(executor, run, run_counted, key, fn, *args)
 
     return call
 
 
-def _hook(obj: Any, name: str, executor: Any) -> Hook:
-    """``obj.name()`` as an awaitable hook; sync hooks run on ``executor`` (the hooks pool)."""
+def _hook(obj: Any, name: str, executor: Any, node_id: str) -> Hook:
+    """``obj.name()`` as an awaitable hook; sync hooks run on ``executor`` (the hooks pool),
+    their CPU counted as the node's ``setup``."""
     method = getattr(obj, name, None)
     if method is None or inspect.isfunction(obj) or inspect.ismethod(obj):
         return _no_hook
@@ -70,7 +76,7 @@ def _hook(obj: Any, name: str, executor: Any) -> Hook:
         return _no_hook
     if _is_async_fn(method):
         return method  # type: ignore[no-any-return]
-    run = _to_thread(executor, method)
+    run = _to_thread(executor, method, (node_id, SETUP))
 
     async def sync_hook() -> None:
         await run()
@@ -112,11 +118,12 @@ async def _aiter_inline(items: Iterable[Any]) -> AsyncIterator[Any]:
         yield item
 
 
-async def _aiter_thread(iterator: Iterator[Any], executor: Any) -> AsyncIterator[Any]:
+async def _aiter_thread(iterator: Iterator[Any], executor: Any, node_id: str) -> AsyncIterator[Any]:
     loop = asyncio.get_running_loop()
+    key = (node_id, CODE)
     while True:
         # next() with a default: a StopIteration must not cross the executor's future.
-        item = await loop.run_in_executor(executor, next, iterator, END)
+        item = await loop.run_in_executor(executor, run_counted, key, next, iterator, END)
         if item is END:
             return
         yield item
@@ -130,7 +137,7 @@ def _as_async_iterator(value: Any, spec: NodeSpec, executor: Any) -> AsyncIterat
     if hasattr(value, "__iter__"):
         if spec.blocking is False:
             return _aiter_inline(value)
-        return _aiter_thread(iter(value), executor)
+        return _aiter_thread(iter(value), executor, spec.node_id)
     raise _invalid(
         spec,
         f"a source must be an async iterable, an iterable, or a function returning one; got "
@@ -140,7 +147,10 @@ def _as_async_iterator(value: Any, spec: NodeSpec, executor: Any) -> AsyncIterat
 
 def adapt_source(spec: NodeSpec, executor: Any, hooks_executor: Any) -> SourceAdapter:
     target = spec.target
-    start, stop = _hook(target, "start", hooks_executor), _hook(target, "stop", hooks_executor)
+    start, stop = (
+        _hook(target, "start", hooks_executor, spec.node_id),
+        _hook(target, "stop", hooks_executor, spec.node_id),
+    )
     if _is_async_gen_fn(target):
         return SourceAdapter(lambda: target().__aiter__(), start, stop, restartable=True)
     if inspect.isasyncgen(target) or inspect.isgenerator(target):
@@ -170,7 +180,9 @@ def adapt_source(spec: NodeSpec, executor: Any, hooks_executor: Any) -> SourceAd
 
         async def from_function() -> AsyncIterator[Any]:
             # A plain function may open a camera or read a file: call it off the loop.
-            value = await asyncio.get_running_loop().run_in_executor(executor, target)
+            value = await asyncio.get_running_loop().run_in_executor(
+                executor, run_counted, (spec.node_id, CODE), target
+            )
             async for item in _as_async_iterator(value, spec, executor):
                 yield item
 
@@ -198,7 +210,10 @@ def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> Process
             f"cannot use a {type(target).__name__} as a {spec.kind.value}; give a function or an "
             "object with a process(item) method",
         )
-    start, stop = _hook(target, "start", hooks_executor), _hook(target, "stop", hooks_executor)
+    start, stop = (
+        _hook(target, "start", hooks_executor, spec.node_id),
+        _hook(target, "stop", hooks_executor, spec.node_id),
+    )
     if _is_async_gen_fn(fn):
         if spec.kind is not NodeKind.STAGE:
             raise _invalid(

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
 
+from edgepipe.core.cputime import CODE, run_counted
 from edgepipe.core.errors import NodeTimeout
 from edgepipe.core.lease import Batch, Leased, release_later
 
@@ -20,9 +21,15 @@ async def call_in_thread(
     timeout_s: float | None,
     lane: str | None = None,
 ) -> Any:
-    """``fn(item)`` (``fn(item, lane)`` when a lane is given) on ``executor``; past
-    ``timeout_s``, :class:`NodeTimeout` and the call is abandoned to its thread."""
-    future = executor.submit(fn, item) if lane is None else executor.submit(fn, item, lane)
+    """``fn(item)`` (``fn(item, lane)`` when a lane is given) on ``executor``, its CPU counted
+    as the node's ``code`` (:mod:`~edgepipe.core.cputime`); past ``timeout_s``,
+    :class:`NodeTimeout` and the call is abandoned to its thread."""
+    key = (node_id, CODE)
+    future = (
+        executor.submit(run_counted, key, fn, item)
+        if lane is None
+        else executor.submit(run_counted, key, fn, item, lane)
+    )
     waiting = asyncio.wrap_future(future)
     if timeout_s is None:
         try:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, ParamSpec, TypeVar
 
+from edgepipe.core.threadname import Tag, name_thread, thread_ending
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -28,7 +30,11 @@ _STOP = object()
 class DaemonThreadPool(Executor):
     """A fixed-size pool of daemon worker threads, started on first use."""
 
-    def __init__(self, max_workers: int, name: str, spare_workers: int = 8) -> None:
+    def __init__(
+        self, max_workers: int, name: str, spare_workers: int = 8, *, tag: Tag | None = None
+    ) -> None:
+        """``tag``: the OS name of its threads, saying whose work they do (the CPU ledger's
+        :mod:`~edgepipe.core.threadname`); None: they keep the name they were started with."""
         if max_workers < 1:
             raise ValueError(f"resource '{name}': max_workers must be at least 1")
         self.max_workers = max_workers
@@ -41,6 +47,7 @@ class DaemonThreadPool(Executor):
         self._idle = 0
         self._lock = threading.Lock()
         self._shutdown = False
+        self.tag = tag
 
     def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         future: Future[R] = Future()
@@ -62,6 +69,8 @@ class DaemonThreadPool(Executor):
         return future
 
     def _worker(self) -> None:
+        if self.tag is not None:
+            name_thread(self.tag)
         while True:
             with self._lock:
                 self._idle += 1
@@ -69,6 +78,7 @@ class DaemonThreadPool(Executor):
             with self._lock:
                 self._idle -= 1
             if job is _STOP:
+                thread_ending()  # a tagged thread's last moments are its tag's (the CPU ledger)
                 return
             future, fn, args, kwargs = job
             if not future.set_running_or_notify_cancel():

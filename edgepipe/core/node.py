@@ -21,6 +21,7 @@ from edgepipe.core.calls import call_in_thread
 from edgepipe.core.channel import Policy
 from edgepipe.core.circuit import Circuit
 from edgepipe.core.context import NodeContext, set_current
+from edgepipe.core.cputime import SETUP, run_counted
 from edgepipe.core.emit import ConsumersGone, Outputs, ResultsLog
 from edgepipe.core.errors import NodeError, error_text
 from edgepipe.core.inbox import Inbox
@@ -100,7 +101,11 @@ class NodeRunner:
 
             async def run_blocking(fn: Callable[..., Any], *args: Any) -> Any:
                 call = contextvars.copy_context().run
-                return await asyncio.get_running_loop().run_in_executor(self._hooks_executor, call, fn, *args)
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._hooks_executor, call, run_counted, setup, fn, *args
+                )
+
+            setup = (self.node_id, SETUP)  # loading a model: the node's set-up CPU
 
             channels = self.outputs.channels
             self._context = NodeContext(

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from edgepipe.core import cputime
 from edgepipe.core.calls import abandon
 from edgepipe.core.errors import NodeError, NodeStuck, NodeTimeout
 from edgepipe.core.executor import DaemonThreadPool
@@ -56,12 +57,14 @@ class Job:
         self.ran_ns = (0, 0)
         """(start, end) of ``process()``, as the thread saw them."""
 
-    def run(self, process: Callable[[Any], Any]) -> Any:
-        """On the processing thread."""
+    def run(self, process: Callable[[Any], Any], key: tuple[str, str]) -> Any:
+        """On the processing thread; its CPU counted under ``key`` (the node's ``code``)."""
         t0 = _clock()
+        cputime.begin(key)
         try:
             return process(self.prepared)
         finally:
+            cputime.end()
             self.ran_ns = (t0, _clock())
 
 
@@ -113,7 +116,7 @@ class Overlap:
     def submit(self, prepared: Any) -> None:
         """Queue ``prepared`` on the processing thread."""
         job = Job(prepared)
-        job.future = self._pool.submit(job.run, self._process)
+        job.future = self._pool.submit(job.run, self._process, (self.name, cputime.CODE))
         if not self.jobs:
             self._started(job, _clock())
         self.jobs.append(job)

@@ -37,10 +37,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from edgepipe.core.cputime import RUNTIME
 from edgepipe.core.errors import OutputError
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.redact import redact, redact_text
+from edgepipe.core.threadname import Tag
 
+_WRITER = Tag("", RUNTIME)
+"""The writer thread's work is the runtime's (the CPU ledger)."""
 log = logging.getLogger(__name__)
 
 FLUSH_BYTES = 256 * 1024
@@ -148,7 +152,7 @@ class ResultsWriter:
         self._last_write: asyncio.Future[None] | None = None
         self._abandoned = False
         self._file: IO[str] | None = None
-        self._pool = DaemonThreadPool(1, "results")
+        self._pool = DaemonThreadPool(1, "results", tag=_WRITER)
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:

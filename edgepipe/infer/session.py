@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from edgepipe.core.memory import memory_plan
+from edgepipe.core.threadname import named
 from edgepipe.infer import providers
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.errors import ModelNotFound
@@ -30,6 +31,7 @@ from edgepipe.infer.running import GuardedRuns, SessionStats
 from edgepipe.infer.spec import TensorSpec, spec_of
 from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.gate import Ticket
+from edgepipe.sched.ledger import ticket_tag
 
 __all__ = ["Session", "SessionConfig", "SessionStats", "TensorSpec"]
 
@@ -55,13 +57,18 @@ class Session:
             )
         budget = cpu_budget()
         self.threads = self.config.threads or budget.threads
-        self.ticket = Ticket(self.name, "model", 1, units=max(1, min(self.threads, budget.units)))
+        # Its runs are its owner's from the first (the warm-up's CPU is the node's).
+        self.ticket = Ticket(owner or self.name, "model", 1, units=max(1, min(self.threads, budget.units)))
         """How this model's runs are admitted to the CPU budget; the node that runs it names
         itself with ``ticket.set_owner(node_id, kind, priority)``."""
-        # Held by the guarded runs alone, so that close() lets it go.
-        session, self.optimized_path = load_session(
-            self.path, self.config, name=self.name, threads=self.threads
-        )
+        # ONNX Runtime's intra-op threads start as the session is built: named after this tag,
+        # the CPU ledger counts them as the owner's model runs (or token steps).
+        self._threads_tag = ticket_tag(self.ticket)
+        with named(self._threads_tag):
+            # Held by the guarded runs alone, so that close() lets it go.
+            session, self.optimized_path = load_session(
+                self.path, self.config, name=self.name, threads=self.threads
+            )
         self.providers: list[str] = list(session.get_providers())
         self._provider_options: dict[str, Any] = session.get_provider_options()
         self.inputs = [spec_of(i) for i in session.get_inputs()]

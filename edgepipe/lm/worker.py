@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.core.context import current_node
+from edgepipe.core.cputime import TOKENS
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.markers import END
+from edgepipe.core.threadname import Tag
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.errors import LMError
 from edgepipe.lm.folder import check_packages
@@ -74,7 +76,10 @@ class LMWorker:
         self.session_config = session
         self.prefill_chunk = prefill_chunk
         self.lm: LanguageModel | None = None
-        self._thread = DaemonThreadPool(1, f"lm-{self.model.name}", spare_workers=0)
+        self._tag = Tag(self.model.name, TOKENS)
+        """Its thread's name: what the thread does outside the model's runs (sampling, the
+        tokenizer) is token decode too, for the CPU ledger; the node's once started."""
+        self._thread = DaemonThreadPool(1, f"lm-{self.model.name}", spare_workers=0, tag=self._tag)
         self._admitted = asyncio.Semaphore(queue_size + 1)  # waiting + running
         self._running = asyncio.Lock()
         self.requests = 0
@@ -92,7 +97,7 @@ class LMWorker:
             released, self._released = self._released, None
             if released is not None:  # its memory back in the plan before it is reserved again
                 await asyncio.wrap_future(released)
-            self._thread = DaemonThreadPool(1, f"lm-{self.model.name}", spare_workers=0)
+            self._thread = DaemonThreadPool(1, f"lm-{self.model.name}", spare_workers=0, tag=self._tag)
             self._closed = False
         if self.lm is None:
             try:  # the node that runs it holds the KV cache in the memory plan
@@ -100,6 +105,7 @@ class LMWorker:
                 owner, priority = ctx.node_id, ctx.priority
             except RuntimeError:
                 owner, priority = "", 0
+            self._tag.node_id = owner or self.model.name
             loop = asyncio.get_running_loop()
             lm = await loop.run_in_executor(self._thread, self._load, owner)
             if self._closed:  # closed while it loaded (its thread is shut): it goes at once

@@ -17,6 +17,7 @@ from typing import Any
 import av
 import av.error
 
+from edgepipe.core import threadname
 from edgepipe.core.native import Native
 from edgepipe.core.redact import redact_url
 from edgepipe.media import hw
@@ -213,7 +214,13 @@ class StreamDecoder:
 
     def decode(self, packet: Any | None) -> list[Any]:
         """Frames from one packet (None flushes). Raises av's InvalidDataError on bad data."""
-        frames = self._ctx.decode(packet)
+        ctx = self._ctx
+        if not ctx.is_open:
+            # Opened here rather than inside decode(): the codec's threads start now, and are
+            # claimed for the calling thread's tag (a source's decode thread: the CPU ledger).
+            with threadname.native_threads():
+                ctx.open(strict=False)
+        frames = ctx.decode(packet)
         return [self._wrappable(f) for f in frames]
 
     def _wrappable(self, frame: Any) -> Any:
@@ -226,6 +233,7 @@ class StreamDecoder:
         return frame.reformat(format="nv12")
 
     def close(self) -> None:
+        threadname.ending()  # the codec's threads end with it: the CPU ledger's last look at them
         container, self.container = self.container, None
         self.stream = None
         self._ctx = None

@@ -30,6 +30,7 @@ import av
 import av.error
 import numpy as np
 
+from edgepipe.core import threadname
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.core.params import check_writable_file
@@ -44,6 +45,7 @@ from edgepipe.media.colour import (
 )
 from edgepipe.media.frame import NV12, Frame
 from edgepipe.sched.gate import Ticket, gate
+from edgepipe.sched.ledger import ticket_tag
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +207,8 @@ class Recorder:
         self._colour: Colour | None = None
         """What the stream's pixels mean, taken from the first frame (tagged into the stream)."""
         self._ticket = Ticket(self.path.name, "encode", 2)
+        self._threads_tag = ticket_tag(self._ticket)
+        """The encoder's threads are the node's encode (the CPU ledger)."""
 
     def start(self) -> None:
         try:
@@ -295,7 +299,11 @@ class Recorder:
     def _encode(self, av_frame: Any) -> None:
         try:
             with gate().admit(self._ticket, timeout_s=ENCODE_WAIT_S):
-                packets = self._stream.encode(av_frame)
+                if self._stream.codec_context.is_open:
+                    packets = self._stream.encode(av_frame)
+                else:  # the first frame opens the encoder, which starts its threads
+                    with threadname.native_threads(self._threads_tag):
+                        packets = self._stream.encode(av_frame)
             for packet in packets:
                 self._container.mux(packet)
         except (av.error.FFmpegError, OSError) as exc:

@@ -30,7 +30,9 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from edgepipe.core import threadname
 from edgepipe.core.context import current_node
+from edgepipe.core.cputime import DECODE
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.planning import PlanNode
@@ -104,6 +106,7 @@ class VideoSource:
         """The decode thread has ended (its error or end was taken by the loop)."""
         self._stop_budget_s = 5.0
         self._emit_event: Any = None
+        self._tag: threadname.Tag | None = None
 
     def __repr__(self) -> str:
         return f"VideoSource({self.url!r})"
@@ -224,12 +227,16 @@ class VideoSource:
             )
             produce = reconnector.run
         done: asyncio.Future[None] = loop.create_future()
+        # Named for the CPU ledger: FFmpeg's threads, started from this one, are this source's.
+        tag = self._tag = threadname.Tag(self.source_id, DECODE)
 
         def body() -> None:
             affinity.pin_light()  # off the cores where model runs go (governed runs)
+            threadname.name_thread(tag)
             try:
                 outlet.run(produce)
             finally:
+                threadname.thread_ending()
                 with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                     loop.call_soon_threadsafe(_set_done, done)
 

@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from edgepipe.core import cputime
 from edgepipe.sched import affinity
 
 WEIGHTS = {0: 1.0, 1: 4.0, 2: 8.0}
@@ -134,9 +135,11 @@ class Gate:
             self._account(now)
             self._running[ticket.kind] = self._running.get(ticket.kind, 0) + 1
             self._vclock = max(self._vclock, ticket.vtime)
-            return now
+        cputime.begin(cputime.heavy_key(ticket.owner, ticket.kind))  # the call's CPU is its kind's
+        return now
 
     def leave(self, ticket: Ticket, t_start: float) -> None:
+        cputime.end()
         with self._cond:
             now = self._clock()
             elapsed = max(0.0, now - t_start)

@@ -6,9 +6,11 @@ budget and gate, so models loaded by the nodes' ``start()`` get their thread cou
 budget and their runs go through the gate. Once every node has started it collects the knobs
 (each node's own, through an optional ``governor_knobs(node_id, priority)`` method, plus one
 per lossy input lane), logs the plan once, and then every 0.1 s samples the load and lets the
-governor act. Once the run is stopping the governor no longer acts and every pace is lifted
-(:meth:`~edgepipe.sched.gate.Gate.unpace`): the drain's work is not held back. :meth:`Scheduler.snapshot`
-is what ``--stats`` and ``/metrics`` show.
+governor act; once a second the CPU ledger (:mod:`~edgepipe.sched.ledger`: where the CPU goes,
+per node and kind of work) reads the threads' clocks, governed or not. Once the run is stopping
+the governor no longer acts and every pace is lifted (:meth:`~edgepipe.sched.gate.Gate.unpace`):
+the drain's work is not held back. :meth:`Scheduler.snapshot` is what ``--stats`` and
+``/metrics`` show.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +29,7 @@ from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, cpu_budget, set_bud
 from edgepipe.sched.gate import Gate, gate, set_gate
 from edgepipe.sched.governor import Governor, Knob
 from edgepipe.sched.knobs import ThinKnob
+from edgepipe.sched.ledger import CpuLedger
 from edgepipe.sched.load import Load, LoadMeter, accelerator_busy, temperature_c
 
 if TYPE_CHECKING:
@@ -40,6 +44,9 @@ not done again on the event loop. One slow read proves nothing: a thread waiting
 (a switch is 5 ms) or a busy machine makes a plain sysfs read take that long now and then."""
 
 SLOW_READS = 3
+
+LEDGER_INTERVAL_S = 1.0
+"""How often the CPU ledger reads every thread's clock (a few tenths of a millisecond)."""
 
 
 class Scheduler:
@@ -77,6 +84,10 @@ class Scheduler:
         self.load: Load | None = None
         self.temp_c: float | None = None
         self.accelerator: float | None = None
+        self.ledger = CpuLedger(window_s=max(window_s, LEDGER_INTERVAL_S))
+        """Where the CPU goes, per node and kind of work (from here on: models' loading counts)."""
+        self._t_ledger = 0.0
+        self._ledger_failed = False
         log.info("%s", self.budget.describe())
         # Heavy calls on their own cores, the rest (decode, this loop) on the others; threads
         # started from here on inherit the light cores, and the gate moves heavy callers.
@@ -92,10 +103,14 @@ class Scheduler:
     async def run(self, runtime: Runtime) -> None:
         """Sample and govern until cancelled (a watcher of the runtime). A failure here is
         logged and the run goes on ungoverned: the scheduler never stops a pipeline."""
+        self.ledger.runtime_tid = threading.get_native_id()  # the event loop's thread
         try:
             await runtime.all_started.wait()
             self._start(runtime)
             await self._measure_and_govern(runtime)
+        except asyncio.CancelledError:
+            self._sample_ledger(runtime)  # the run's last figures, for the summary at exit
+            raise
         except Exception:
             log.exception("scheduler failed: the rest of this run is ungoverned")
             self.governor = None
@@ -128,6 +143,9 @@ class Scheduler:
             now = time.monotonic()
             self.meter.sample(now, _busy_by_resource(runtime))
             self.load = self.meter.load()
+            if now - self._t_ledger >= LEDGER_INTERVAL_S:
+                self._t_ledger = now
+                self._sample_ledger(runtime)
             if slow_ok and now - t_slow >= 1.0:
                 t_slow = now
                 self.temp_c, self.accelerator = temperature_c(), accelerator_busy()
@@ -142,6 +160,16 @@ class Scheduler:
             if governor is not None and load is not None and load.window_s >= 0.9 * self.meter.window_s:
                 governor.update(load.cpu, now, self.temp_c)
             await asyncio.sleep(self.interval_s)
+
+    def _sample_ledger(self, runtime: Runtime) -> None:
+        """The CPU ledger's sample, with each node's items and busy time so far. A failure is
+        logged once and the ledger left as it was: it only reports."""
+        try:
+            self.ledger.sample(_items_and_busy(runtime))
+        except Exception:
+            if not self._ledger_failed:
+                self._ledger_failed = True
+                log.exception("the CPU ledger could not be sampled")
 
     def _knobs(self, runtime: Runtime) -> list[Knob]:
         knobs: list[Knob] = []
@@ -204,6 +232,7 @@ class Scheduler:
             "detect_lm_overlap_s": round(gate.detect_lm_overlap_s, 3),
             "waits": gate.waits,
             "waited_s": round(gate.waited_s, 3),
+            "cpu_ledger": self.ledger.snapshot(),
         }
 
 
@@ -227,3 +256,14 @@ def _busy_by_resource(runtime: Runtime) -> dict[str, float]:
         resource = runner.spec.resource
         busy[resource] = busy.get(resource, 0.0) + runner.metrics.busy_ns / 1e9
     return busy
+
+
+def _items_and_busy(runtime: Runtime) -> dict[str, tuple[int, float]]:
+    """Per node: items handled (a source's emitted, others' taken) and busy seconds so far."""
+    out: dict[str, tuple[int, float]] = {}
+    for runner in runtime.runners.values():
+        m = runner.metrics
+        inbox = runner.inbox
+        items = m.items_out if inbox is None else sum(c.stats().got for c in inbox.channels)
+        out[runner.node_id] = (items, m.busy_ns / 1e9)
+    return out

@@ -34,11 +34,13 @@ import av
 import av.error
 from av.video.frame import PictureType
 
+from edgepipe.core import threadname
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.media.encode import Colour, to_av_nv12
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
+from edgepipe.sched.ledger import ticket_tag
 from edgepipe.serve.codecs import open_live
 from edgepipe.sinks.messages import pts_90k
 
@@ -141,6 +143,8 @@ class SharedEncoder:
         self.lagged = 0
         """Times a viewer fell behind and was flushed to the next keyframe (all viewers)."""
         self.ticket = Ticket(source_id, "encode", 2)
+        self._threads_tag = ticket_tag(self.ticket)
+        """The encoder's threads are the node's encode (the CPU ledger)."""
         self._subs: list[Subscription] = []
         self._lock = threading.Lock()  # guards _subs and the keyframe flag
         self._encode_lock = threading.Lock()  # one encode at a time
@@ -241,7 +245,8 @@ class SharedEncoder:
 
     def _open(self, width: int, height: int) -> None:
         try:
-            ctx = open_live(self.codec, width, height, self.bitrate_bps, TIME_BASE_90K, self._colour)
+            with threadname.native_threads(self._threads_tag):  # they start as it opens
+                ctx = open_live(self.codec, width, height, self.bitrate_bps, TIME_BASE_90K, self._colour)
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             raise OutputError(f"cannot open {self.codec}: {exc}", path=f"webrtc:{self.source_id}") from exc
         if self._ctx is not None:

@@ -11,7 +11,9 @@ Families (all prefixed ``edgepipe_``): per node ``node_items_in_total``,
 ``node_gauge`` (a node's numeric gauges by ``name``), ``source_state``; per inbox lane
 ``lane_depth``, ``lane_max_depth``, ``lane_capacity``, ``lane_put_total``,
 ``lane_lost_total`` (``reason``: dropped, shed, aged); the scheduler's ``sched_*`` figures
-when there is one; ``uptime_seconds``.
+when there is one, with the CPU ledger's ``cpu_seconds_total`` (``node``, ``kind``),
+``cpu_cores`` (``kind``), ``cpu_process_seconds_total``, ``node_cpu_seconds_per_item`` and
+``node_wall_seconds_per_item``; ``uptime_seconds``.
 
 Scrapes do not load the pipeline: the app reads the snapshot through a :class:`SnapshotCache`
 (one ``runtime.snapshot()`` per :data:`SNAPSHOT_MAX_AGE_S`, shared with ``/health``) and
@@ -220,3 +222,50 @@ def _sched(sched: dict[str, Any]) -> Iterator[Metric]:
         if isinstance(value, int | float):
             resources.add_metric([redact_text(str(resource))], float(value))
     yield resources
+    ledger = sched.get("cpu_ledger")
+    if isinstance(ledger, dict) and ledger:
+        yield from _ledger(ledger)
+
+
+def _ledger(ledger: dict[str, Any]) -> Iterator[Metric]:
+    """The CPU ledger: seconds by node and kind (``node`` "" for ``runtime`` and ``overhead``:
+    together they add up to the process's CPU), cores by kind over the last window, and each
+    node's CPU and wall time per item."""
+    seconds = CounterMetricFamily(
+        P + "cpu_seconds", "CPU time by node and kind of work since the run began (sums to the process's).",
+        labels=["node", "kind"],
+    )  # fmt: skip
+    nodes = ledger.get("nodes") or {}
+    in_nodes: dict[str, float] = {}
+    for node, figures in nodes.items():
+        for kind, value in (figures.get("kinds_s") or {}).items():
+            seconds.add_metric([redact_text(str(node)), str(kind)], float(value))
+            in_nodes[kind] = in_nodes.get(kind, 0.0) + float(value)
+    for kind, value in (ledger.get("kinds_s") or {}).items():
+        rest = float(value) - in_nodes.get(kind, 0.0)  # the runtime's and the overhead
+        if rest > 1e-9:
+            seconds.add_metric(["", str(kind)], rest)
+    yield seconds
+    cores = GaugeMetricFamily(P + "cpu_cores", "Cores busy by kind of work (last window).", labels=["kind"])
+    for kind, value in (ledger.get("kinds_cores") or {}).items():
+        cores.add_metric([str(kind)], float(value))
+    yield cores
+    yield CounterMetricFamily(
+        P + "cpu_process_seconds",
+        "The process's CPU time since the run began.",
+        value=float(ledger["process_s"]),
+    )
+    cpu_item = GaugeMetricFamily(
+        P + "node_cpu_seconds_per_item", "CPU time per item handled (last window).", labels=["node"]
+    )
+    wall_item = GaugeMetricFamily(
+        P + "node_wall_seconds_per_item",
+        "Time in the node's code per item (last window): above the CPU, it waited for a core or a device.",
+        labels=["node"],
+    )
+    for node, figures in nodes.items():
+        for family, key in ((cpu_item, "cpu_ms_per_item"), (wall_item, "wall_ms_per_item")):
+            value = figures.get(key)
+            if isinstance(value, int | float):
+                family.add_metric([redact_text(str(node))], value / 1e3)
+    yield from (cpu_item, wall_item)

@@ -55,6 +55,7 @@ from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.results import Message
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import Ticket
+from edgepipe.sched.ledger import ticket_tag
 from edgepipe.sinks.events_encode import ClipEncoder
 from edgepipe.sinks.events_engine import Limits, RecorderEngine
 from edgepipe.sinks.events_retention import prune, remove_parts
@@ -148,7 +149,10 @@ class EventRecorder:
             self.engine.ticket.set_owner(ctx.node_id, "encode", ctx.priority)
         except RuntimeError:
             pass
-        self._pool = DaemonThreadPool(1, "events", spare_workers=0)
+        # Named for the CPU ledger: its work (mostly encoding, the encoder's threads started
+        # from it) is this node's encode.
+        self._threads_tag = ticket_tag(self.engine.ticket)
+        self._pool = DaemonThreadPool(1, "events", spare_workers=0, tag=self._threads_tag)
         await self._run(self._prepare_folder)
 
     def _prepare_folder(self) -> None:

@@ -26,6 +26,7 @@ import av.error
 import numpy as np
 from av.video.frame import PictureType
 
+from edgepipe.core import threadname
 from edgepipe.media.encode import Colour, pick_encoder, to_av_nv12
 from edgepipe.media.frame import NV12, Frame
 
@@ -127,7 +128,8 @@ class ClipEncoder:
         else:
             ctx.bit_rate = self.bitrate_bps
         ctx.options = options
-        ctx.open()
+        with threadname.native_threads():  # its threads are the calling thread's (the CPU ledger)
+            ctx.open()
         if self._ctx is not None:
             self.reopened += 1
             log.info("event recordings: frame size changed to %dx%d; encoder reopened", width, height)

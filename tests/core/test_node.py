@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import ClassVar
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline, run, run_async
 from edgepipe.core.context import current_node
 from edgepipe.core.lease import Leased
 from edgepipe.core.pipeline import ErrorPolicy, OnError
@@ -246,3 +246,30 @@ async def test_a_source_learns_how_many_items_each_consumer_can_hold() -> None:
     p.sink("batched", Batched(), inputs=src, queue_size=8)
     await run_async(p)
     assert holds == [(2, 3, 2, 12)]
+
+
+def test_a_sync_start_hook_knows_its_node_and_its_cpu_is_the_nodes_setup() -> None:
+    # A Recorder's sync start() names itself the owner of its encodes: it must see its node.
+    from edgepipe.core import cputime
+
+    seen: list[str] = []
+
+    class Sink:
+        def start(self) -> None:
+            seen.append(current_node().node_id)
+            end = time.thread_time() + 0.01
+            while time.thread_time() < end:
+                pass
+
+        def process(self, item: int) -> None:
+            pass
+
+    p = Pipeline()
+    p.sink("writer", Sink(), inputs=p.source("src", FakeSource([1])))
+    run(p)
+    assert seen == ["writer"]
+    ended, accounts = cputime.collect()
+    setup = ended.get(("writer", cputime.SETUP), 0) + sum(
+        a.done.get(("writer", cputime.SETUP), 0) for a in accounts
+    )
+    assert setup >= 0.009e9

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -220,3 +221,28 @@ def test_debug_logging_does_not_pour_onnx_runtimes_graph_warnings_out(
     finally:
         logging.getLogger("edgepipe").setLevel(logging.NOTSET)
     assert "unused" not in capfd.readouterr().err
+
+
+def test_onnx_runtimes_threads_carry_the_owners_tag_and_its_runs_count_as_its_model(tmp_path: Path) -> None:
+    # The CPU ledger's view: intra-op threads are native, named after the thread that built the
+    # session; they and the calling thread's share of each run are the owner's model work.
+    from edgepipe.core import cputime, threadname
+    from edgepipe.sched.ledger import read_tasks
+
+    before = {t.tid for t in read_tasks()}
+    name_before = threadname.thread_name()
+    session = Session(add_model(tmp_path / "add.onnx"), SessionConfig(cache_optimized=False, threads=2),
+                      owner="faces")  # fmt: skip
+    new = [t for t in read_tasks() if t.tid not in before]
+    tags = {threadname.tag_named(t.name) for t in new} - {None}
+    assert len(tags) == 1, [t.name for t in new]  # one intra-op thread (the caller is the other)
+    (tag,) = tags
+    assert tag is not None
+    assert tag.key() == ("faces", cputime.MODEL)
+    assert threadname.thread_name() == name_before  # the building thread's own name is back
+    session.ticket.set_owner("describe", "lm", 0)  # a language model's steps: token decode
+    assert tag.key() == ("describe", cputime.TOKENS)
+    for _ in range(20):
+        session.run({"x": np.ones((2, 3), np.float32)})
+    mine = next(a for a in cputime.collect()[1] if a.tid == threading.get_native_id())
+    assert mine.done[("describe", cputime.TOKENS)] > 0  # the calling thread's part of the runs

@@ -10,7 +10,7 @@ from pathlib import Path
 import av
 import pytest
 
-from edgepipe.core import native
+from edgepipe.core import native, threadname
 from edgepipe.media.decode import StreamDecoder
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.frame import from_av
@@ -116,3 +116,31 @@ def test_a_named_decoder_reads_the_containers_colour_tags(tmp_path: Path) -> Non
         decoder.close()
     frame = from_av(frames[0], source_id="clip", seq=0)
     assert (frame.matrix, frame.full_range) == ("bt709", True)
+
+
+def test_the_codecs_threads_are_claimed_for_the_decode_threads_tag(clip: Path) -> None:
+    # FFmpeg names its frame threads itself (av:h264:df0): the CPU ledger knows them by id.
+    tag = threadname.Tag("cam0", "decode")
+    seen: dict[str, object] = {}
+
+    def decode_thread() -> None:
+        threadname.name_thread(tag)  # as a source's decode thread does
+        decoder = StreamDecoder(parse(str(clip)))
+        decoder.open()
+        try:
+            before = set(threadname.claimed())
+            frames = [f for p in decoder.packets() for f in decoder.decode(p)]
+            claimed = {tid: t for tid, t in threadname.claimed().items() if tid not in before}
+            seen["names"] = sorted(threadname.task_name(tid) for tid in claimed)
+            seen["tags"] = set(claimed.values())
+            seen["frames"] = len(frames)
+        finally:
+            decoder.close()
+
+    thread = threading.Thread(target=decode_thread)
+    thread.start()
+    thread.join()
+    assert seen["frames"]
+    assert seen["tags"] == {tag}
+    assert seen["names"]
+    assert all(name.startswith("av:") or name == tag.name for name in seen["names"])

@@ -89,6 +89,13 @@ class BreakingContext:
         self.breaks_at = breaks_at
         self.packets = 0
 
+    @property
+    def is_open(self) -> bool:
+        return bool(self.ctx.is_open)
+
+    def open(self, strict: bool = True) -> None:  # its threads start here (see StreamDecoder.decode)
+        self.ctx.open(strict=strict)
+
     def decode(self, packet: Any) -> list[Any]:
         self.packets += 1
         if self.packets > self.breaks_at:

@@ -89,6 +89,19 @@ def test_headroom_0_runs_ungoverned_but_still_measures() -> None:
     assert sched["cpu"] is not None
     assert sched["cpu"] > 0
     assert burner.levels == {1}
+    # The CPU ledger, ungoverned too: the burner's 15 ms an item are its code's, and what the
+    # kinds add up to is the process's CPU, little of it left unattributed.
+    ledger = sched["cpu_ledger"]
+    burn = ledger["nodes"]["burn"]
+    assert burn["kinds_s"]["code"] > 0.5
+    # 15 ms of wall time an item, CPU at most that (less when the machine's other work takes
+    # the core meanwhile: what the two columns side by side show)
+    assert 14.5 < burn["run_wall_ms_per_item"] < 30
+    assert 3 < burn["run_cpu_ms_per_item"] <= 1.05 * burn["run_wall_ms_per_item"]
+    assert sum(ledger["kinds_s"].values()) == pytest.approx(ledger["process_s"], abs=0.01)
+    assert ledger["kinds_s"]["overhead"] < 0.2 * ledger["process_s"], ledger["kinds_s"]
+    assert ledger["kinds_s"]["runtime"] > 0  # the event loop's own
+    assert ledger["sample_ms"] < 5
 
 
 def test_no_governor_keeps_the_budget_for_threads() -> None:

@@ -13,6 +13,17 @@ SCHED = {
     "cores": 4, "target": 0.7, "target_now": 0.7, "cpu": 0.42, "temp_c": None, "level": 1, "rungs": 3,
     "ups": 2, "downs": 1, "heavy_busy_s": {"detect": 1.5, "lm": 0.5}, "overlap_s": 0.25,
     "detect_lm_overlap_s": 0.1, "waits": 3, "waited_s": 0.05, "resources": {"cpu": 0.3},
+    "cpu_ledger": {
+        "elapsed_s": 10.0, "window_s": 1.0, "process_s": 9.5, "process_cores": 0.9,
+        "kinds_s": {"decode": 3.0, "pre": 0.5, "model": 5.0, "runtime": 0.6, "overhead": 0.4},
+        "kinds_cores": {"decode": 0.3, "pre": 0.05, "model": 0.45, "runtime": 0.06, "overhead": 0.04},
+        "nodes": {
+            "rtsp://u:secret@cam": {"kinds_s": {"decode": 3.0}, "kinds_cores": {"decode": 0.3},
+                                    "cpu_ms_per_item": 4.0, "wall_ms_per_item": None},
+            "det": {"kinds_s": {"pre": 0.5, "model": 5.0}, "kinds_cores": {"pre": 0.05, "model": 0.45},
+                    "cpu_ms_per_item": 60.0, "wall_ms_per_item": 120.0},
+        },
+    },
 }  # fmt: skip
 
 
@@ -38,6 +49,20 @@ def test_the_schedulers_figures_are_exported_when_there_is_one() -> None:
         "lm": 0.5,
     }
     assert "edgepipe_sched_temperature_celsius" not in families  # none measured here
+    # The CPU ledger: seconds by node and kind, adding up to the process's; cores by kind; CPU
+    # next to wall time per item.
+    seconds = {(s.labels["node"], s.labels["kind"]): s.value for s in families["edgepipe_cpu_seconds"].samples
+               if s.name.endswith("_total")}  # fmt: skip
+    assert seconds == pytest.approx({("rtsp://u:***@cam", "decode"): 3.0, ("det", "pre"): 0.5, ("det", "model"): 5.0,
+                                     ("", "runtime"): 0.6, ("", "overhead"): 0.4})  # fmt: skip
+    assert sum(seconds.values()) == pytest.approx(families["edgepipe_cpu_process_seconds"].samples[0].value)
+    assert {s.labels["kind"]: s.value for s in families["edgepipe_cpu_cores"].samples}["model"] == 0.45
+    per_item = {f: {s.labels["node"]: s.value for s in families[f].samples}
+                for f in ("edgepipe_node_cpu_seconds_per_item", "edgepipe_node_wall_seconds_per_item")}  # fmt: skip
+    assert per_item["edgepipe_node_cpu_seconds_per_item"] == pytest.approx(
+        {"rtsp://u:***@cam": 0.004, "det": 0.06}
+    )
+    assert per_item["edgepipe_node_wall_seconds_per_item"] == pytest.approx({"det": 0.12})
     assert not any(name.startswith("edgepipe_sched") for name in _families(None))
 
 
