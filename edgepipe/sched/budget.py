@@ -132,6 +132,15 @@ class CpuBudget:
         return max(1, math.floor(self.cores_budget + 1e-9))
 
     @property
+    def spare_units(self) -> int:
+        """The budget's fraction past ``units``, as whole units that only low-priority calls
+        (token decode) use, paced by the governor: on 2 cores x 0.7 = 1.4, detection holds one
+        unit and a language model runs beside it in the spare one, on the other core, instead
+        of waiting for each detection to end; the governor then paces it to keep the process at
+        its target, so the budget is spent rather than left at 1.0 of 1.4."""
+        return max(0, math.ceil(self.cores_budget - 1e-9) - self.units)
+
+    @property
     def threads(self) -> int:
         """Intra-op threads of an ONNX Runtime session: one model alone may use the budget."""
         return self.units
@@ -153,13 +162,14 @@ class CpuBudget:
     def describe(self) -> str:
         c = self.cores
         mode = "governed" if self.governed else "ungoverned (--no-governor)"
+        spare = f" (+{self.spare_units} for low priority)" if self.spare_units and self.governed else ""
         threads = self.decoder_threads
         decoders = (
             f"{threads} thread(s) per video decoder ({self.video_streams} streams); " if threads else ""
         )
         return (
             f"CPU budget: {c.usable:g} usable core(s) ({c.limited_by}) x {self.target:.2f} = "
-            f"{self.cores_budget:.2f}; {self.units} heavy call unit(s) at once; "
+            f"{self.cores_budget:.2f}; {self.units} heavy call unit(s) at once{spare}; "
             f"{self.threads} ONNX Runtime thread(s) per model; {decoders}{mode}"
         )
 

@@ -69,6 +69,8 @@ class Ticket:
     """Time spent waiting for the budget or for its pace, over all calls."""
     vtime: float = 0.0
     next_at: float = 0.0
+    in_spare: int = 0
+    """Calls of it running in the gate's spare units now."""
     cancel: threading.Event | None = None
     """Set: a wait of its calls at the gate ends with :class:`AdmissionCancelled` (call
     :meth:`Gate.wake` after setting it). A call that need not wait still runs: whoever sets it
@@ -94,11 +96,16 @@ class GateStats:
 class Gate:
     """See the module docstring. ``units=None``: admit everything at once (ungoverned)."""
 
-    def __init__(self, units: int | None, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, units: int | None, *, spare: int = 0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.units = units
+        self.spare = spare if units is not None else 0
+        """Units beyond ``units`` that only low-priority calls use (see :func:`spare_units`)."""
         self._clock = clock
         self._cond = threading.Condition(threading.Lock())
         self._used = 0
+        self._spare_used = 0
         self._waiting: list[Ticket] = []
         self._vclock = 0.0
         self._running: dict[str, int] = {}
@@ -124,17 +131,26 @@ class Gate:
 
     def enter(self, ticket: Ticket, timeout_s: float | None = None) -> float:
         """Wait for the budget (and the ticket's pace); returns the time the call started. The
-        calling thread is put on the heavy cores first (:mod:`edgepipe.sched.affinity`)."""
-        affinity.pin_heavy()
+        calling thread is put on the heavy cores (:mod:`edgepipe.sched.affinity`), or on the
+        light ones for a low-priority call in the spare units."""
         with self._cond:
             now = self._clock()
             self._tickets.add(ticket)
             if not self._may_start(ticket, now, alone=True):
                 now = self._wait(ticket, now, timeout_s)
-            self._used += ticket.units
+            spare = self._in_spare(ticket)
+            if spare:
+                self._spare_used += ticket.units
+                ticket.in_spare += 1
+            else:
+                self._used += ticket.units
             self._account(now)
             self._running[ticket.kind] = self._running.get(ticket.kind, 0) + 1
             self._vclock = max(self._vclock, ticket.vtime)
+        if spare:
+            affinity.pin_light()
+        else:
+            affinity.pin_heavy()
         cputime.begin(cputime.heavy_key(ticket.owner, ticket.kind))  # the call's CPU is its kind's
         return now
 
@@ -145,7 +161,11 @@ class Gate:
             elapsed = max(0.0, now - t_start)
             self._account(now)
             self._running[ticket.kind] -= 1
-            self._used -= ticket.units
+            if ticket.in_spare:
+                ticket.in_spare -= 1
+                self._spare_used -= ticket.units
+            else:
+                self._used -= ticket.units
             ticket.calls += 1
             ticket.busy_s += elapsed
             self._busy[ticket.kind] = self._busy.get(ticket.kind, 0.0) + elapsed
@@ -196,21 +216,28 @@ class Gate:
                 ticket.duty, ticket.next_at = 1.0, 0.0
             self._cond.notify_all()
 
+    def _in_spare(self, ticket: Ticket) -> bool:
+        """Whether ``ticket``'s calls go in the spare units (low priority, where there are some)."""
+        return self.spare > 0 and ticket.priority == 0
+
     def _may_start(self, ticket: Ticket, now: float, *, alone: bool) -> bool:
         if ticket.next_at > now:
             return False
         if self.units is None:
             return True
-        if self._used and self._used + ticket.units > self.units:
-            return False
-        if alone:
-            return not self._waiting
-        # The waiter with the least weighted run time among those that could start goes first.
-        # A wider one that does not fit yet keeps its turn (no overtaking it forever).
-        for other in self._waiting:
-            if other is not ticket and other.next_at <= now and other.vtime < ticket.vtime:
+        spare = self._in_spare(ticket)
+        if spare:
+            if self._spare_used and self._spare_used + ticket.units > self.spare:
                 return False
-        return True
+        elif self._used and self._used + ticket.units > self.units:
+            return False
+        # The waiter with the least weighted run time among those that could start (in the same
+        # units) goes first. A wider one that does not fit yet keeps its turn (no overtaking it
+        # forever).
+        rivals = [w for w in self._waiting if w is not ticket and self._in_spare(w) == spare]
+        if alone:
+            return not rivals
+        return not any(other.next_at <= now and other.vtime < ticket.vtime for other in rivals)
 
     def _account(self, now: float) -> None:
         dt = now - self._since

@@ -73,7 +73,9 @@ class Scheduler:
         self._previous = (cpu_budget(), gate())
         streams = sum(1 for spec in graph.nodes if getattr(spec.target, "decodes_video", False))
         self.budget = set_budget(CpuBudget(usable_cores(), target, self.governed, video_streams=streams))
-        self.gate = set_gate(Gate(self.budget.units if self.governed else None))
+        self.gate = set_gate(
+            Gate(self.budget.units if self.governed else None, spare=self.budget.spare_units)
+        )
         self.interval_s = interval_s
         self.settle_s = settle_s
         self.meter = LoadMeter(

@@ -233,3 +233,37 @@ def test_unpace_ends_every_pace_wait_and_the_call_runs() -> None:
     with gate.admit(lm, timeout_s=0.5):  # no longer paced after it
         pass
     assert lm.calls == 2
+
+
+def test_a_spare_unit_runs_low_priority_work_beside_the_main_one_and_never_in_its_way() -> None:
+    gate = Gate(1, spare=1)
+    detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
+    contend(gate, [detect, lm], 0.6, 0.005)
+    stats = gate.stats()
+    assert stats.detect_lm_overlap_s > 0.3, "the language model ran beside detection"
+    assert detect.waited_s < 0.05, "detection never waited for the language model"
+    # Two normal callers still share the one main unit: they never run at once.
+    other = Ticket("other", "detect", 1)
+    started = threading.Event()
+    order: list[str] = []
+
+    def hold(name: str, ticket: Ticket) -> None:
+        with gate.admit(ticket, timeout_s=5):
+            order.append(f"{name}+")
+            started.set()
+            time.sleep(0.05)
+            order.append(f"{name}-")
+
+    a = threading.Thread(target=hold, args=("a", detect))
+    a.start()
+    started.wait(1)
+    hold("b", other)
+    a.join()
+    assert order == ["a+", "a-", "b+", "b-"]
+
+
+def test_without_spare_units_low_priority_work_takes_turns_in_the_main_one() -> None:
+    gate = Gate(1, spare=0)
+    detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
+    contend(gate, [detect, lm], 0.4, 0.005)
+    assert gate.stats().detect_lm_overlap_s == 0.0
