@@ -39,6 +39,7 @@ machine a round whose two halves met different loads is visible as such.
     python scripts/bench_privacy.py                    # 20 s 720p30 clip, 2 rounds (~2.5 min)
     python scripts/bench_privacy.py --rounds 1 --model-every 4      # a quicker look (~1 min)
     python scripts/bench_privacy.py --seconds 40 --rounds 3 --check
+    python scripts/bench_privacy.py --peer deface      # also deface on the clip (pip install deface)
 
 Target (issue 23): pipeline CPU per frame <= 1.1 x the sum of its parts. The last line printed
 is one JSON object; ``--check`` exits 1 when the target is missed.
@@ -51,6 +52,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -148,6 +150,37 @@ def recorded_frames(path: Path) -> int:
         return sum(1 for p in container.demux(video=0) if p.size)
 
 
+def run_peer(command: str, clip: Path, folder: Path, input_size: int) -> dict[str, Any] | None:
+    """The same job done by ``deface`` (the same CenterFace model) at the same scale, threshold
+    and a mosaic: its whole-run CPU per frame (``wait4``: its ffmpeg children included) and wall
+    time; None when ``command`` is not found."""
+    import av
+
+    argv = shlex.split(command)
+    if not argv or shutil.which(argv[0]) is None:
+        print(f"peer {command!r} not found: no peer comparison", file=sys.stderr)
+        return None
+    with av.open(str(clip)) as container:
+        width, height = container.streams.video[0].width, container.streams.video[0].height
+    scale = min(1.0, input_size / max(width, height))
+    output = folder / "peer.mp4"
+    argv += [str(clip), "-o", str(output), "--scale", f"{round(width * scale)}x{round(height * scale)}",
+             "--replacewith", "mosaic", "--thresh", str(THRESHOLD)]  # fmt: skip
+    print("peer: " + " ".join(argv), file=sys.stderr, flush=True)
+    t0, busy0 = time.monotonic(), _busy()
+    quiet = subprocess.DEVNULL
+    proc = subprocess.Popen(argv, stdin=quiet, stdout=quiet, stderr=quiet)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall_s, cpu_s = time.monotonic() - t0, usage.ru_utime + usage.ru_stime
+    frames = recorded_frames(output) if proc.returncode == 0 and output.is_file() else 0
+    if not frames:
+        print(f"peer exited {proc.returncode} with no recording: no peer comparison", file=sys.stderr)
+        return None
+    return {"command": " ".join(argv), "frames": frames, "cpu_ms_per_frame": 1000.0 * cpu_s / frames,
+            "wall_s": wall_s, "others_cores": others_cores(_busy() - busy0, cpu_s, wall_s)}  # fmt: skip
+
+
 def bare_parts(
     clip: Path, input_size: int, model_every: int, folder: Path
 ) -> tuple[list[Part], float | None]:
@@ -209,6 +242,11 @@ def main() -> int:
         default=1,
         help="bare model on one frame in N (default 1: every frame, as the pipeline)",
     )
+    parser.add_argument(
+        "--peer",
+        metavar="COMMAND",
+        help="also run this deface command on the clip (e.g. deface), for comparison",
+    )
     parser.add_argument("--keep", type=Path, help="keep the recordings and the pipeline's stderr here")
     parser.add_argument("--check", action="store_true", help="exit 1 if the target is missed")
     args = parser.parse_args()
@@ -227,6 +265,7 @@ def main() -> int:
             result, run = one_round(clip, args, folder, bare_first=i % 2 == 1)
             rounds.append(result)
             runs.append(run)
+        peer = run_peer(args.peer, clip, folder, args.input_size) if args.peer else None
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -257,6 +296,15 @@ def main() -> int:
     print(f"sum of parts               {parts_ms:8.2f} CPU-ms/frame")
     print(f"ratio pipeline / parts     {_f(value, 3)}x {'meets' if ok else 'MISSES'} the target "
           f"(<= {TARGET_RATIO}x)")  # fmt: skip
+    if peer is not None:
+        wall_s = statistics.median(r["wall_s"] for r in runs)
+        peer["cpu_ratio"] = peer["cpu_ms_per_frame"] / statistics.median(whole)
+        peer["speed_ratio"] = peer["wall_s"] / wall_s
+        others = _f(peer["others_cores"])
+        print(f"peer, whole run            {peer['cpu_ms_per_frame']:8.2f} CPU-ms/frame, "
+              f"{peer['wall_s']:.1f} s (face_privacy: {wall_s:.1f} s; others {others} cores)")  # fmt: skip
+        print(f"face_privacy does {peer['cpu_ratio']:.2f}x the peer's frames per CPU-second, at "
+              f"{peer['speed_ratio']:.2f}x its speed")  # fmt: skip
     print(json.dumps({
         "bench": "privacy",
         "clip": str(clip),
@@ -276,6 +324,7 @@ def main() -> int:
                     "others_cores_bare": _r(r.others_bare, 3)} for r in rounds],
         "ratio": _r(value, 3),
         "target": TARGET_RATIO,
+        "peer": peer and {k: _r(v, 3) if isinstance(v, float) else v for k, v in peer.items()},
         "ok": ok,
     }))  # fmt: skip
     return 1 if args.check and not ok else 0
