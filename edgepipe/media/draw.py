@@ -13,12 +13,13 @@ clipped to the frame.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from edgepipe.media.colour import Matrix, ycbcr
 from edgepipe.media.font import GLYPH_H, GLYPH_W, glyph
-from edgepipe.media.frame import NV12, Frame, nv12_views
+from edgepipe.media.frame import I420, NV12, Frame, FramePool, nv12_views
 
 Color = tuple[int, int, int]
 """(R, G, B), 0..255."""
@@ -46,18 +47,40 @@ def frame_yuv(frame: Frame, color: Color) -> tuple[int, int, int]:
     return yuv_of(color, frame.matrix, frame.full_range)
 
 
-def writable_copy(frame: Frame) -> Frame:
-    """An NV12 copy of ``frame`` in one new contiguous buffer, safe to draw on."""
+def writable_copy(frame: Frame, pool: FramePool | None = None) -> Frame:
+    """A copy of ``frame`` in one contiguous buffer, safe to draw on, in the frame's own layout:
+    I420 stays I420 and NV12 stays NV12 (a change of layout is a pass over the chroma, and an
+    encoder that takes the other one pays a second to change it back).
+
+    With ``pool``, the buffer is one of the pool's while a slot is free (it goes back when the
+    copy's last holder releases it), a new one otherwise: a stage that copies every frame then
+    refills the same few buffers instead of touching fresh pages for each one (a frame-sized
+    allocation is a new mapping every time under edgepipe's fixed mmap threshold, see
+    :mod:`edgepipe.core.malloc`: at 720p that cost more than the copy itself)."""
     w, h = frame.width, frame.height
-    buf = np.empty(w * h * 3 // 2, np.uint8)
-    y, uv = nv12_views(buf, w, h)
+    nbytes = w * h * 3 // 2
+    slot = pool.try_acquire() if pool is not None else None
+    buf = np.empty(nbytes, np.uint8) if pool is None or slot is None else pool.buffer(slot, nbytes)
+    common: dict[str, Any] = {
+        "pts": frame.pts, "time_base": frame.time_base, "source_id": frame.source_id, "seq": frame.seq,
+        "t_decoded_ns": frame.t_decoded_ns, "full_range": frame.full_range, "matrix": frame.matrix,
+        "pool": pool if slot is not None else None, "slot": -1 if slot is None else slot,
+    }  # fmt: skip
+    if frame.format == NV12:
+        assert frame.uv is not None
+        y, uv = nv12_views(buf, w, h)
+        np.copyto(y, frame.y)
+        np.copyto(uv, frame.uv[: h // 2, : w // 2])
+        return Frame(format=NV12, y=y, uv=uv, **common)
+    ysize, csize = w * h, (h // 2) * (w // 2)
+    y = buf[:ysize].reshape(h, w)
+    u = buf[ysize : ysize + csize].reshape(h // 2, w // 2)
+    v = buf[ysize + csize : ysize + 2 * csize].reshape(h // 2, w // 2)
     np.copyto(y, frame.y)
-    u, v = frame.chroma()
-    uv[:, :, 0] = u[: h // 2, : w // 2]
-    uv[:, :, 1] = v[: h // 2, : w // 2]
-    return Frame(format=NV12, y=y, uv=uv, pts=frame.pts, time_base=frame.time_base, source_id=frame.source_id,
-                 seq=frame.seq, t_decoded_ns=frame.t_decoded_ns, full_range=frame.full_range,
-                 matrix=frame.matrix)  # fmt: skip
+    src_u, src_v = frame.chroma()
+    np.copyto(u, src_u[: h // 2, : w // 2])
+    np.copyto(v, src_v[: h // 2, : w // 2])
+    return Frame(format=I420, y=y, u=u, v=v, **common)
 
 
 def _clip_box(frame: Frame, box: tuple[float, float, float, float]) -> tuple[int, int, int, int] | None:

@@ -127,7 +127,26 @@ def to_av_nv12(
     once; a frame of another size (a mid-stream change), or asked for in another ``matrix`` or
     range than its own, is converted to them (through RGB: slow, for the rare frame).
     """
-    w, h = width, height
+    return fill_av_frame(av.VideoFrame(width, height, "nv12"), frame, matrix, full_range)
+
+
+def fill_av_frame(
+    out: Any, frame: Frame, matrix: Matrix | None = None, full_range: bool | None = None
+) -> Any:
+    """``frame``'s picture copied into ``out``, an NV12 or YUV420P ``av.VideoFrame``, tagged with
+    the matrix and range (no pts); returns ``out``.
+
+    ``out`` is made writable first: when an encoder still holds the buffer it was last sent in,
+    FFmpeg gives ``out`` a new one, so one frame can be refilled for every encode (libx264 copies
+    what it is sent: with it, one buffer serves the whole stream, and no fresh pages are touched
+    per frame). A frame of another size than ``out`` (a mid-stream change), or asked for in
+    another ``matrix`` or range than its own, is converted into a new frame (through RGB: slow,
+    for the rare frame), returned instead of ``out``.
+    """
+    w, h = out.width, out.height
+    pix_fmt = out.format.name
+    if pix_fmt not in ("nv12", "yuv420p"):
+        raise ValueError(f"fill_av_frame writes NV12 or YUV420P frames, not {pix_fmt}")
     matrix = matrix or frame.matrix
     full_range = frame.full_range if full_range is None else full_range
     av_range = AVCOL_RANGE_JPEG if full_range else AVCOL_RANGE_MPEG
@@ -135,23 +154,26 @@ def to_av_nv12(
     fits = (frame.width, frame.height) == (w, h) or (frame.width // 2 * 2, frame.height // 2 * 2) == (w, h)
     if not (same_colour and fits):
         src = av.VideoFrame.from_ndarray(frame.to_rgb(), format="rgb24")
-        out = src.reformat(width=w, height=h, format="nv12", dst_colorspace=SWS_CS_OF[matrix],
+        out = src.reformat(width=w, height=h, format=pix_fmt, dst_colorspace=SWS_CS_OF[matrix],
                            dst_color_range=av_range)  # fmt: skip
     else:
-        out = av.VideoFrame(w, h, "nv12")
-        y_plane: Any
-        uv_plane: Any
-        y_plane, uv_plane = out.planes
-        y = np.frombuffer(y_plane, np.uint8).reshape(h, y_plane.line_size)
-        uv = np.frombuffer(uv_plane, np.uint8).reshape(h // 2, uv_plane.line_size)
+        out.make_writable()  # before the planes are read: it may give the frame new buffers
+        planes: Any = out.planes
+        y = np.frombuffer(planes[0], np.uint8).reshape(h, planes[0].line_size)
         y[:, :w] = frame.y[:h, :w]
-        if frame.format == NV12:
-            assert frame.uv is not None
-            uv[:, :w] = frame.uv[: h // 2, : w // 2].reshape(h // 2, w)
+        u, v = frame.chroma()
+        if pix_fmt == "yuv420p":
+            for plane, src_plane in zip(planes[1:], (u, v), strict=True):
+                dst = np.frombuffer(plane, np.uint8).reshape(h // 2, plane.line_size)
+                dst[:, : w // 2] = src_plane[: h // 2, : w // 2]
         else:
-            u, v = frame.chroma()
-            uv[:, 0:w:2] = u[: h // 2, : w // 2]
-            uv[:, 1:w:2] = v[: h // 2, : w // 2]
+            uv = np.frombuffer(planes[1], np.uint8).reshape(h // 2, planes[1].line_size)
+            if frame.format == NV12:
+                assert frame.uv is not None
+                uv[:, :w] = frame.uv[: h // 2, : w // 2].reshape(h // 2, w)
+            else:
+                uv[:, 0:w:2] = u[: h // 2, : w // 2]
+                uv[:, 1:w:2] = v[: h // 2, : w // 2]
     out.colorspace = AVCOL_SPC_OF[matrix]
     out.color_range = av_range
     return out
@@ -252,7 +274,9 @@ class Recorder:
             stream.options = {"crf": str(self.crf), "preset": "veryfast"}
         self._stream = stream
         self._size = (width, height)
-        self._av_frame = av.VideoFrame(width, height, "nv12")
+        # The encoder's own pixel format (libx264 takes YUV420P): PyAV would otherwise convert
+        # every frame through swscale into a new frame. Refilled for every frame (fill_av_frame).
+        self._av_frame = av.VideoFrame(width, height, stream.pix_fmt)
         log.info("recording %s with %s (%dx%d, %s %s range)", self.path, name, width, height,
                  colour.matrix.upper(), "full" if colour.full_range else "limited")  # fmt: skip
 
@@ -260,7 +284,7 @@ class Recorder:
         assert self._size is not None
         assert self._colour is not None
         # A frame of another colour than the stream's (a source that changed) is converted.
-        out = self._av_frame = to_av_nv12(frame, *self._size, self._colour.matrix, self._colour.full_range)
+        out = fill_av_frame(self._av_frame, frame, self._colour.matrix, self._colour.full_range)
         out.pts = self._next_pts(frame)
         out.time_base = Fraction(1, 1000)
         return out

@@ -1,13 +1,18 @@
 """Stages that draw detections onto their frame: :class:`Redact` (pixelate, for privacy) and
 :class:`Annotate` (boxes and labels). Both take :class:`Detections` that carry their frame
 (``Detector(keep_frame=True)``), copy the frame once (decoder frames are read-only) and return
-the copy, ready for a :class:`~edgepipe.media.encode.Recorder` or a video track."""
+the copy, ready for a :class:`~edgepipe.media.encode.Recorder` or a video track. The copies are
+made into a small pool of buffers, refilled as the frames downstream are released."""
 
 from __future__ import annotations
 
 from edgepipe.media.draw import COLORS, Color, blur_region, draw_box, draw_label, writable_copy
-from edgepipe.media.frame import Frame
+from edgepipe.media.frame import Frame, FramePool
 from edgepipe.vision.detection import Detections
+
+COPIES = 16
+"""Buffers kept for a stage's copies: more than a recorder's queue, a viewer's and the frames in
+hand hold at once. A copy made while every one is held gets a new buffer, as without a pool."""
 
 
 def _frame_of(detections: Detections) -> Frame:
@@ -36,9 +41,10 @@ class Redact:
         self.predicted_margin = max(margin, predicted_margin)
         self.labels = labels
         """Only these labels (None: every detection)."""
+        self._copies = FramePool(COPIES, name="redact copies")
 
     def process(self, detections: Detections) -> Frame:
-        frame = writable_copy(_frame_of(detections))
+        frame = writable_copy(_frame_of(detections), self._copies)
         margin = self.margin if detections.inferred else self.predicted_margin
         for det in detections.items:
             if self.labels is not None and det.label not in self.labels:
@@ -55,9 +61,10 @@ class Annotate:
     def __init__(self, color: Color = COLORS["green"], show_score: bool = True) -> None:
         self.color = color
         self.show_score = show_score
+        self._copies = FramePool(COPIES, name="annotate copies")
 
     def process(self, detections: Detections) -> Frame:
-        frame = writable_copy(_frame_of(detections))
+        frame = writable_copy(_frame_of(detections), self._copies)
         for det in detections.items:
             draw_box(frame, det.box, self.color)
             text = det.label.upper()

@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from edgepipe.media.colour import Matrix
 from edgepipe.media.draw import COLORS, blur_region, draw_box, draw_label, frame_yuv, writable_copy
 from edgepipe.media.font import glyph
-from edgepipe.media.frame import I420, NV12, Frame, from_rgb, nv12_views
+from edgepipe.media.frame import I420, NV12, Frame, FramePool, from_rgb, nv12_views
 
 
 def nv12_frame(w: int = 64, h: int = 48, seed: int = 0) -> Frame:
@@ -79,13 +77,40 @@ def test_blur_pixelates_only_the_region() -> None:
     assert (frame.y[outside] == before[outside]).all()
 
 
-def test_writable_copy_is_an_nv12_copy(tmp_path: Path) -> None:
-    src = i420_frame()
+@pytest.mark.parametrize("make", [i420_frame, nv12_frame])
+def test_writable_copy_keeps_the_layout(make) -> None:  # type: ignore[no-untyped-def]
+    # An encoder taking I420 (libx264) would otherwise turn an NV12 copy back, a pass per frame.
+    src = make()
     src.y.flags.writeable = False
     copy = writable_copy(src)
-    assert copy.format == NV12
+    assert copy.format == src.format
     assert (copy.y == src.y).all()
-    u, v = src.chroma()
-    assert (copy.uv[:, :, 0] == u).all()  # type: ignore[index]
-    assert (copy.uv[:, :, 1] == v).all()  # type: ignore[index]
+    for mine, theirs in zip(copy.chroma(), src.chroma(), strict=True):
+        assert (mine == theirs).all()
+    assert (copy.pts, copy.seq, copy.matrix, copy.full_range) == (
+        src.pts,
+        src.seq,
+        src.matrix,
+        src.full_range,
+    )
     draw_box(copy, (0, 0, 10, 10))  # writable
+    assert not (copy.y == src.y).all()
+
+
+def test_copies_from_a_pool_refill_its_buffers_and_go_back_when_released() -> None:
+    pool = FramePool(2, name="copies")
+    first = writable_copy(i420_frame(seed=1), pool)
+    second = writable_copy(i420_frame(seed=2), pool)
+    assert pool.in_use == 2
+    third = writable_copy(i420_frame(seed=3), pool)  # none free: a buffer of its own, no wait
+    assert pool.in_use == 2
+    buffer = first.y.base
+    first.release()
+    assert pool.in_use == 1
+    again = writable_copy(i420_frame(seed=4), pool)
+    assert again.y.base is buffer  # the same buffer, refilled
+    assert (again.y == i420_frame(seed=4).y).all()
+    assert (second.y == i420_frame(seed=2).y).all()  # a held copy is never handed out again
+    for frame in (second, third, again):
+        frame.release()
+    assert pool.in_use == 0

@@ -10,8 +10,8 @@ import pytest
 from edgepipe import Pipeline, run_async
 from edgepipe.core.errors import NodeError
 from edgepipe.media.colour import Matrix
-from edgepipe.media.encode import Recorder, pick_encoder
-from edgepipe.media.frame import from_av, from_planes, from_rgb, nv12_views
+from edgepipe.media.encode import Recorder, fill_av_frame, pick_encoder
+from edgepipe.media.frame import I420, NV12, Frame, from_av, from_planes, from_rgb, nv12_views
 from edgepipe.media.source import VideoSource
 from edgepipe.media.synthetic import MATRIX, Scene
 from tests.colour_clips import PATCH, first_frame, make_colour_clip, picture, stream_tags
@@ -184,3 +184,43 @@ def test_a_frame_of_another_colour_is_converted_to_the_streams(tmp_path: Path) -
         frames = [from_av(f, source_id="out", seq=i) for i, f in enumerate(container.decode(video=0))]
     assert [(f.matrix, f.full_range) for f in frames] == [("bt709", True)] * 2
     np.testing.assert_allclose(frames[1].to_rgb()[120, 160].astype(int), PATCH, atol=3)
+
+
+@pytest.mark.parametrize("pix_fmt", ["yuv420p", "nv12"])
+def test_one_encoder_frame_is_refilled_from_either_layout(pix_fmt: str) -> None:
+    out = av.VideoFrame(64, 48, pix_fmt)
+    for seq, source in enumerate((from_rgb(picture(64, 48)), _i420(64, 48, seed=1))):
+        filled = fill_av_frame(out, source)
+        assert filled is out  # refilled, not a new frame per encode
+        back = from_av(filled, source_id="out", seq=seq)
+        assert back.format == {"yuv420p": I420, "nv12": NV12}[pix_fmt]
+        np.testing.assert_array_equal(back.y, source.y)
+        for mine, theirs in zip(back.chroma(), source.chroma(), strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+
+
+def test_every_frame_is_recorded_with_its_own_picture(tmp_path: Path) -> None:
+    # The recorder refills one encoder frame: each encoded picture must still be the one sent.
+    recorder = Recorder(tmp_path / "out.mp4", fps=10, encoder="libx264", crf=1)
+    recorder.start()
+    levels = [40, 200, 90, 160, 60, 120]
+    for seq, level in enumerate(levels):
+        frame = _i420(64, 48, seed=0, level=level)
+        frame.t_decoded_ns += seq * 100_000_000
+        recorder.process(frame)
+    recorder.stop()
+    with av.open(str(tmp_path / "out.mp4")) as container:
+        means = [float(from_av(f, source_id="out", seq=0).y.mean()) for f in container.decode(video=0)]
+    np.testing.assert_allclose(means, levels, atol=2)
+
+
+def _i420(width: int, height: int, seed: int, level: int | None = None) -> Frame:
+    rng = np.random.default_rng(seed)
+    y = (
+        rng.integers(16, 235, (height, width), np.uint8)
+        if level is None
+        else np.full((height, width), level, np.uint8)
+    )
+    u = rng.integers(16, 240, (height // 2, width // 2), np.uint8)
+    v = rng.integers(16, 240, (height // 2, width // 2), np.uint8)
+    return Frame(format=I420, y=y, u=u, v=v, matrix="bt601")
