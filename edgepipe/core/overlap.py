@@ -44,10 +44,13 @@ busy for a while) lets its threads return, and the circuit breaker rides it out 
 class Job:
     """One prepared item given to the processing thread."""
 
-    __slots__ = ("deadline_ns", "future", "prepared", "ran_ns", "started_ns", "submitted_ns")
+    __slots__ = ("deadline_ns", "future", "light", "prepared", "ran_ns", "started_ns", "submitted_ns")
 
     def __init__(self, prepared: Any) -> None:
         self.prepared = prepared
+        self.light = bool(getattr(prepared, "light", False))
+        """The prepared item says its processing is light (a detector's frame that the tracker
+        carries, not the model): it is timed apart from the heavy ones."""
         self.future: Future[Any] = Future()
         self.submitted_ns = _clock()
         self.started_ns = 0
@@ -83,6 +86,7 @@ class Overlap:
         "abandoned_ns",
         "ended",
         "jobs",
+        "light_ns",
         "name",
         "prepare_ns",
         "process_ns",
@@ -110,6 +114,10 @@ class Overlap:
         """Running means of the two steps."""
         self.process_spread_ns = 0.0
         """Running mean of how far a processing time is from the mean."""
+        self.light_ns = 0.0
+        """Running mean of the light jobs' processing (a detector's tracked frames): a mean over
+        both kinds would expect a tracked frame to take a model run's share, and the preparer
+        would wait that long while the model's thread stood idle."""
 
     # -- the preparer's side ------------------------------------------------------------------
 
@@ -135,7 +143,8 @@ class Overlap:
         if not self.jobs:
             return 0.0
         running = self.jobs[0]
-        return self.process_ns * len(self.jobs) - (_clock() - running.started_ns)
+        expected = sum(self.light_ns if job.light else self.process_ns for job in self.jobs)
+        return expected - (_clock() - running.started_ns)
 
     async def preparer_wait(self, timeout_ns: float | None = None) -> None:
         """Wait for a job to end or start (with ``timeout_ns``, at most that long)."""
@@ -209,7 +218,10 @@ class Overlap:
         _wake(self._for_preparer)
         return job
 
-    def measured(self, elapsed_ns: int) -> None:
+    def measured(self, elapsed_ns: int, light: bool = False) -> None:
+        if light:
+            self.light_ns = _mean(self.light_ns, elapsed_ns)
+            return
         if self.process_ns:
             self.process_spread_ns = _mean(self.process_spread_ns, abs(elapsed_ns - self.process_ns))
         self.process_ns = _mean(self.process_ns, elapsed_ns)
@@ -289,7 +301,7 @@ async def run_processor(node: NodeParts, overlap: Overlap) -> None:
         elapsed = job.ran_ns[1] - job.ran_ns[0]
         if m.spans is not None:
             m.spans.add(PROCESS, *job.ran_ns)
-        overlap.measured(elapsed)
+        overlap.measured(elapsed, job.light)
         m.record(elapsed)
         if hand_on(job.prepared, out, stage):
             await node.outputs.emit(out)

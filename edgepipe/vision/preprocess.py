@@ -141,5 +141,10 @@ class Prepared(Leased):
         self.tensor = tensor
         self.letterbox = letterbox
 
+    @property
+    def light(self) -> bool:
+        """No model run for this frame (the tracker carries its boxes): quick to process."""
+        return self.tensor is None
+
     def _free(self) -> None:
         self.frame.release()
