@@ -12,7 +12,8 @@ of four frames each: the form for several cameras (one model in memory, one sess
 the CPU budget, the per-stream phases the governor staggers); full ``latest`` lanes are served
 in turn, so no camera starves another. Four frames hold what arrives during a model run (~50 ms:
 1.5 frames a camera) and the burst of frames after it: with one, each model run dropped about
-one frame per camera, and each camera's rate of results wavered by 20% from second to second. ``Describe`` writes continuously: a new description starts ``every_s`` after the last
+one frame per camera, and each camera's rate of results wavered by 20% from second to second.
+``Describe`` writes continuously: a new description starts ``every_s`` after the last
 one began, which is at once whenever writing takes longer. The detections and the tokens reach
 sinks, so ``--results`` records each with its time (``t``): the benchmark cuts its windows on
 those.

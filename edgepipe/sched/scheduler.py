@@ -91,14 +91,10 @@ class Scheduler:
         self._t_ledger = 0.0
         self._ledger_failed = False
         log.info("%s", self.budget.describe())
-        # Heavy calls on their own cores, the rest (decode, this loop) on the others; threads
-        # started from here on inherit the light cores, and the gate moves heavy callers.
+        # Heavy calls on their own cores, the rest (decode, the event loop) on the others: in
+        # force from the start of the run (:meth:`run`) to its end.
         self._cores = _own_cores()
         self.cores_split = affinity.plan(self.gate.units, self._cores) if self.governed else None
-        affinity.install(self.cores_split)
-        if self.cores_split is not None:
-            affinity.pin_light()
-            log.info("cores: %s", self.cores_split.describe())
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -106,6 +102,11 @@ class Scheduler:
         """Sample and govern until cancelled (a watcher of the runtime). A failure here is
         logged and the run goes on ungoverned: the scheduler never stops a pipeline."""
         self.ledger.runtime_tid = threading.get_native_id()  # the event loop's thread
+        split = self.cores_split
+        affinity.install(split)
+        if split is not None:  # threads started from here on inherit the light cores
+            affinity.pin_light()
+            log.info("cores: %s", split.describe())
         try:
             await runtime.all_started.wait()
             self._start(runtime)

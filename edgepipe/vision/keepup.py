@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 
-BUSY = 0.85
-"""The share of its time the detector may be busy: the rest absorbs jitter without drops."""
+BUSY = 0.9
+"""The share of its time the detector may be busy: the rest absorbs jitter (its lanes hold a
+burst of frames; at 0.85 it ran 6% fewer models for no steadier a rate, here)."""
 SETTLE_S = 0.5
 DEADBAND = 0.06
 MAX_INTERVAL = 64.0
