@@ -87,6 +87,7 @@ class Detector:
         keep_frame: bool = False,
         batch_size: int = 1,
         pin_every: bool = False,
+        keep_up: bool | None = None,
     ) -> None:
         """
         model: registry name (``edgepipe models list``) or path to an ``.onnx`` file.
@@ -104,6 +105,11 @@ class Detector:
             the model at once, for models whose batch dimension is free; 1 runs them one by one.
         pin_every: the governor never raises the interval above ``every`` (it thins the
             frames before this node instead).
+        keep_up: on live input (``latest`` lanes), raise the interval so that every frame
+            gets boxes (the tracker's between model runs) when the model cannot run on each
+            (:mod:`edgepipe.vision.keepup`). None: with two live streams or more, whose results
+            would otherwise come in bursts as their lanes take turns; one stream keeps the
+            model on the newest frame, as fast as it runs.
         """
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
@@ -140,6 +146,7 @@ class Detector:
         """The interval in force: the governor's, raised to keep up with live cameras
         (:mod:`edgepipe.vision.keepup`) when the model alone cannot."""
         self.pin_every = pin_every
+        self.keep_up = keep_up
         self.track = every > 1 if track is None else track
         self._may_track = track is not False
         """The governor may raise the interval: boxes are then carried by the tracker."""
@@ -186,7 +193,9 @@ class Detector:
         self._owner = ctx.node_id
         self._priority = ctx.priority
         self._gauges = ctx.gauges
-        self._keeps_up = ctx.live_input and self._may_track and not self.pin_every
+        self._keeps_up = (
+            ctx.live_input and self._may_track and not self.pin_every and self.keep_up is not False
+        )
         await ctx.run_blocking(self.open)
 
     def open(self) -> None:
@@ -274,7 +283,7 @@ class Detector:
         """Frames per model run for this frame's stream: the governor's interval, times what
         keeping up with live cameras needs (base ``every`` stays the floor)."""
         every = self.every_now
-        if self._keeps_up:
+        if self._keeps_up and (self.keep_up or len(self._counts) > 1):
             keep = self._keep
             now_s = frame.t_decoded_ns / 1e9
             keep.arrived(frame.source_id, now_s, frame.seq)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-BUSY = 0.9
+BUSY = 0.95
 """The share of its time the detector may be busy: the rest absorbs the jitter of runs and
 arrivals (its lanes hold a burst of frames). In ``scripts/bench_headroom.py`` 0.85 and 0.9 gave
 the same median (18.9 model runs/s) and rate steadiness; 0.9 lifted the slowest run (17.2 to
