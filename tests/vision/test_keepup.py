@@ -78,3 +78,36 @@ def test_frames_dropped_before_the_detector_still_count_in_the_cameras_rate() ->
     for n in range(0, 300, 3):  # a 30 fps camera of which the detector sees one frame in three
         keep.arrived("cam0", n / 30, seq=n)
     assert keep.rate() == pytest.approx(30.0)
+
+
+class _Frame:
+    """What the detector's choice of interval reads of a frame."""
+
+    def __init__(self, source: str, seq: int, fps: float = 30.0) -> None:
+        self.source_id, self.seq = source, seq
+        self.t_decoded_ns = int(seq / fps * 1e9)
+
+
+def _detector(keep_up: bool | None, sources: int) -> float:
+    """The interval a detector (not started: no model needed) uses once a 50 ms model and a
+    1 ms tracked frame were measured, fed by ``sources`` live 30 fps cameras."""
+    from edgepipe.vision import Detector
+
+    det = Detector("centerface", keep_up=keep_up)
+    det._keeps_up = det.keep_up is not False  # what start() decides on live input
+    for _ in range(20):
+        det._keep.took(True, 0.05)
+        det._keep.took(False, 0.001)
+    every = 1.0
+    for seq in range(60):
+        for k in range(sources):
+            det._counts[f"cam{k}"] = seq
+            every = det._interval(_Frame(f"cam{k}", seq))  # type: ignore[arg-type]
+    return every
+
+
+def test_a_detector_keeps_up_with_several_live_cameras_by_default_and_one_when_asked() -> None:
+    assert _detector(None, 4) > 4, "four cameras at 30 fps, 50 ms a model run: the interval rose"
+    assert _detector(None, 1) == 1.0, "one camera: the model stays on the newest frame"
+    assert _detector(True, 1) > 1.0
+    assert _detector(False, 4) == 1.0
