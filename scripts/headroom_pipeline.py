@@ -8,7 +8,7 @@ Each camera is the same clip played at its own speed, looped, as a live input
 consumers hold every one, instead of waiting. Every camera wants CenterFace on every frame
 (``every=1``): more than the model can run, so the detector keeps up by its interval (the
 tracker carries boxes between model runs). One Detector takes all cameras, a ``latest`` lane
-of four frames each: the form for several cameras (one model in memory, one session sized by
+of eight frames each: the form for several cameras (one model in memory, one session sized by
 the CPU budget, the per-stream phases the governor staggers); full ``latest`` lanes are served
 in turn, so no camera starves another. A lane holds eight frames: what arrives during a model
 run (~45 ms: 1.5 frames a camera) and a burst after it. With one, each model run dropped about a

@@ -69,8 +69,9 @@ _local = threading.local()
 
 
 def install(split: CoreSplit | None) -> None:
-    """Make ``split`` the process's (None: no pinning from now on; threads already pinned keep
-    their cores until :func:`unpin_all` is called on them)."""
+    """Make ``split`` the process's (None: no pinning from now on; a thread already pinned keeps
+    its cores until it calls :func:`unpin`: the event loop's does at the end of the run, and
+    the run's worker threads end with it)."""
     global _split, _generation
     _split = split
     _generation += 1

@@ -5,13 +5,16 @@ Runtime sessions called from two threads keep two cores busy. So every heavy cal
 process's :class:`Gate` first, holding ``units`` of the budget (its session's intra-op threads)
 while it runs:
 
-- **Slots.** At most ``units`` of heavy work run at once (2 cores x 0.7 → one call at a time):
-  a token-decode step waits while a detection holds the budget, and runs in the gap after it,
-  instead of both fighting for the same cores.
+- **Slots.** At most ``units`` of heavy work run at once (2 cores x 0.7 → one call at a time),
+  instead of all of it fighting for the same cores. The budget's fraction past them is a
+  *spare* unit (1.4 → one) that only low-priority token decode uses, beside the main units and
+  paced by the governor (so it never holds up a detection); where there is none, or the
+  model's steps are wider than it, a token-decode step waits while a detection holds the
+  budget, and runs in the gap after it.
 - **Fair shares by priority.** When several callers wait, the one with the least weighted
   run time goes first (stride scheduling: each call adds ``seconds x units / weight``, weights
   1 : 4 : 8 for low, normal, high). A detector (normal) and a language model (low) that both
-  want the CPU all the time get 80% and 20% of it: the model slows, it never starves.
+  want the same units all the time get 80% and 20% of them: the model slows, it never starves.
 - **Pacing.** The governor may give a caller a duty below 1: after a call of ``t`` seconds it
   may not start another for ``t x (1/duty - 1)``, so its share of the time is ``duty``.
 - **Cancelling.** A ticket's ``cancel`` event, once set (a language model's request being
@@ -217,8 +220,9 @@ class Gate:
             self._cond.notify_all()
 
     def _in_spare(self, ticket: Ticket) -> bool:
-        """Whether ``ticket``'s calls go in the spare units (low priority, where there are some)."""
-        return self.spare > 0 and ticket.priority == 0
+        """Whether ``ticket``'s calls go in the spare units: low-priority token decode (the
+        governor paces it) that fits in them; anything else takes its turn in the main ones."""
+        return 0 < ticket.units <= self.spare and ticket.priority == 0 and ticket.kind == "lm"
 
     def _may_start(self, ticket: Ticket, now: float, *, alone: bool) -> bool:
         if ticket.next_at > now:

@@ -151,7 +151,7 @@ class Governor:
         old, new, before = self._pending
         self._pending = None
         if new > old:  # climbed: each rung saved its share of the drop
-            per_rung = max(self.min_cost, before - cpu) / (new - old)
+            per_rung = max(self.min_cost * (new - old), before - cpu) / (new - old)
             for level in range(old + 1, new + 1):
                 # A rung whose step down had to be undone keeps the higher cost it was given.
                 self._cost[level] = max(per_rung, self._floor[level])

@@ -82,8 +82,11 @@ class EveryKnob:
         self.target.every_now = self.steps[level]
 
     def describe(self) -> str:
-        # A detector that raised its interval to keep up with its cameras says what is in force.
-        every = getattr(self.target, "every_used", self.steps[self.level])
+        # A detector that keeps up with its cameras scales what that needs by the rung's factor.
+        every = self.steps[self.level]
+        keep = float(getattr(self.target, "keep_up_interval", 1.0))
+        if keep > self.base:
+            return f"model on 1 frame in {keep * every / self.base:.3g} per source (keeping up: {keep:.3g})"
         return f"model on 1 frame in {every:.3g} per source"
 
 

@@ -118,6 +118,9 @@ class Scheduler:
             log.exception("scheduler failed: the rest of this run is ungoverned")
             self.governor = None
             set_gate(Gate(None))
+            affinity.install(None)  # no heavy cores without a gate that admits one call at a time
+            if self._cores is not None:
+                affinity.unpin(self._cores)
             await asyncio.Event().wait()  # until cancelled with the other watchers
         finally:
             if gate() is self.gate or self.governor is None:

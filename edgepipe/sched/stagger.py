@@ -42,7 +42,7 @@ class Phases:
                 self._ranks = {n: rank for rank, n in enumerate(ordered)}
                 self._total = total
             k = self._ranks[number]
-        return k * every // total % every
+        return (k * every / total) % every
 
     @property
     def streams(self) -> int:

@@ -279,6 +279,11 @@ class Detector:
         tensor, box = self._steps.tensors(frame)
         return Prepared(frame, tensor, box)
 
+    @property
+    def keep_up_interval(self) -> float:
+        """Frames per model run that keeping up with the cameras needs now (1: none)."""
+        return self._keep.interval if self._keeps_up else 1.0
+
     def _interval(self, frame: Frame) -> float:
         """Frames per model run for this frame's stream: the governor's interval, times what
         keeping up with live cameras needs (base ``every`` stays the floor)."""
@@ -287,8 +292,9 @@ class Detector:
             keep = self._keep
             now_s = frame.t_decoded_ns / 1e9
             keep.arrived(frame.source_id, now_s, frame.seq)
-            # The governor's rungs scale the interval that keeps up, so each one still counts.
-            every = max(self.every, keep.update(now_s) * self.every) * (self.every_now / self.every)
+            # Keeping up needs N frames per model run whatever ``every`` asked for (N counts
+            # frames, not intervals); the governor's rungs scale that, so each one still counts.
+            every = max(self.every, keep.update(now_s)) * (self.every_now / self.every)
             if every != self.every_used:
                 self._gauges["every"] = round(every, 1)
         self.every_used = every

@@ -267,3 +267,13 @@ def test_without_spare_units_low_priority_work_takes_turns_in_the_main_one() -> 
     detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
     contend(gate, [detect, lm], 0.4, 0.005)
     assert gate.stats().detect_lm_overlap_s == 0.0
+
+
+def test_only_token_decode_that_fits_uses_the_spare_unit() -> None:
+    gate = Gate(1, spare=1)
+    assert gate._in_spare(Ticket("describe", "lm", 0))
+    assert not gate._in_spare(Ticket("record", "encode", 0)), (
+        "a low-priority encoder is not paced: main units"
+    )
+    assert not gate._in_spare(Ticket("describe", "lm", 0, units=2)), "wider than the spare"
+    assert not gate._in_spare(Ticket("describe", "lm", 1)), "normal priority"

@@ -10,3 +10,16 @@ def test_an_every_knob_starts_its_detector_at_full_rate() -> None:
     det = Det()
     EveryKnob("faces", 1, det, 1)
     assert det.every_now == 1
+
+
+def test_an_every_knob_says_the_setting_it_just_made_with_what_keeping_up_needs() -> None:
+    class Det:
+        every_now = 1.0
+        keep_up_interval = 6.0
+
+    det = Det()
+    knob = EveryKnob("faces", 1, det, 1)
+    knob.set(5)  # a factor of 2
+    assert knob.describe() == "model on 1 frame in 12 per source (keeping up: 6)"
+    det.keep_up_interval = 1.0
+    assert knob.describe() == "model on 1 frame in 2 per source"

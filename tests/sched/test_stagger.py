@@ -32,3 +32,13 @@ def test_a_detector_that_is_gone_no_longer_takes_a_turn() -> None:
     assert phases.phase(new, "cam0", 2) == 0
     phases.forget(new)
     assert phases.streams == 0
+
+
+def test_fractional_intervals_spread_the_streams_too() -> None:
+    phases = Phases()
+    owner = Owner()
+    streams = [f"cam{k}" for k in range(4)]
+    for source in streams:
+        phases.phase(owner, source, 1.3)
+    got = [phases.phase(owner, s, 1.3) for s in streams]
+    assert got == [0, 1.3 / 4, 2 * 1.3 / 4, 3 * 1.3 / 4], "each stream its own share of the interval"

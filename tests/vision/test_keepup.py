@@ -88,15 +88,15 @@ class _Frame:
         self.t_decoded_ns = int(seq / fps * 1e9)
 
 
-def _detector(keep_up: bool | None, sources: int) -> float:
-    """The interval a detector (not started: no model needed) uses once a 50 ms model and a
-    1 ms tracked frame were measured, fed by ``sources`` live 30 fps cameras."""
+def _detector(keep_up: bool | None, sources: int, every: int = 1, model_s: float = 0.05) -> float:
+    """The interval a detector (not started: no model needed) uses once a ``model_s`` model
+    and a 1 ms tracked frame were measured, fed by ``sources`` live 30 fps cameras."""
     from edgepipe.vision import Detector
 
-    det = Detector("centerface", keep_up=keep_up)
+    det = Detector("centerface", keep_up=keep_up, every=every)
     det._keeps_up = det.keep_up is not False  # what start() decides on live input
     for _ in range(20):
-        det._keep.took(True, 0.05)
+        det._keep.took(True, model_s)
         det._keep.took(False, 0.001)
     every = 1.0
     for seq in range(60):
@@ -111,3 +111,9 @@ def test_a_detector_keeps_up_with_several_live_cameras_by_default_and_one_when_a
     assert _detector(None, 1) == 1.0, "one camera: the model stays on the newest frame"
     assert _detector(True, 1) > 1.0
     assert _detector(False, 4) == 1.0
+
+
+def test_keeping_up_counts_frames_so_an_interval_that_already_keeps_up_is_left_alone() -> None:
+    # Two cameras, 20 ms a model run: keeping up needs 1.28 frames a run; every=4 gives more.
+    assert _detector(None, 2, every=4, model_s=0.02) == 4.0
+    assert _detector(None, 4, every=4) == pytest.approx(120 * 0.049 / (BUSY - 0.12), rel=0.1)
