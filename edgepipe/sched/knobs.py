@@ -18,10 +18,13 @@ from edgepipe.sched.gate import Ticket
 DUTIES = (1.0, 0.6, 0.4, 0.25, 0.15, 0.1, 0.06)
 """Token decode's share of the time, from unpaced to the floor (it slows, it never stops)."""
 
-EVERY = (1, 1.15, 1.3, 1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 12, 16, 24, 32)
-"""Frames per model run, per source (times the detector's own ``every``). Fine steps at first:
-each cuts the model's rate by about an eighth, so the governor can settle near its target instead
-of halving detection at once."""
+EVERY = (1, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4, 1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 12, 16, 24, 32)
+"""Frames per model run, per source (times the detector's own ``every``, or what keeping up
+with its cameras needs). Fine steps at first, each cutting the model's rate by 4-8%: about 2
+points of the CPU on 2 cores, within the governor's 3-point window between climbing (target +
+2) and stepping down (target - 1), so it can settle next to its target. With steps of 15%
+(1, 1.15, 1.3, ...) a run settled a whole step under it, and where varied from run to run
+(model runs/s 18.5 to 21.8 in three runs of ``scripts/bench_headroom.py``)."""
 
 THIN = (1, 2, 3, 4, 6, 8)
 """One frame kept in N."""
