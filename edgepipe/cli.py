@@ -19,14 +19,11 @@ from typing import Any, NoReturn
 from edgepipe import __version__, cli_bench, cli_deploy, cli_models, cli_run
 from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
+from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core.redact import RedactingFilter
 from edgepipe.health import seconds
 
 log = logging.getLogger("edgepipe")
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:

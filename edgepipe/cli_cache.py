@@ -9,11 +9,10 @@ import os
 import sys
 import time
 
+from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.infer import cache_limit as cl
 from edgepipe.infer import cache_use
 from edgepipe.infer.cache import cache_dir
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def show_or_clean(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from edgepipe.deploy.output import EXIT_PROBLEMS, EXIT_USAGE, MissingExtra, error
+from edgepipe.core.exits import EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import MissingExtra, error
 
 COMMANDS = ("plan", "check-ops", "quantize", "compare", "doctor", "trace")
 

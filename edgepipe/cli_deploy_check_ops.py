@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgepipe.deploy.output import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, add_format, error, print_json
+from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import add_format, error, print_json
 
 
 def add_parser(sub: Any) -> None:

@@ -14,19 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from edgepipe.deploy.output import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_USAGE,
-    add_format,
-    console,
-    error,
-    number,
-    print_json,
-    progress,
-    table,
-    whole,
-)
+from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import add_format, console, error, number, print_json, progress, table, whole
 
 RUN_TIMEOUT_S = 120.0
 _TOLERANCE = number("a number of at least 0", at_least=0)

@@ -12,16 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from edgepipe.deploy.output import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_USAGE,
-    POSITIVE,
-    add_format,
-    error,
-    print_json,
-    whole,
-)
+from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import POSITIVE, add_format, error, print_json, whole
 
 
 def add_parser(sub: Any) -> None:

@@ -17,16 +17,8 @@ import sys
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from edgepipe.deploy.output import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_USAGE,
-    POSITIVE,
-    add_format,
-    error,
-    print_json,
-    whole,
-)
+from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import POSITIVE, add_format, error, print_json, whole
 
 PIPELINE_SUFFIX = ".py"
 

@@ -17,10 +17,8 @@ from typing import Any
 
 from rich.progress import Progress, TaskID
 
+from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from edgepipe.deploy.output import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_USAGE,
     add_format,
     console,
     error,

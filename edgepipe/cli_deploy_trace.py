@@ -17,16 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from edgepipe.deploy.output import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_USAGE,
-    add_format,
-    error,
-    number,
-    print_json,
-    progress,
-)
+from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import add_format, error, number, print_json, progress
 
 DEFAULT_OUTPUT = "trace.json"
 _SECONDS = number("a finite number of seconds above 0", above=0)

@@ -9,7 +9,7 @@ import logging
 import sys
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
 def add_parser(sub: Any) -> None:

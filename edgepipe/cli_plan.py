@@ -10,13 +10,12 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core.graph import Graph
 from edgepipe.core.memory import format_bytes
 from edgepipe.core.planning import PlanReport, plan_graph
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_DOES_NOT_FIT = 2
+EXIT_DOES_NOT_FIT = EXIT_USAGE
 
 
 def main(graph: Graph, out: TextIO | None = None) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from edgepipe import cli_params, cli_plan
 from edgepipe.core.errors import PipelineError
+from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import PipelineFunction, read_pipeline
 from edgepipe.core.malloc import fix_mmap_threshold
@@ -27,8 +28,6 @@ from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
 
 log = logging.getLogger("edgepipe")
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def add_parsers(sub: Any) -> None:

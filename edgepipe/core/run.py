@@ -32,8 +32,8 @@ async def run_async(
 ) -> RunReport:
     """Validate and run ``pipeline`` on the running loop.
 
-    ``duration_s`` stops it (draining) after that long. ``handle_signals`` makes SIGINT and
-    SIGTERM stop it the same way, and a second SIGINT cancel everything at once. Raises
+    ``duration_s`` stops it (draining) after that long. ``handle_signals`` makes SIGINT,
+    SIGTERM and SIGHUP (what a closing ssh session sends) stop it the same way, and a second SIGINT cancel everything at once. Raises
     ``ValueError`` for a duration or deadline that is not a finite number of seconds (above 0
     for ``duration_s``, at least 0 for the others), :class:`GraphError` before anything starts,
     or :class:`NodeError` if a node stopped the run.
@@ -68,7 +68,7 @@ async def run_async(
             runtime.request_stop()
 
     if handle_signals:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(signum, on_interrupt, signum)
             installed.append(signum)
     try:

@@ -28,7 +28,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 WIDTH = 100
 """Tables are built to fit 100 columns where stdout is not a terminal."""
 
