@@ -33,7 +33,8 @@ async def run_async(
     """Validate and run ``pipeline`` on the running loop.
 
     ``duration_s`` stops it (draining) after that long. ``handle_signals`` makes SIGINT,
-    SIGTERM and SIGHUP (what a closing ssh session sends) stop it the same way, and a second SIGINT cancel everything at once. Raises
+    SIGTERM and SIGHUP (what a closing ssh session sends) stop it the same way, and a second
+    signal cancel everything at once. Raises
     ``ValueError`` for a duration or deadline that is not a finite number of seconds (above 0
     for ``duration_s``, at least 0 for the others), :class:`GraphError` before anything starts,
     or :class:`NodeError` if a node stopped the run.
