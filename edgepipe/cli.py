@@ -21,6 +21,7 @@ from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core.redact import RedactingFilter
+from edgepipe.core.stopsignals import StopRequested, ignore_stops, raise_on_stop, stop_within
 from edgepipe.health import seconds
 
 log = logging.getLogger("edgepipe")
@@ -91,11 +92,15 @@ def entry() -> NoReturn:
     stops the run while the detector loads) is waited for; one that outlasts :data:`SETTLE_S`
     is left behind with ``os._exit``: a normal exit would destroy the C++ library under it
     (exit 134; :mod:`edgepipe.core.native`)."""
+    raise_on_stop()  # a stop during start-up is a stop, not a death with 128 + N
     try:
         code = main()
     except BrokenPipeError:  # `edgepipe graph FILE | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush there
         code = EXIT_OK
+    except StopRequested as stop:
+        code = _stopped(stop, sys.argv[1:])
+    ignore_stops()
     left = native.settle(SETTLE_S)
     if not left:
         sys.exit(code)
@@ -114,6 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     if extra and args.command not in ("run", "graph"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command not in ("run", "health") and not cli_run.stdout_open():
+        print(f"edgepipe: error: standard output is closed, and edgepipe {args.command} prints its "
+              "results there: redirect it to a file (or /dev/null to discard them)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
     if args.command == "probe":
         return _probe(args)
     if args.command == "models":
@@ -137,16 +147,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, EXIT_FAILED, args.debug)
     except EdgepipeError as exc:
         return _fail(exc, EXIT_FAILED, args.debug)
-    except KeyboardInterrupt:  # Ctrl-C before the pipeline's own handlers were installed
+    except StopRequested:  # entry() says what it means for this command
+        raise
+    except KeyboardInterrupt:  # Ctrl-C in a process that has not called raise_on_stop()
         return 130
     except BrokenPipeError:  # stdout's reader closed it: not an internal error (see entry())
         raise
     except Exception as exc:
+        if (stop := stop_within(exc)) is not None:  # a lazy import cut short by a stop signal
+            raise stop from None
         if args.debug:
             raise
         print(f"edgepipe: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
               file=sys.stderr)  # fmt: skip
         return EXIT_FAILED
+
+
+def _stopped(stop: StopRequested, argv: Sequence[str]) -> int:
+    """A stop signal outside the run's own handling. For ``run`` it is a stop on request, exit 0
+    at any moment (nothing had started, or everything had ended); a one-shot command (quantize,
+    trace, doctor ...) did not finish its work, so it exits 128 + N as the shell expects, and
+    its output is not there (each writes through a temporary file)."""
+    command = next((arg for arg in argv if not arg.startswith("-")), "")
+    if command == "run":
+        print(f"edgepipe: {stop.name} during start-up: stopped before the pipeline ran", file=sys.stderr)
+        return EXIT_OK
+    print(f"edgepipe: {command or 'edgepipe'} stopped by {stop.name} before it finished", file=sys.stderr)
+    return 128 + stop.signum
 
 
 def _fail(exc: BaseException, code: int, debug: bool) -> int:

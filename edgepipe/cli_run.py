@@ -9,6 +9,7 @@ flag is one of these commands' options could never be given: the pipeline is ref
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import math
@@ -26,6 +27,7 @@ from edgepipe.core.malloc import fix_mmap_threshold
 from edgepipe.core.params import check_writable_file
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
+from edgepipe.core.stopsignals import ignore_stops
 
 log = logging.getLogger("edgepipe")
 
@@ -200,14 +202,31 @@ def _port(text: str) -> int:
 
 
 def _output_file(text: str) -> str:
-    """A file path that can be written (proven by opening it; nothing is left behind), or ``-``."""
+    """A file path that can be written (proven by opening it; nothing is left behind), or ``-``
+    while standard output is open (closed, every result would be lost without a word)."""
     if text == "-":
+        if not stdout_open():
+            raise argparse.ArgumentTypeError(
+                "'-' (standard output), but standard output is closed: give a file instead"
+            )
         return text
     try:
         check_writable_file(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected {exc}, got {text!r}") from None
     return text
+
+
+def stdout_open() -> bool:
+    """Whether standard output can take writes (a shell's ``>&-`` closes it; Python then sets
+    ``sys.stdout`` to None and every print is silently dropped)."""
+    if sys.stdout is None:
+        return False
+    try:
+        os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> int:
@@ -219,11 +238,22 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
     watchers: list[Watcher] = []
     if args.port is not None:
         from edgepipe.serve import HttpServer, ServeConfig
+        from edgepipe.serve.config import ServeError
         from edgepipe.serve.stream import streams_of
 
         streams_of(graph)  # two streams in one pipeline: exit 2 now, not at the first viewer
         server = HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
-        server.bind()  # a port in use stops here, before any camera is opened
+        try:
+            server.bind()  # a port in use stops here, before any camera is opened
+        except ServeError as exc:  # found before anything runs: the command line's to fix
+            cause = exc.__cause__
+            hint = ""
+            if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+                hint = " (another process listens there: choose another --port, or --port 0 for any free one)"
+            elif isinstance(cause, OSError) and cause.errno == errno.EADDRNOTAVAIL:
+                hint = " (not an address of this machine: check --host)"
+            print(f"edgepipe: error: --port {args.port}: {exc}{hint}", file=sys.stderr)
+            return EXIT_USAGE
         watchers.append(server)
     if args.stats:
         from edgepipe.console import live_stats
@@ -251,6 +281,7 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
         debug=args.debug,
         scheduler=scheduler,
     )
+    ignore_stops()  # it has stopped: a second request must not cut the summary short
     if args.stats:
         from edgepipe.console import print_summary
 

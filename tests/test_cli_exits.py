@@ -4,6 +4,8 @@ error line, never an abort (134) from a model still loading or running on a work
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,3 +31,38 @@ def test_face_privacy_with_a_source_it_cannot_open_exits_1(
     errors = [line for line in done.stderr.splitlines() if line.startswith("edgepipe: error:")]
     assert len(errors) == 1
     assert source in errors[0]
+
+
+SLOW_IMPORT = """\
+import sys, time
+print("importing", file=sys.stderr, flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_during_start_up_is_exit_0_with_one_line(tmp_path: Path, signum: int) -> None:
+    path = tmp_path / "slow.py"
+    path.write_text(SLOW_IMPORT)
+    with subprocess.Popen([sys.executable, "-m", "edgepipe", "run", str(path)], stderr=subprocess.PIPE,
+                          text=True, cwd=tmp_path) as proc:  # fmt: skip
+        assert proc.stderr is not None
+        assert proc.stderr.readline() == "importing\n"
+        proc.send_signal(signum)
+        stderr = proc.stderr.read()
+        code = proc.wait(timeout=30)
+    name = signal.Signals(signum).name
+    assert code == 0, stderr
+    assert stderr.strip() == f"edgepipe: {name} during start-up: stopped before the pipeline ran"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "pipelines/demo.py", "--results", "-", "--duration", "30"], ["graph", "pipelines/demo.py"]],
+)
+def test_a_closed_stdout_where_results_go_is_exit_2_before_anything_runs(argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "edgepipe", *argv], stderr=subprocess.PIPE, text=True,
+                          timeout=60, cwd=REPO, preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "standard output is closed" in done.stderr
+    assert "[camera]" not in done.stderr  # nothing started

@@ -77,7 +77,8 @@ def test_a_port_in_use_stops_the_run_before_any_camera_is_opened() -> None:
         result = edgepipe(
             "run", "pipelines/demo.py", "--port", str(port), "--detect", "none", "--duration", "2"
         )
-    assert result.returncode == 1
-    assert f"http://127.0.0.1:{port}: " in result.stderr
+    assert result.returncode == 2  # found before anything ran
+    assert f"--port {port}: http://127.0.0.1:{port}: " in result.stderr
+    assert "choose another --port" in result.stderr
     assert "address already in use" in result.stderr.lower()
     assert "[camera]" not in result.stderr  # the source never started

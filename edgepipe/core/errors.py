@@ -107,3 +107,13 @@ def error_text(exc: BaseException) -> str:
     """``Type: message`` for a log line or an error naming its cause."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ExitCalled(RuntimeError):
+    """User code called ``sys.exit()`` inside a node: that ends the node (by its error policy),
+    never the whole process with an exit code edgepipe did not choose."""
+
+    def __init__(self, exc: SystemExit) -> None:
+        super().__init__(f"called sys.exit({exc.code!r}); a node cannot end the process: raise an "
+                         "exception instead")  # fmt: skip
+        self.code = exc.code

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, ParamSpec, TypeVar
 
+from edgepipe.core.errors import ExitCalled
 from edgepipe.core.threadname import Tag, name_thread, thread_ending
 
 P = ParamSpec("P")
@@ -85,6 +86,8 @@ class DaemonThreadPool(Executor):
                 continue
             try:
                 result = fn(*args, **kwargs)
+            except SystemExit as exc:  # out of a worker, it would end the whole process
+                future.set_exception(ExitCalled(exc))
             except BaseException as exc:  # handed to the awaiting node, which applies its policy
                 future.set_exception(exc)
             else:

@@ -35,6 +35,7 @@ from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
 from edgepipe.core.param_file import read_param_file
 from edgepipe.core.pipeline import Pipeline
 from edgepipe.core.signature import Param, parameters
+from edgepipe.core.stopsignals import stop_within
 
 __all__ = ["Param", "PipelineFunction", "load_pipeline", "parameters", "parse_params", "read_pipeline"]
 
@@ -72,8 +73,18 @@ def load_module(path: str | os.PathLike[str]) -> types.ModuleType:
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)
+    except SystemExit as exc:  # exit 0 from here would say the pipeline ran
+        sys.modules.pop(name, None)
+        raise PipelineFileError(
+            f"called sys.exit({exc.code!r}) at import; nothing ran (a pipeline file only declares: "
+            "move the code into pipeline())",
+            path=path,
+            line=_line_in(path, exc.__traceback__),
+        ) from None
     except Exception as exc:
         sys.modules.pop(name, None)
+        if (stop := stop_within(exc)) is not None:
+            raise stop from None
         raise PipelineFileError(
             f"{type(exc).__name__}: {exc}", path=path, line=_line_in(path, exc.__traceback__)
         ) from exc
@@ -199,7 +210,16 @@ class PipelineFunction:
             result = self.fn(**values)
         except GraphError:
             raise
+        except SystemExit as exc:
+            raise PipelineFileError(
+                f"pipeline() called sys.exit({exc.code!r}); nothing ran (raise an exception to refuse "
+                "a parameter: it is shown with its line)",
+                path=self.path,
+                line=_line_in(self.path, exc.__traceback__) or self.line,
+            ) from None
         except Exception as exc:
+            if (stop := stop_within(exc)) is not None:
+                raise stop from None
             raise PipelineFileError(
                 f"pipeline() raised {type(exc).__name__}: {exc}",
                 path=self.path,

@@ -26,7 +26,7 @@ from edgepipe.core.adapt import ProcessAdapter, SourceAdapter
 from edgepipe.core.batched import batch_call, run_batched
 from edgepipe.core.calls import call_with_deadline
 from edgepipe.core.circuit import OPEN
-from edgepipe.core.errors import EndOfStream, NodeError, NodeTimeout, error_text
+from edgepipe.core.errors import EndOfStream, ExitCalled, NodeError, NodeTimeout, error_text
 from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.parts import NodeParts
@@ -193,6 +193,8 @@ async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
                 out = await call_with_deadline(call, item, timeout_s, node_id)
         except Exception as exc:
             failure = exc
+        except SystemExit as exc:  # an inline or async function's sys.exit() fails the item
+            failure = ExitCalled(exc)
         except BaseException:  # cancelled (a forced stop): our reference goes back
             if isinstance(item, Leased):
                 item.release()

@@ -13,6 +13,7 @@ from edgepipe.core.loop import run as run_on_loop
 from edgepipe.core.pipeline import Graph, Pipeline
 from edgepipe.core.results import ResultsWriter
 from edgepipe.core.runtime import RunReport, Runtime, Scheduler, Watcher
+from edgepipe.core.stopsignals import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ async def run_async(
     )
     loop = asyncio.get_running_loop()
     timer = loop.call_later(duration_s, runtime.request_stop) if duration_s is not None else None
-    installed: list[signal.Signals] = []
+    installed: list[tuple[signal.Signals, signal._HANDLER]] = []
 
     def on_interrupt(signum: signal.Signals) -> None:
         if runtime.stopping:
@@ -69,16 +70,18 @@ async def run_async(
             runtime.request_stop()
 
     if handle_signals:
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for signum in STOP_SIGNALS:
+            installed.append((signum, signal.getsignal(signum)))
             loop.add_signal_handler(signum, on_interrupt, signum)
-            installed.append(signum)
     try:
         return await runtime.run(watchers)
     finally:
         if timer is not None:
             timer.cancel()
-        for signum in installed:
+        for signum, before in installed:  # what was there before (the command's), not the default
             loop.remove_signal_handler(signum)
+            if before is not None:
+                signal.signal(signum, before)
 
 
 def run(

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
+from edgepipe.core.errors import ExitCalled
 from edgepipe.core.executor import DaemonThreadPool, Resources
 
 
@@ -25,3 +27,14 @@ def test_resources_size_pools_by_name() -> None:
     assert resources.workers("cpu") >= 1
     assert resources.executor("npu") is resources.executor("npu")
     resources.shutdown()
+
+
+def test_a_call_that_calls_sys_exit_fails_its_future_and_leaves_the_process_alone() -> None:
+    pool = DaemonThreadPool(1, name="exits")
+    future = pool.submit(sys.exit, 3)
+    error = future.exception(timeout=5)
+    assert isinstance(error, ExitCalled)
+    assert error.code == 3
+    assert "called sys.exit(3)" in str(error)
+    assert pool.submit(lambda: 7).result(timeout=5) == 7  # its worker lived on
+    pool.shutdown(wait=False)

@@ -7,6 +7,7 @@ import pytest
 
 from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
 from edgepipe.core.loader import load_pipeline, read_pipeline
+from edgepipe.core.stopsignals import StopRequested
 
 HEADER = """\
 from __future__ import annotations
@@ -360,3 +361,26 @@ def test_a_none_default_that_a_constraint_refuses_is_required(tmp_path: Path) ->
     with pytest.raises(ParameterError, match=r"--model: expected a folder with a model in it, got 'none'$"):
         load_pipeline(path, ["--model", "none"])
     assert load_pipeline(path, ["--model", "m"]).name == "m"
+
+
+def test_sys_exit_at_import_is_a_file_error_saying_nothing_ran(tmp_path: Path) -> None:
+    path = write(tmp_path, "import sys\nsys.exit(0)\n")
+    with pytest.raises(PipelineFileError, match=r"p\.py:2: called sys\.exit\(0\) at import; nothing ran"):
+        read_pipeline(path)
+
+
+def test_sys_exit_in_pipeline_is_a_file_error_naming_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "def pipeline():\n    raise SystemExit('no camera')\n")
+    with pytest.raises(PipelineFileError, match=r"p\.py:2: pipeline\(\) called sys\.exit\('no camera'\)"):
+        read_pipeline(path).call([])
+
+
+def test_a_stop_signal_cutting_an_import_short_is_a_stop_not_a_broken_file(tmp_path: Path) -> None:
+    # What a C extension does when SIGTERM lands in its import: ImportError, the stop as context.
+    text = (
+        "from edgepipe.core.stopsignals import StopRequested\n"
+        "try:\n    raise StopRequested(15)\n"
+        "except StopRequested:\n    raise ImportError('initialization failed')\n"
+    )
+    with pytest.raises(StopRequested):
+        read_pipeline(write(tmp_path, text))

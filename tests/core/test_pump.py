@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 
@@ -272,3 +273,23 @@ async def test_a_two_step_stage_on_one_input_gets_its_lane_too() -> None:
     report = await run_async(p)
     assert report.stats.node("two").errors == 0
     assert stage.seen == [("cam", 0), ("cam", 1), ("cam", 2)]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_sys_exit_in_a_stage_fails_that_item_not_the_process(kind: str) -> None:
+    def quit_on_two(x: int) -> int:
+        if x == 2:
+            sys.exit(4)
+        return x
+
+    async def quit_on_two_async(x: int) -> int:
+        return quit_on_two(x)
+
+    sink: ListSink[int] = ListSink()
+    p = Pipeline("exits")
+    src = p.source("numbers", FakeSource([1, 2, 3]))
+    stage = p.stage("quit", quit_on_two if kind == "sync" else quit_on_two_async, inputs=src)
+    p.sink("out", sink, inputs=stage)
+    report = await run_async(p)
+    assert sink.items == [1, 3]
+    assert next(n for n in report.stats.nodes if n.node_id == "quit").errors == 1
