@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.disks import full_device
+
 REPO = Path(__file__).resolve().parents[1]
 EDGEPIPE = [sys.executable, "-m", "edgepipe"]
 
@@ -293,15 +295,16 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
 
 
 def test_results_on_a_full_disk_lose_results_not_the_pipeline(tmp_path: Path) -> None:
-    # /dev/full accepts the open and fails every write with ENOSPC, as a full SD card does.
+    # A /dev/full-like node accepts the open and fails every write with ENOSPC, as a full SD card does.
+    full = full_device(tmp_path)
     sink_file = tmp_path / "sink.txt"
     pipeline = write(tmp_path, ENDLESS)
     result = edgepipe(
-        "run", str(pipeline), "--duration", "1", "--results", "/dev/full", "--out", str(sink_file)
+        "run", str(pipeline), "--duration", "1", "--results", str(full), "--out", str(sink_file)
     )
     assert result.returncode == 1
     assert re.search(
-        r"edgepipe: error: /dev/full: cannot write results: No space left on device \(\d+ lost\)",
+        rf"edgepipe: error: {re.escape(str(full))}: cannot write results: No space left on device \(\d+ lost\)",
         result.stderr,
     )
     assert "Traceback" not in result.stderr

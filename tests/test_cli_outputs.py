@@ -4,7 +4,6 @@ real subprocesses, real files."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -75,17 +74,6 @@ def test_a_closed_results_pipe_stops_the_run_at_once_with_exit_0(tmp_path: Path)
     assert "standard output was closed by its reader; stopping" in text
     assert "(its reader closed it)" in text
     assert not any(noise in text for noise in NOISE), text
-
-
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_results_on_a_full_disk_are_exit_1_naming_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, ENDLESS)
-    result = edgepipe("run", str(path), "--out", str(tmp_path / "s.txt"), "--results", "/dev/full",
-                      "--duration", "1.5")  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    line = error_line(result.stderr)
-    assert "/dev/full: cannot write results: No space left on device" in line
-    assert "lost)" in line
 
 
 VANISHING = """\

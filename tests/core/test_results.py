@@ -16,6 +16,7 @@ import pytest
 
 from edgepipe.core import results
 from edgepipe.core.results import Message, ResultsWriter, encode
+from tests.disks import full_device
 
 
 @dataclass
@@ -128,16 +129,16 @@ async def test_stdout_closed_by_its_reader_stops_quietly_and_is_no_error(
     stdout.close()
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-async def test_a_full_disk_is_an_error_that_counts_what_was_lost() -> None:
-    writer = ResultsWriter("/dev/full")
+async def test_a_full_disk_is_an_error_that_counts_what_was_lost(tmp_path: Path) -> None:
+    full = full_device(tmp_path)
+    writer = ResultsWriter(str(full))
     gone: list[bool] = []
     writer.on_reader_gone = lambda: gone.append(True)
     await writer.open()
     for i in range(3):
         await writer.write({"kind": "n", "i": i}, "src")
     await writer.close()
-    assert writer.error == "/dev/full: cannot write results: No space left on device"
+    assert writer.error == f"{full}: cannot write results: No space left on device"
     assert (writer.lines_written, writer.lines_lost, gone) == (0, 3, [])
 
 

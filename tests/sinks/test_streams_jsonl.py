@@ -13,6 +13,7 @@ from edgepipe import Message, Pipeline
 from edgepipe.core.runtime import RunReport
 from edgepipe.sinks.streams import JsonLines
 from edgepipe.testing import FakeSource, run_pipeline
+from tests.disks import full_device
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,13 +82,12 @@ def test_an_existing_file_is_appended_to(tmp_path: Path) -> None:
 
 
 def test_a_full_disk_is_said_counted_and_fails_the_run(tmp_path: Path) -> None:
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full here")
-    report = run(JsonLines("/dev/full"), events(20))
+    full = full_device(tmp_path)
+    report = run(JsonLines(str(full)), events(20))
     gauges = report.stats.node("log").gauges
     assert (gauges["written"], gauges["lost"]) == (0, 20)
     (failed,) = report.failed_sinks
-    assert failed.startswith("sink 'log': /dev/full: cannot write: No space left on device; 20 line(s) lost")
+    assert failed.startswith(f"sink 'log': {full}: cannot write: No space left on device; 20 line(s) lost")
     assert report.output_failed
 
 
