@@ -99,6 +99,7 @@ def entry() -> NoReturn:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush there
         code = EXIT_OK
     except StopRequested as stop:
+        ignore_stops()  # a second request while this one is said must not cut it short
         code = _stopped(stop, sys.argv[1:])
     ignore_stops()
     left = native.settle(SETTLE_S)
