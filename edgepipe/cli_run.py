@@ -24,7 +24,7 @@ from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import PipelineFunction, read_pipeline
 from edgepipe.core.malloc import fix_mmap_threshold
-from edgepipe.core.params import check_writable_file
+from edgepipe.core.params import check_writable_file, not_a_file
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
 from edgepipe.core.stopsignals import ignore_stops
@@ -55,7 +55,7 @@ def add_parsers(sub: Any) -> None:
                        help="on stop, how long queued items may take to drain (default 5)")  # fmt: skip
     run_p.add_argument(
         "--health-file",
-        type=_output_file,
+        type=_heartbeat_file,
         metavar="PATH",
         default=os.environ.get("EDGEPIPE_HEALTH_FILE") or None,
         help="keep a heartbeat file fresh (see `edgepipe health`; default $EDGEPIPE_HEALTH_FILE)",
@@ -215,6 +215,14 @@ def _output_file(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected {exc}, got {text!r}") from None
     return text
+
+
+def _heartbeat_file(text: str) -> str:
+    """A regular file (or none yet) that can be written: the heartbeat is replaced by a rename
+    at each beat, which would put a file in place of a FIFO or a device."""
+    if (kind := not_a_file(text)) is not None:
+        raise argparse.ArgumentTypeError(f"a regular file for the heartbeat, but {text} is {kind}")
+    return _output_file(text)
 
 
 def stdout_open() -> bool:

@@ -3,7 +3,9 @@ HTTP server (``--port``, ``--host``), and what must never leak through any outpu
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,14 @@ def test_a_port_in_use_stops_the_run_before_any_camera_is_opened() -> None:
     assert "choose another --port" in result.stderr
     assert "address already in use" in result.stderr.lower()
     assert "[camera]" not in result.stderr  # the source never started
+
+
+def test_a_heartbeat_file_that_is_a_fifo_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    from edgepipe.cli import main
+
+    fifo = tmp_path / "beat"
+    os.mkfifo(fifo)  # each beat is a rename: it would put a regular file in its place
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "pipelines/demo.py", "--health-file", str(fifo), "--duration", "1"])
+    assert exit_info.value.code == 2
+    assert stat.S_ISFIFO(fifo.stat().st_mode)

@@ -33,6 +33,7 @@ from edgepipe.core.convert import from_text
 from edgepipe.core.docstring import summary
 from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
 from edgepipe.core.param_file import read_param_file
+from edgepipe.core.params import not_a_file
 from edgepipe.core.pipeline import Pipeline
 from edgepipe.core.signature import Param, parameters
 from edgepipe.core.stopsignals import stop_within
@@ -56,6 +57,8 @@ def _line_in(path: str, tb: types.TracebackType | None) -> int | None:
 def load_module(path: str | os.PathLike[str]) -> types.ModuleType:
     """Import a pipeline file as a fresh module. Raises :class:`PipelineFileError`."""
     path = os.fspath(path)
+    if (kind := not_a_file(path)) is not None:
+        raise PipelineFileError(f"is {kind}, not a pipeline file (give the path of a .py file)", path=path)
     if not os.path.isfile(path):
         raise PipelineFileError("no such pipeline file (give the path of a .py file)", path=path)
     name = "edgepipe_pipeline_" + Path(path).stem.replace("-", "_")

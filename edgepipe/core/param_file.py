@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from edgepipe.core.convert import from_value
 from edgepipe.core.errors import ParameterError
+from edgepipe.core.params import not_a_file
 from edgepipe.core.signature import Param
 
 _AT = re.compile(r"\s*\(at line (?P<line>\d+), column (?P<column>\d+)\)$")
@@ -41,6 +42,8 @@ def read_param_file(
     missing, unreadable or not TOML, an unknown or repeated key, a table, or a value of the
     wrong type or (unless overridden) out of range."""
     path = os.fspath(path)
+    if (kind := not_a_file(path)) is not None:  # reading a FIFO would wait for a writer forever
+        raise ParameterError(f"is {kind}, not a parameter file (give the path of a .toml file)", path=path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

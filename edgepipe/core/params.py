@@ -92,6 +92,26 @@ class WritableFile:
         check_writable_file(value)
 
 
+KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_a_file(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``"a FIFO"``, ``"a folder"``
+    ...), else None (a regular file, a link to one, or nothing there). Never opens it: opening
+    a FIFO blocks until a writer comes, and a device may have effects."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((name for test, name in KINDS if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+
+
 def check_writable_file(path: str | os.PathLike[str]) -> None:
     """Raise ``ValueError`` (the reason, and what to give instead) unless a file can be written
     at ``path``. A FIFO or device (``/dev/null``) is checked by permission only: opening one to

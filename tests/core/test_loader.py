@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -384,3 +385,9 @@ def test_a_stop_signal_cutting_an_import_short_is_a_stop_not_a_broken_file(tmp_p
     )
     with pytest.raises(StopRequested):
         read_pipeline(write(tmp_path, text))
+
+
+def test_a_fifo_given_as_the_pipeline_file_is_named_as_one(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "p.py")
+    with pytest.raises(PipelineFileError, match=r"p\.py: is a FIFO, not a pipeline file"):
+        read_pipeline(str(tmp_path / "p.py"))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -109,3 +110,10 @@ def test_an_overridden_value_is_typed_but_not_range_checked(tmp_path: Path) -> N
     }
     with pytest.raises(ParameterError, match="input_size: expected an integer"):
         read(tmp_path, "input_size = 'big'", overridden=frozenset({"input_size"}))
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "params.toml"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    with pytest.raises(ParameterError, match=r"params\.toml: is a FIFO, not a parameter file"):
+        read_param_file(fifo, [])

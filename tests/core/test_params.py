@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.core.params import Range, WritableFile, check_writable_file
+from edgepipe.core.params import Range, WritableFile, check_writable_file, not_a_file
 
 
 @pytest.mark.parametrize(
@@ -73,3 +73,12 @@ def test_a_path_that_cannot_be_a_file_says_why(tmp_path: Path, where: str, messa
 def test_proc_takes_no_file_even_where_os_access_says_yes() -> None:
     with pytest.raises(ValueError, match=r"a file that can be written \(/proc/edgepipe-x\.mp4: "):
         check_writable_file("/proc/edgepipe-x.mp4")
+
+
+def test_not_a_file_names_what_is_there_without_opening_it(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")  # opening it would block: the call returning proves it was not
+    (tmp_path / "file").write_text("x")
+    assert not_a_file(tmp_path / "fifo") == "a FIFO"
+    assert not_a_file(tmp_path) == "a folder"
+    assert not_a_file(tmp_path / "file") is None
+    assert not_a_file(tmp_path / "absent") is None
