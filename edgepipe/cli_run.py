@@ -24,6 +24,7 @@ from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import PipelineFunction, read_pipeline
 from edgepipe.core.malloc import fix_mmap_threshold
 from edgepipe.core.params import check_writable_file
+from edgepipe.core.redact import redact_text
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
 
@@ -156,7 +157,10 @@ def _help(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.print_help()
         sys.stdout.flush()
         where = "" if isinstance(exc, PipelineError) else f"{args.file}: "
-        print(f"edgepipe: error: {where}{exc} (so its parameters cannot be listed)", file=sys.stderr)
+        print(
+            redact_text(f"edgepipe: error: {where}{exc} (so its parameters cannot be listed)"),
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     parser.print_help()
     return EXIT_OK
@@ -266,9 +270,12 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
     # Output that failed as a whole fails the run: exit 0 would say the recording or the
     # results are there.
     if report.results_error is not None:
-        print(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)", file=sys.stderr)
+        print(
+            redact_text(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)"),
+            file=sys.stderr,
+        )
     for failed in report.failed_sinks:
-        print(f"edgepipe: error: {failed}", file=sys.stderr)
+        print(redact_text(f"edgepipe: error: {failed}"), file=sys.stderr)
     return EXIT_FAILED if report.output_failed else EXIT_OK
 
 
@@ -292,6 +299,6 @@ def _graph(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -
     print("resources:")
     for r in data["resources"]:
         print(f"  {r['name']}: {r['threads']} thread(s) for {', '.join(r['nodes'])}")
-    for warning in graph.warnings:
+    for warning in data["warnings"]:  # redacted
         print(f"warning: {warning}")
     return EXIT_OK

@@ -109,7 +109,7 @@ class VideoSource:
         self._tag: threadname.Tag | None = None
 
     def __repr__(self) -> str:
-        return f"VideoSource({self.url!r})"
+        return f"VideoSource({redact_url(self.url)!r})"  # error messages quote it
 
     @property
     def state(self) -> str:
