@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -20,7 +21,7 @@ from edgepipe import __version__, cli_bench, cli_deploy, cli_models, cli_run
 from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from edgepipe.core.redact import RedactingFilter
+from edgepipe.core.redact import mask_process_output, redact_text
 from edgepipe.core.stopsignals import StopRequested, ignore_stops, raise_on_stop, stop_within
 from edgepipe.health import seconds
 
@@ -75,8 +76,6 @@ def _setup_logging(debug: bool, quiet: bool) -> None:
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
-    for handler in logging.getLogger().handlers:  # a password in a source URL is never logged
-        handler.addFilter(RedactingFilter())
     if not debug:  # ICE logs four lines of candidate checks per viewer: detail, not news
         logging.getLogger("aioice").setLevel(logging.WARNING)
 
@@ -91,8 +90,10 @@ def entry() -> NoReturn:
     still in progress on a worker thread when the run ended (a camera that could not be opened
     stops the run while the detector loads) is waited for; one that outlasts :data:`SETTLE_S`
     is left behind with ``os._exit``: a normal exit would destroy the C++ library under it
-    (exit 134; :mod:`edgepipe.core.native`)."""
+    (exit 134; :mod:`edgepipe.core.native`). Secrets in URLs are masked in every log line and
+    traceback of the process (:func:`~edgepipe.core.redact.mask_process_output`)."""
     raise_on_stop()  # a stop during start-up is a stop, not a death with 128 + N
+    mask_process_output()
     try:
         code = main()
     except BrokenPipeError:  # `edgepipe graph FILE | head`: the reader has what it wanted
@@ -157,10 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if (stop := stop_within(exc)) is not None:  # a lazy import cut short by a stop signal
             raise stop from None
-        if args.debug:
-            raise
-        print(f"edgepipe: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)  # fmt: skip
+        if args.debug:  # the traceback, as Python would print it, with its secrets masked
+            print(redact_text("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+            return EXIT_FAILED
+        line = f"edgepipe: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+        print(redact_text(line), file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -178,9 +180,11 @@ def _stopped(stop: StopRequested, argv: Sequence[str]) -> int:
 
 
 def _fail(exc: BaseException, code: int, debug: bool) -> int:
+    """One line ``edgepipe: error: …`` (the traceback too with ``--debug``), secrets in URLs
+    masked (a pipeline file's own error may quote its camera's URL)."""
     if debug:
-        logging.getLogger("edgepipe").error("error", exc_info=exc)
-    print(f"edgepipe: error: {exc}", file=sys.stderr)
+        logging.getLogger("edgepipe").error("error", exc_info=exc)  # masked as it is made (entry())
+    print(redact_text(f"edgepipe: error: {exc}"), file=sys.stderr)
     return code
 
 

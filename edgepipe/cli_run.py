@@ -25,6 +25,7 @@ from edgepipe.core.graph_json import graph_dict
 from edgepipe.core.loader import PipelineFunction, read_pipeline
 from edgepipe.core.malloc import fix_mmap_threshold
 from edgepipe.core.params import check_writable_file, not_a_file
+from edgepipe.core.redact import redact_text
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
 from edgepipe.core.stopsignals import ignore_stops
@@ -158,7 +159,10 @@ def _help(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.print_help()
         sys.stdout.flush()
         where = "" if isinstance(exc, PipelineError) else f"{args.file}: "
-        print(f"edgepipe: error: {where}{exc} (so its parameters cannot be listed)", file=sys.stderr)
+        print(
+            redact_text(f"edgepipe: error: {where}{exc} (so its parameters cannot be listed)"),
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     parser.print_help()
     return EXIT_OK
@@ -231,8 +235,12 @@ def stdout_open() -> bool:
     if sys.stdout is None:
         return False
     try:
-        os.fstat(sys.stdout.fileno())
-    except (OSError, ValueError):
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # a stream in memory (a test's capture, an embedding): it takes writes
+        return not sys.stdout.closed
+    try:
+        os.fstat(fd)
+    except OSError:
         return False
     return True
 
@@ -305,9 +313,12 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
     # Output that failed as a whole fails the run: exit 0 would say the recording or the
     # results are there.
     if report.results_error is not None:
-        print(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)", file=sys.stderr)
+        print(
+            redact_text(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)"),
+            file=sys.stderr,
+        )
     for failed in report.failed_sinks:
-        print(f"edgepipe: error: {failed}", file=sys.stderr)
+        print(redact_text(f"edgepipe: error: {failed}"), file=sys.stderr)
     return EXIT_FAILED if report.output_failed else EXIT_OK
 
 
@@ -331,6 +342,6 @@ def _graph(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -
     print("resources:")
     for r in data["resources"]:
         print(f"  {r['name']}: {r['threads']} thread(s) for {', '.join(r['nodes'])}")
-    for warning in graph.warnings:
+    for warning in data["warnings"]:  # redacted
         print(f"warning: {warning}")
     return EXIT_OK

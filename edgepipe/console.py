@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from edgepipe.core.channel import ChannelStats
+from edgepipe.core.redact import redact_text
 from edgepipe.core.runtime import Runtime, Snapshot, Watcher
 
 REFRESH_S = 1.0
@@ -50,7 +51,7 @@ def stats_view(snap: Snapshot, title: str, previous: Snapshot | None = None) -> 
     for node in snap.nodes:
         text = " ".join(f"{k}={v}" for k, v in node_info(snap, node.node_id).items())
         if text:
-            info.add_row(node.node_id, text)
+            info.add_row(redact_text(node.node_id), redact_text(text))
     if info.row_count:
         parts.append(info)
     if snap.sched is not None:
@@ -83,7 +84,7 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
         rate = done / dt if dt > 0 else 0.0
         lanes = snap.inbox(node.node_id)
         table.add_row(
-            node.node_id,
+            redact_text(node.node_id),  # the user's text: a node may be named by its URL
             node.state,
             "-" if node.kind == "source" else _count(node.items_in),
             "-" if node.kind == "sink" else _count(node.items_out),
@@ -134,7 +135,7 @@ def sched_line(sched: dict[str, Any]) -> str:
     busy = sched.get("heavy_busy_s", {})
     if "detect" in busy and "lm" in busy:
         parts.append(f"detect/LM overlap {sched['detect_lm_overlap_s']:.1f} s")
-    return " · ".join(parts)
+    return redact_text(" · ".join(parts))  # knobs are named by their nodes
 
 
 def _cores_by_kind(ledger: dict[str, Any], whole_run: bool) -> tuple[dict[str, float], float]:
@@ -172,7 +173,7 @@ def ledger_table(ledger: dict[str, Any], *, whole_run: bool = False) -> Table:
         else:
             kinds = node["kinds_cores"]
         table.add_row(
-            node_id,
+            redact_text(node_id),
             f"{sum(kinds.values()):.2f}",
             _ms(node[prefix + "cpu_ms_per_item"]),
             _ms(node[prefix + "wall_ms_per_item"]),

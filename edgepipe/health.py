@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.redact import redact
 from edgepipe.core.runtime import Runtime, Snapshot, Watcher
 
 log = logging.getLogger(__name__)
@@ -160,25 +161,28 @@ def heartbeat(path: str, interval_s: float = INTERVAL_S) -> Watcher:
 
 
 def _body(runtime: Runtime, snap: Snapshot, progress: Progress, interval_s: float, *, stopped: bool) -> str:
+    # redacted: node ids and the scheduler's figures are the user's text (a node named by its URL)
     return json.dumps(
-        {
-            "t": time.time(),
-            "pid": os.getpid(),
-            "host": os.uname().nodename,
-            "interval_s": interval_s,
-            "uptime_s": round(snap.t_s, 3),
-            "started": runtime.all_started.is_set(),
-            "stopping": runtime.stopping or stopped,
-            "stopped": stopped,
-            "items_out": sum(n.items_out for n in snap.nodes),
-            "errors": sum(n.errors for n in snap.nodes),
-            "progress": progress.done,
-            "idle_s": round(progress.idle_s, 3),
-            "max_idle_s": round(progress.max_idle_s, 3),
-            "dropped": _dropped_by_node(snap),
-            "sched": snap.sched,
-            "cpu_cores": _cpu_cores(snap),
-        }
+        redact(
+            {
+                "t": time.time(),
+                "pid": os.getpid(),
+                "host": os.uname().nodename,
+                "interval_s": interval_s,
+                "uptime_s": round(snap.t_s, 3),
+                "started": runtime.all_started.is_set(),
+                "stopping": runtime.stopping or stopped,
+                "stopped": stopped,
+                "items_out": sum(n.items_out for n in snap.nodes),
+                "errors": sum(n.errors for n in snap.nodes),
+                "progress": progress.done,
+                "idle_s": round(progress.idle_s, 3),
+                "max_idle_s": round(progress.max_idle_s, 3),
+                "dropped": _dropped_by_node(snap),
+                "sched": snap.sched,
+                "cpu_cores": _cpu_cores(snap),
+            }
+        )
     )
 
 

@@ -234,7 +234,7 @@ FAILING = """\
     from edgepipe import Pipeline
 
     def explode(x):
-        raise ValueError(f"cannot handle {x}")
+        raise ValueError(f"cannot handle {x} from rtsp://u:Hunter2@cam/?passphrase=Hunter2")
 
     def pipeline() -> Pipeline:
         p = Pipeline()
@@ -248,11 +248,13 @@ def test_run_time_failure_names_the_node_and_exits_1(tmp_path: Path) -> None:
     path = write(tmp_path, FAILING)
     result = edgepipe("run", str(path))
     assert result.returncode == 1
-    assert "edgepipe: error: node 'explode': ValueError: cannot handle 1" in result.stderr
+    shown = "ValueError: cannot handle 1 from rtsp://u:***@cam/?passphrase=***"  # no secret in any line
+    assert f"edgepipe: error: node 'explode': {shown}" in result.stderr
     assert "Traceback" not in result.stderr
     debug = edgepipe("run", str(path), "--debug")
     assert debug.returncode == 1
     assert "Traceback" in debug.stderr
+    assert "Hunter2" not in result.stderr + debug.stderr
 
 
 def test_graph_prints_nodes_channels_and_resources() -> None:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from edgepipe.core.errors import EdgepipeError, error_text
 from edgepipe.core.graph import Graph
 from edgepipe.core.memory import MemoryBudgetError, MemoryPlan, Reservation
+from edgepipe.core.redact import redact_text
 from edgepipe.core.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,9 @@ class PlanNode:
     unknowns: list[UnknownSize] = field(default_factory=list)
 
     def unknown(self, what: str, why: str) -> None:
-        """Say that ``what`` would be allocated but its size cannot be known now, and why."""
-        self.unknowns.append(UnknownSize(self.node_id, what, why))
+        """Say that ``what`` would be allocated but its size cannot be known now, and why
+        (secrets in a URL it quotes are masked: the plan is printed)."""
+        self.unknowns.append(UnknownSize(self.node_id, redact_text(what), redact_text(why)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,7 @@ def plan_graph(graph: Graph, plan: MemoryPlan | None = None) -> PlanReport:
                 log.debug("[%s] plan_memory() failed", spec.node_id, exc_info=exc)
                 # Our own errors say what is wrong in their message; anything else needs its type.
                 why = str(exc) if isinstance(exc, EdgepipeError) and str(exc) else error_text(exc)
-                failures.append((spec.node_id, why))
+                failures.append((spec.node_id, redact_text(why)))  # it may quote a camera's URL
         unknowns += node.unknowns
     return PlanReport(
         pipeline=graph.name,

@@ -28,6 +28,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from edgepipe.core.redact import redact_text
+
 WIDTH = 100
 """Tables are built to fit 100 columns where stdout is not a terminal."""
 
@@ -123,8 +125,9 @@ def table(
 
 
 def error(message: str) -> None:
-    """``edgepipe: error: MESSAGE`` on stderr, the form every command uses."""
-    print(f"edgepipe: error: {message}", file=sys.stderr)
+    """``edgepipe: error: MESSAGE`` on stderr, the form every command uses, secrets in URLs
+    masked (``edgepipe plan FILE`` opens the pipeline's cameras)."""
+    print(redact_text(f"edgepipe: error: {message}"), file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -229,7 +229,8 @@ class StreamDecoder:
             return frame
         if self._converting != name:
             self._converting = name
-            log.warning("%s: decoder gives %s; converting to NV12 (one copy per frame)", self.src.url, name)
+            log.warning("%s: decoder gives %s; converting to NV12 (one copy per frame)",
+                        redact_url(self.src.url), name)  # fmt: skip
         return frame.reformat(format="nv12")
 
     def close(self) -> None:

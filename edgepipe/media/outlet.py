@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from edgepipe.core.memory import MemoryBudgetError
+from edgepipe.core.redact import redact_url
 from edgepipe.media.errors import SourceError
 from edgepipe.media.frame import Frame, FramePool
 from edgepipe.media.handoff import Handoff
@@ -84,7 +85,7 @@ class Outlet:
             self._handoff.post("error", SourceError(str(exc), url=self.url, retryable=False))
             return
         except Exception as exc:  # a bug or an FFmpeg surprise: name the source, keep the cause
-            log.exception("%s: decode thread failed", self.url)
+            log.exception("%s: decode thread failed", redact_url(self.url))
             self._handoff.post(
                 "error", SourceError(f"decode thread failed: {exc!r}", url=self.url, retryable=True)
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.planning import PlanNode
+from edgepipe.core.redact import redact_url
 from edgepipe.media.decode import StreamDecoder
 from edgepipe.media.errors import SourceError
 from edgepipe.media.frame import FrameSize, frame_pool_size
@@ -56,11 +57,12 @@ def plan_frame_pool(
     try:
         size = probe_frame_size(src, timeout_s=timeout_s, rtsp_transport=rtsp_transport, options=options)
     except SourceError as exc:
-        reason = str(exc).removeprefix(f"{src.url}: ").removeprefix("cannot open: ")
-        node.unknown(what, f"cannot open {src.url}: {reason}")
+        shown = redact_url(src.url)  # as the error's own text shows it
+        reason = str(exc).removeprefix(f"{shown}: ").removeprefix("cannot open: ")
+        node.unknown(what, f"cannot open {shown}: {reason}")
         return None
     if size is None:
-        node.unknown(what, f"{src.url} declares no frame size before decoding")
+        node.unknown(what, f"{redact_url(src.url)} declares no frame size before decoding")
         return None
     what, nbytes = frame_pool_size(capacity, size.width, size.height)
     plan.reserve(node.node_id, what, nbytes, hint="lower the resolution or the consumers' queue sizes")

@@ -191,7 +191,8 @@ class Reconnector:
             if self._live or self._src.is_network:
                 raise _Stalled(describe_ffmpeg_error(exc)) from exc
             status.corrupt += 1  # a truncated or damaged file: what was decoded stands
-            log.warning("%s: stopped reading at a damaged spot: %s", outlet.url, describe_ffmpeg_error(exc))
+            log.warning("%s: stopped reading at a damaged spot: %s", redact_url(outlet.url),
+                        describe_ffmpeg_error(exc))  # fmt: skip
         try:
             for av_frame in decoder.decode(None):
                 if not self._deliver(av_frame):

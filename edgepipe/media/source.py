@@ -36,7 +36,7 @@ from edgepipe.core.cputime import DECODE
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.memory import MemoryPlan
 from edgepipe.core.planning import PlanNode
-from edgepipe.core.redact import redact_url
+from edgepipe.core.redact import redact_text, redact_url
 from edgepipe.media import synthetic
 from edgepipe.media.chooser import DecoderChooser
 from edgepipe.media.errors import SourceError
@@ -109,7 +109,7 @@ class VideoSource:
         self._tag: threadname.Tag | None = None
 
     def __repr__(self) -> str:
-        return f"VideoSource({self.url!r})"
+        return f"VideoSource({redact_url(self.url)!r})"  # error messages quote it
 
     @property
     def state(self) -> str:
@@ -297,6 +297,7 @@ class VideoSource:
                 return
 
     async def _report_state(self, state: str, reason: str) -> None:
+        reason = redact_text(reason)  # FFmpeg's messages may quote the URL
         self._status.gauges["source"] = state
         level = logging.INFO if state in ("connecting", "live", "ended") else logging.WARNING
         log.log(level, "[%s] %s: %s%s", self.source_id, redact_url(self.url), state,
