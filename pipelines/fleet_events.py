@@ -32,8 +32,10 @@ LISTED = 20
 
 
 def shown(value: Any, limit: int = 200) -> str:
-    """``value`` for a log line: one line, at most ``limit`` characters."""
-    text = " ".join(str(value).split())
+    """``value`` for a log line: one line of at most ``limit`` characters, control characters
+    escaped (a payload's terminal escape sequence never reaches the terminal)."""
+    text = " ".join(str(value)[: 2 * limit].split())  # a newline is a space
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= limit else f"{text[:limit]}…"
 
 

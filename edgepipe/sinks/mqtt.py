@@ -374,12 +374,13 @@ class MqttSink:
             return None
         dropped = sum(n for kind, n in self.outbox.dropped.items() if kind in asked)
         stats = self.connection.stats if self.connection is not None else None
-        error = stats.last_error if stats is not None else ""
-        why = [f"QoS 1-2: {_by_kind(asked)}",
-               f"{dropped} of them dropped from the full outbox" if dropped else "",
-               f"and {sum(best_effort.values())} of QoS 0" if best_effort else "",
-               ("never connected: " if stats is not None and not stats.connects else "last error: ") + error
-               if error else ""]  # fmt: skip
+        error = f"last error: {stats.last_error}" if stats is not None and stats.last_error else ""
+        if stats is not None and stats.takeover:
+            error = f"another client used the client id {self.client_id} (give each its own --mqtt-device)"
+        elif error and stats is not None and not stats.connects:
+            error = f"never connected: {stats.last_error}"
+        why = [f"QoS 1-2: {_by_kind(asked)}", f"{dropped} dropped from the full outbox" if dropped else "",
+               f"and {sum(best_effort.values())} of QoS 0" if best_effort else "", error]  # fmt: skip
         return f"{_messages(asked)} not delivered to {self.broker.shown} ({'; '.join(w for w in why if w)})"
 
     @property

@@ -3,20 +3,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from pathlib import Path
 
 import aiomqtt
 import pytest
 
-from edgepipe import load_pipeline
+from edgepipe import Message, load_pipeline
 from edgepipe.core.run import run_async
 from edgepipe.core.runtime import Runtime
 from tests.sinks.broker import Mosquitto
 
-pytestmark = pytest.mark.slow
 FLEET = Path(__file__).resolve().parents[2] / "pipelines" / "fleet_events.py"
 
 
+@pytest.mark.slow
 async def test_fleet_events_follows_every_camera_on_the_broker(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -70,3 +71,29 @@ async def test_fleet_events_follows_every_camera_on_the_broker(
 def test_a_wrong_broker_url_is_refused_at_declaration() -> None:
     with pytest.raises(Exception, match="the scheme must be mqtt:// or mqtts://"):
         load_pipeline(FLEET, ["--broker", "http://127.0.0.1"])
+
+
+def test_the_fleet_log_stays_bounded_and_its_lines_short(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = load_pipeline(FLEET, ["--broker", "mqtt://127.0.0.1:1", "--summary-s", "1"])
+    fleet = next(n.target for n in p.nodes if n.node_id == "fleet")
+    module = sys.modules[type(fleet).__module__]
+    monkeypatch.setattr(module, "MAX_FOLLOWED", 50)  # 4096 in earnest
+    with caplog.at_level(logging.INFO):
+        for n in range(60):
+            fleet.process(Message("fleet_status", {"device": f"cam{n}", "pipeline": "p", "status": "online"}))
+        text = "\x1b[2J" + "x" * 5000
+        fleet.process(
+            Message("fleet_event", {"device": "cam1", "pipeline": "p", "source": "c", "what": text})
+        )
+        fleet._last_summary = 0.0
+        fleet.process(Message("fleet_count", {"device": "cam1", "pipeline": "p", "source": "c", "count": 1}))
+    assert len(fleet.status) == 50
+    assert fleet.unfollowed == 10
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("summary leaves out" in line for line in lines) == 1
+    assert max(len(line) for line in lines) < 500
+    assert not any("\x1b" in line for line in lines)  # escaped, as the 4 characters \\x1b
+    assert "50 online (cam0/p, cam1/p, " in lines[-1]
+    assert "and 30 more" in lines[-1]
