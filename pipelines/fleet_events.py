@@ -56,23 +56,24 @@ class FleetLog:
         self.unfollowed = 0
         self._last_summary = time.monotonic()
 
-    def _keep(self, table: dict[str, Any], key: str, value: Any) -> None:
+    def _keep(self, table: dict[str, Any], key: str, value: Any) -> bool:
         # Bounded: a broker with a million retained topics must not grow the process by as much.
         if key in table or len(table) < MAX_FOLLOWED:
             table[key] = value
-            return
+            return True
         self.unfollowed += 1
         if self.unfollowed == 1:
-            log.warning("following %d pipelines and cameras already; the summary leaves out the rest",
-                        MAX_FOLLOWED)  # fmt: skip
+            log.warning("following %d pipelines and cameras already; the rest are left out of the "
+                        "summary and their status lines", MAX_FOLLOWED)  # fmt: skip
+        return False
 
     def process(self, message: Message) -> None:
         data = message.data  # checked by FleetFeed: device, pipeline, source from the topic
         device = f"{data['device']}/{data['pipeline']}"
         if message.kind == "fleet_status":
-            if self.status.get(device) != data["status"]:
+            before = self.status.get(device)
+            if self._keep(self.status, device, data["status"]) and before != data["status"]:
                 log.info("%s is %s", device, data["status"])
-            self._keep(self.status, device, data["status"])
         elif message.kind == "fleet_event":
             self._keep(self.events, device, self.events.get(device, 0) + 1)
             what = data.get("what") or data.get("text") or "event"

@@ -92,7 +92,8 @@ def test_the_fleet_log_stays_bounded_and_its_lines_short(
     assert len(fleet.status) == 50
     assert fleet.unfollowed == 10
     lines = [r.getMessage() for r in caplog.records]
-    assert sum("summary leaves out" in line for line in lines) == 1
+    assert sum("left out of the summary" in line for line in lines) == 1
+    assert sum(line.endswith(" is online") for line in lines) == 50  # those followed
     assert max(len(line) for line in lines) < 500
     assert not any("\x1b" in line for line in lines)  # escaped, as the 4 characters \\x1b
     assert "50 online (cam0/p, cam1/p, " in lines[-1]
