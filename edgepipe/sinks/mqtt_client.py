@@ -144,8 +144,8 @@ class Connection:
             try:
                 await self._session()
                 return  # closed: flushed, offline published, disconnected
-            except aiomqtt.MqttError as exc:
-                self._failed(exc)
+            except aiomqtt.MqttError as exc:  # a refused attempt, or the broker closed the connection
+                self._failed(exc, dropped=True)
             except (OSError, ValueError) as exc:  # a TLS context that cannot work, a socket error
                 self._failed(exc)
             except Exception as exc:  # a bug: one line, counted; the sink degrades, the node goes on
@@ -173,11 +173,11 @@ class Connection:
             except TimeoutError:
                 pass
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, dropped: bool = False) -> None:
         was_connected = self.stats.connected
         self.stats.failures += 1
         self.stats.last_error = str(exc) or type(exc).__name__
-        if was_connected and self._t_connected is not None:
+        if was_connected and dropped and self._t_connected is not None:  # not a bug of ours
             self._lost_after(time.monotonic() - self._t_connected)
         if was_connected and not self.stats.takeover:
             log.warning("[%s] lost the MQTT broker %s (%s); reconnecting, results wait in the outbox "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
+import aiomqtt
 import pytest
 
 import edgepipe.sinks.mqtt_client as mqtt_client
@@ -40,6 +42,17 @@ def test_a_connection_cut_short_three_times_in_a_minute_is_a_takeover_said_once(
     assert "--mqtt-device" in told
     conn._lost_after(61)  # it held a minute: no other client is taking turns
     assert not conn.stats.takeover
+
+
+def test_a_session_ended_by_a_bug_of_ours_is_no_takeover() -> None:
+    conn = connection()
+    for _ in range(5):
+        conn.stats.connected, conn._t_connected = True, time.monotonic()
+        conn._failed(RuntimeError("a bug in the session"))
+    assert not conn.stats.takeover
+    conn.stats.connected, conn._t_connected = True, time.monotonic()
+    conn._failed(aiomqtt.MqttError("Disconnected during message iteration"), dropped=True)
+    assert len(conn._cuts) == 1
 
 
 @pytest.mark.slow
