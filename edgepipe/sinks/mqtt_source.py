@@ -48,8 +48,9 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 PREVIEW_BYTES = 60
 """At most this much of a bad payload (and 120 characters of its topic) is logged."""
 INBOX_SIZE = 10_000
-"""Messages received and not yet taken by the pipeline (a few MB at most); more are dropped and
-counted. Every retained message comes at once when the feed subscribes: some 4 per camera."""
+"""Messages received and not yet taken by the pipeline (a few MB of the sink's messages, each
+under 1 KiB); more are dropped and counted. Every retained message comes at once when the feed
+subscribes: some 4 per camera."""
 MAX_REMEMBERED = 4096
 """Topics whose last payload is remembered (a retained one the broker resends is then skipped)."""
 FAULTS = {
