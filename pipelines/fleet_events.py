@@ -8,75 +8,41 @@ each camera's ``event``, ``count`` and ``source_state``), logs one line per chan
 online or offline, its state, an event) and a summary of the fleet every ``--summary-s``
 seconds. With ``--results`` each message is also a JSON line (``kind`` ``fleet_status``,
 ``fleet_event``, ``fleet_count`` or ``fleet_state``, with ``device``, ``pipeline`` and
-``source``). The broker being away is not an error: the subscriber reconnects by itself.
+``source``, taken from the topic). The broker being away is not an error: the subscriber
+reconnects by itself. A message that cannot be read (not JSON, a field that contradicts its
+topic, ...) is skipped, counted (``bad_messages`` in ``--stats``) and logged once per fault:
+see :mod:`edgepipe.sinks.mqtt_source`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import time
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from edgepipe import Message, Pipeline, Range
-from edgepipe.sinks.mqtt_config import parse_broker_url
+from edgepipe.sinks.mqtt_source import FleetFeed
 
 log = logging.getLogger("fleet_events")
 
+MAX_FOLLOWED = 4096
+"""Pipelines (and cameras) whose state the summary keeps; more are logged, not summed up."""
+LISTED = 20
+"""Online pipelines named in a summary line; the rest are counted."""
 
-class FleetFeed:
-    """A source: the fleet's messages from the broker, as ``Message("fleet_<kind>", {...})``."""
 
-    def __init__(self, broker: str, prefix: str = "edgepipe") -> None:
-        self.broker = parse_broker_url(broker)  # a wrong URL: exit 2 before anything starts
-        self.prefix = prefix
+def shown(value: Any, limit: int = 200) -> str:
+    """``value`` for a log line: one line of at most ``limit`` characters, control characters
+    escaped (a payload's terminal escape sequence never reaches the terminal)."""
+    text = " ".join(str(value)[: 2 * limit].split())  # a newline is a space
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= limit else f"{text[:limit]}…"
 
-    async def __aiter__(self) -> AsyncIterator[Message]:
-        import ssl
 
-        import aiomqtt
-
-        tls = ssl.create_default_context(cafile=self.broker.ca_file) if self.broker.tls else None
-        topics = [f"{self.prefix}/+/+/status"] + [
-            f"{self.prefix}/+/+/+/{k}" for k in ("event", "count", "source_state")
-        ]
-        warned = False
-        while True:
-            try:
-                async with aiomqtt.Client(self.broker.host, self.broker.port, username=self.broker.username,
-                                          password=self.broker.password, tls_context=tls,
-                                          max_queued_incoming_messages=1000) as client:  # fmt: skip
-                    log.info("following the fleet on %s", self.broker.shown)
-                    warned = False
-                    for topic in topics:
-                        await client.subscribe(topic, qos=1)
-                    async for message in client.messages:
-                        parsed = self._parse(str(message.topic), message.payload)
-                        if parsed is not None:
-                            yield parsed
-            except aiomqtt.MqttError as exc:
-                if not warned:
-                    log.warning("MQTT broker %s: %s; retrying", self.broker.shown, exc)
-                    warned = True
-                await asyncio.sleep(2.0)
-
-    def _parse(self, topic: str, payload: Any) -> Message | None:
-        levels = topic.split("/")
-        raw = payload if isinstance(payload, bytes) else str(payload).encode()
-        if len(levels) == 4 and levels[3] == "status":
-            return Message(
-                "fleet_status", {"device": levels[1], "pipeline": levels[2], "status": raw.decode()}
-            )
-        if len(levels) != 5:
-            return None
-        try:
-            data = json.loads(raw)
-        except ValueError:  # msgpack payloads: this example reads JSON only
-            return None
-        where = {"device": levels[1], "pipeline": levels[2], "source": levels[3]}
-        return Message(f"fleet_{levels[4].removeprefix('source_')}", {**where, **data})
+def listed(names: list[str]) -> str:
+    """The first :data:`LISTED` of ``names``, and how many more."""
+    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    return ", ".join(names[:LISTED]) + more
 
 
 class FleetLog:
@@ -87,28 +53,45 @@ class FleetLog:
         self.status: dict[str, str] = {}
         self.events: dict[str, int] = {}
         self.counts: dict[str, int] = {}
+        self.unfollowed = 0
         self._last_summary = time.monotonic()
 
+    def _keep(self, table: dict[str, Any], key: str, value: Any) -> bool:
+        # Bounded: a broker with a million retained topics must not grow the process by as much.
+        if key in table or len(table) < MAX_FOLLOWED:
+            table[key] = value
+            return True
+        self.unfollowed += 1
+        if self.unfollowed == 1:
+            log.warning("following %d pipelines and cameras already; the rest are left out of the "
+                        "summary and their status lines", MAX_FOLLOWED)  # fmt: skip
+        return False
+
     def process(self, message: Message) -> None:
-        data = message.data
+        data = message.data  # checked by FleetFeed: device, pipeline, source from the topic
         device = f"{data['device']}/{data['pipeline']}"
         if message.kind == "fleet_status":
-            if self.status.get(device) != data["status"]:
+            before = self.status.get(device)
+            if self._keep(self.status, device, data["status"]) and before != data["status"]:
                 log.info("%s is %s", device, data["status"])
-            self.status[device] = data["status"]
         elif message.kind == "fleet_event":
-            self.events[device] = self.events.get(device, 0) + 1
-            log.info("%s %s: %s", device, data["source"], data.get("what") or data.get("text") or "event")
+            self._keep(self.events, device, self.events.get(device, 0) + 1)
+            what = data.get("what") or data.get("text") or "event"
+            log.info("%s %s: %s", device, data["source"], shown(what))
         elif message.kind == "fleet_count":
-            self.counts[f"{device}/{data['source']}"] = int(data.get("count", 0))
+            self._keep(self.counts, f"{device}/{data['source']}", data["count"])
         elif message.kind == "fleet_state":
-            log.info("%s %s: %s %s", device, data["source"], data.get("state"), data.get("reason") or "")
+            log.info("%s %s: %s %s", device, data["source"], shown(data["state"], 40),
+                     shown(data.get("reason") or ""))  # fmt: skip
         if time.monotonic() - self._last_summary >= self.summary_s:
             self._last_summary = time.monotonic()
-            online = sorted(d for d, s in self.status.items() if s == "online")
-            log.info("fleet: %d online (%s), %d offline; %d event(s); detections now: %s", len(online),
-                     ", ".join(online), len(self.status) - len(online), sum(self.events.values()),
-                     ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items())) or "none")  # fmt: skip
+            log.info("fleet: %s", self.summary())
+
+    def summary(self) -> str:
+        online = sorted(d for d, s in self.status.items() if s == "online")
+        counts = listed([f"{k}={v}" for k, v in sorted(self.counts.items())]) or "none"
+        return (f"{len(online)} online ({listed(online)}), {len(self.status) - len(online)} offline; "
+                f"{sum(self.events.values())} event(s); detections now: {counts}")  # fmt: skip
 
 
 def pipeline(
@@ -121,7 +104,7 @@ def pipeline(
     Args:
         broker: the MQTT broker the cameras publish to: mqtt://HOST[:PORT] or mqtts://HOST[:PORT]
             (credentials in the URL or EDGEPIPE_MQTT_USERNAME/EDGEPIPE_MQTT_PASSWORD).
-        prefix: the topic prefix the cameras publish under.
+        prefix: the topic prefix the cameras publish under (one topic level).
         summary_s: log a summary of the fleet this often (seconds).
     """
     p = Pipeline("fleet_events")

@@ -18,7 +18,15 @@ error: the pipeline runs, the sink keeps trying, and the outbox keeps the newest
 fit (what it drops is counted by kind). The sink's gauges (``--stats``, ``/metrics``):
 ``connected`` (0/1), ``published``, ``dropped`` (and ``dropped_<kind>``), ``reconnects``,
 ``failures`` (failed attempts and lost connections), ``outbox`` (messages waiting), ``errors``
-(unexpected errors of the sink's own tasks: logged once, counted, never the node's error).
+(unexpected errors of the sink's own tasks: logged once, counted, never the node's error),
+``takeover`` (1 while another client seems to use the same client id: see
+:mod:`~edgepipe.sinks.mqtt_client`).
+
+At the stop the sink flushes the outbox for up to ``flush_s`` (after one more attempt to
+connect when the broker is away). What was not delivered then (left in the outbox, or dropped
+from it when full) is said: messages of a QoS 1 or 2 kind (events, states, counts: delivery was
+asked for) fail the run (:attr:`MqttSink.failed_output`, exit 1: "N messages not delivered to
+mqtt://HOST:PORT"); QoS 0 ones (each frame's detections) are one log line, not a failure.
 
 Camera states come from the ``sources`` given (read twice a second: a
 :class:`~edgepipe.media.VideoSource`'s ``state_info``), from ``source_state`` results fed to
@@ -225,6 +233,10 @@ class MqttSink:
                 )
             finally:
                 self._report()
+                asked, best_effort = self.undelivered()
+                if best_effort and not asked:  # asked for: the run's error line (failed_output)
+                    log.warning("%s not delivered to %s (%s: QoS 0, dropped without failing the run)",
+                                _messages(best_effort), self.broker.shown, _by_kind(best_effort))  # fmt: skip
 
     # -- results ------------------------------------------------------------------------------
 
@@ -339,14 +351,49 @@ class MqttSink:
             gauges["published"] = sum(stats.published.values())
             gauges["reconnects"] = stats.reconnects
             gauges["failures"] = stats.failures
+            gauges["takeover"] = int(stats.takeover)
         gauges["errors"] = self.errors + (connection.stats.errors if connection is not None else 0)
         gauges["outbox"] = len(self.outbox)
         gauges["dropped"] = self.outbox.dropped_total
         for kind, n in self.outbox.dropped.items():
             gauges[f"dropped_{kind}"] = n
 
+    def undelivered(self) -> tuple[Counter[str], Counter[str]]:
+        """``(asked, best_effort)``: the messages not delivered (left in the outbox, or dropped
+        from it when full), by kind; ``asked`` those of a kind with QoS 1 or 2."""
+        lost = self.outbox.waiting() + self.outbox.dropped
+        asked = Counter({kind: n for kind, n in lost.items() if self.topics.policy(kind).qos >= 1})
+        return asked, lost - asked
+
+    @property
+    def failed_output(self) -> str | None:
+        """After the run: the messages of QoS 1 or 2 not delivered, in one line (the run's
+        report names the sink with it, and the run exits 1); None when every one was."""
+        asked, best_effort = self.undelivered()
+        if not asked:
+            return None
+        dropped = sum(n for kind, n in self.outbox.dropped.items() if kind in asked)
+        stats = self.connection.stats if self.connection is not None else None
+        error = f"last error: {stats.last_error}" if stats is not None and stats.last_error else ""
+        if stats is not None and stats.takeover:
+            error = f"another client used the client id {self.client_id} (give each its own --mqtt-device)"
+        elif error and stats is not None and not stats.connects:
+            error = f"never connected: {stats.last_error}"
+        why = [f"QoS 1-2: {_by_kind(asked)}", f"{dropped} dropped from the full outbox" if dropped else "",
+               f"and {sum(best_effort.values())} of QoS 0" if best_effort else "", error]  # fmt: skip
+        return f"{_messages(asked)} not delivered to {self.broker.shown} ({'; '.join(w for w in why if w)})"
+
     @property
     def gauges(self) -> dict[str, Any]:
         """The sink's figures, as its gauges show them."""
         self._report()
         return dict(self._gauges)
+
+
+def _messages(counts: Counter[str]) -> str:
+    n = sum(counts.values())
+    return f"{n} message" if n == 1 else f"{n} messages"
+
+
+def _by_kind(counts: Counter[str]) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))

@@ -15,9 +15,18 @@ One :class:`Connection` per sink runs as a task of the sink's TaskGroup for the 
    attempt up to ``backoff_max_s``, with ±20% jitter so that a fleet does not reconnect in step
    when its broker comes back.
 
+A broker drops a client when another connects with the same client id. When the connection is
+dropped within :data:`TAKEOVER_SHORT_S` of being made :data:`TAKEOVER_CUTS` times within
+:data:`TAKEOVER_WINDOW_S`, another process most likely runs with the same device and pipeline:
+one warning says so (naming the id and ``--mqtt-device``), ``stats.takeover`` is set, and each
+reconnect waits at least :data:`TAKEOVER_BACKOFF_S`, so the two do not take the id from each
+other (and flip the status) several times a second. A connection that then stays up for
+:data:`TAKEOVER_WINDOW_S` ends that.
+
 :meth:`Connection.close` (the sink's ``stop()``) publishes what the outbox holds for up to
 ``flush_s``, then ``offline`` (retained), and disconnects cleanly (so the broker does not send
-the will on top).
+the will on top). Not connected at the stop, with messages waiting, it makes one more attempt
+at once (within the same ``flush_s``) instead of waiting out the backoff.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import logging
 import random
 import ssl
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -41,6 +50,14 @@ log = logging.getLogger(__name__)
 
 HA_STATUS_TOPIC = "homeassistant/status"
 """Home Assistant's birth message (``online`` when it starts): discovery is sent again then."""
+TAKEOVER_SHORT_S = 5.0
+"""A connection the broker drops sooner than this after it was made was cut short."""
+TAKEOVER_CUTS = 3
+TAKEOVER_WINDOW_S = 60.0
+TAKEOVER_BACKOFF_S = 30.0
+"""The least wait before a reconnect while another client seems to use the same id."""
+UP_A_WHILE_S = 5.0
+"""A connection up this long that is lost is a new outage: the backoff starts again from its first step."""
 
 
 @dataclass
@@ -57,6 +74,9 @@ class ConnectionStats:
     published: Counter[str] = field(default_factory=Counter)
     """Publications the client library accepted (QoS 1: the broker acknowledged), by kind."""
     last_error: str = ""
+    takeover: bool = False
+    """The broker keeps dropping the connection right after it is made: most likely another
+    client with the same id (see the module docstring)."""
 
     @property
     def reconnects(self) -> int:
@@ -102,6 +122,9 @@ class Connection:
         self._closing = asyncio.Event()
         self._warned = False
         self._t_connected: float | None = None
+        self._cuts: deque[float] = deque(maxlen=TAKEOVER_CUTS)
+        """When the last connections cut short were lost (monotonic seconds)."""
+        self.takeover_backoff_s = TAKEOVER_BACKOFF_S
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -109,12 +132,20 @@ class Connection:
         """Connect, publish, reconnect, until :meth:`close`. Never raises but CancelledError: an
         unexpected error is logged, counted (``stats.errors``) and treated as a lost connection."""
         delay = self.backoff_initial_s
-        while not self._closing.is_set():
+        last_try = False
+        while True:
+            if self._closing.is_set():
+                # The stop: what waits gets one more attempt now, not after the backoff (close()
+                # bounds it); none while another client holds the id (it would take it back).
+                if last_try or not len(self.outbox) or self.stats.takeover:
+                    return
+                last_try = True
             self._t_connected = None
             try:
                 await self._session()
-            except aiomqtt.MqttError as exc:
-                self._failed(exc)
+                return  # closed: flushed, offline published, disconnected
+            except aiomqtt.MqttError as exc:  # a refused attempt, or the broker closed the connection
+                self._failed(exc, dropped=True)
             except (OSError, ValueError) as exc:  # a TLS context that cannot work, a socket error
                 self._failed(exc)
             except Exception as exc:  # a bug: one line, counted; the sink degrades, the node goes on
@@ -129,25 +160,30 @@ class Connection:
                     self.stats.connected = False
                     self.on_change()
             if self._closing.is_set():
-                return
-            if self._t_connected is not None and time.monotonic() - self._t_connected > 5.0:
-                delay = self.backoff_initial_s  # it was up a while: a new outage, not a flapping broker
+                continue
+            if self.stats.takeover:
+                wait_s = max(self.backoff_max_s, self.takeover_backoff_s)
+            else:
+                if self._t_connected is not None and time.monotonic() - self._t_connected > UP_A_WHILE_S:
+                    delay = self.backoff_initial_s  # a new outage, not a flapping broker
+                wait_s, delay = delay, min(delay * 2, self.backoff_max_s)
             try:
-                async with asyncio.timeout(delay * random.uniform(0.8, 1.2)):
+                async with asyncio.timeout(wait_s * random.uniform(0.8, 1.2)):
                     await self._closing.wait()
             except TimeoutError:
                 pass
-            delay = min(delay * 2, self.backoff_max_s)
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, dropped: bool = False) -> None:
         was_connected = self.stats.connected
         self.stats.failures += 1
         self.stats.last_error = str(exc) or type(exc).__name__
-        if was_connected:
+        if was_connected and dropped and self._t_connected is not None:  # not a bug of ours
+            self._lost_after(time.monotonic() - self._t_connected)
+        if was_connected and not self.stats.takeover:
             log.warning("[%s] lost the MQTT broker %s (%s); reconnecting, results wait in the outbox "
                         "(at most %d)", self.node_id, self.broker.shown, self.stats.last_error,
                         self.outbox.size)  # fmt: skip
-        elif not self._warned:
+        elif not was_connected and not self._warned:
             log.warning("[%s] cannot reach the MQTT broker %s (%s); retrying (every %g s at most), results "
                         "wait in the outbox (at most %d)", self.node_id, self.broker.shown,
                         self.stats.last_error, self.backoff_max_s, self.outbox.size)  # fmt: skip
@@ -155,6 +191,27 @@ class Connection:
             log.debug("[%s] MQTT broker %s: %s", self.node_id, self.broker.shown, self.stats.last_error)
         self._warned = True
         self.on_change()
+
+    def _lost_after(self, up_s: float) -> None:
+        """A connection up for ``up_s`` was lost: is another client taking the id each time?"""
+        now = time.monotonic()
+        if up_s >= TAKEOVER_WINDOW_S:  # it held: whatever cut it, no other client is taking turns
+            self._cuts.clear()
+            self.stats.takeover = False
+            return
+        if up_s >= TAKEOVER_SHORT_S:
+            return
+        self._cuts.append(now)
+        if self.stats.takeover or len(self._cuts) < TAKEOVER_CUTS or now - self._cuts[0] > TAKEOVER_WINDOW_S:
+            return
+        self.stats.takeover = True
+        wait_s = max(self.backoff_max_s, self.takeover_backoff_s)
+        log.warning("[%s] the MQTT broker %s dropped this client %d times within %g s of connecting: most "
+                    "likely another client uses the same client id %s (another process with the same "
+                    "device and pipeline). Give each process its own device: --mqtt-device NAME (the "
+                    "MqttSink's device argument, or EDGEPIPE_DEVICE). Reconnecting every %g s meanwhile",
+                    self.node_id, self.broker.shown, TAKEOVER_CUTS, TAKEOVER_SHORT_S, self.client_id,
+                    wait_s)  # fmt: skip
 
     def _client(self) -> aiomqtt.Client:
         will = aiomqtt.Will(self.topics.status, b"offline", qos=1, retain=True)
@@ -179,8 +236,9 @@ class Connection:
             self._t_connected = time.monotonic()
             self._warned = False
             again = f" (reconnect {self.stats.reconnects})" if self.stats.reconnects else ""
-            log.info("[%s] connected to the MQTT broker %s as %s%s", self.node_id, self.broker.shown,
-                     self.client_id, again)  # fmt: skip
+            log.log(logging.DEBUG if self.stats.takeover else logging.INFO,  # it was said once: enough
+                    "[%s] connected to the MQTT broker %s as %s%s", self.node_id, self.broker.shown,
+                    self.client_id, again)  # fmt: skip
             self.on_change()
             await self._publish(client, self.topics.status_publication(online=True))
             self._announce()
@@ -235,18 +293,15 @@ class Connection:
     # -- closing ------------------------------------------------------------------------------
 
     async def close(self, task: asyncio.Task[None], flush_s: float) -> None:
-        """Stop the loop running in ``task``: flush the outbox for up to ``flush_s`` (when
-        connected), publish ``offline``, disconnect; then cancel whatever is left."""
+        """Stop the loop running in ``task``: flush the outbox for up to ``flush_s`` (connected,
+        or after one more attempt to connect), publish ``offline``, disconnect; then cancel
+        whatever is left. What is still in the outbox then was not delivered."""
         self._closing.set()
         self.outbox.wake()
-        if not self.stats.connected:
-            task.cancel()
         try:
             async with asyncio.timeout(flush_s):
                 await asyncio.shield(task)
         except TimeoutError:
-            log.info("[%s] %d result(s) not sent to the MQTT broker before the stop", self.node_id,
-                     len(self.outbox))  # fmt: skip
             task.cancel()
         except asyncio.CancelledError:
             if not task.cancelled():

@@ -105,6 +105,10 @@ class Outbox:
         """Wake :meth:`wait` (the connection closing)."""
         self._ready.set()
 
+    def waiting(self) -> Counter[str]:
+        """The publications waiting, by kind."""
+        return Counter(pub.kind for lane in self._lanes.values() for _, pub in lane)
+
     @property
     def dropped_total(self) -> int:
         return sum(self.dropped.values())

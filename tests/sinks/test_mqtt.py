@@ -16,6 +16,7 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.core.results import Message
 from edgepipe.core.run import run_async
+from edgepipe.core.runtime import Runtime
 from edgepipe.sinks import MqttSink
 from edgepipe.testing import FakeSource
 from edgepipe.vision import Detection, Detections
@@ -188,3 +189,53 @@ def test_a_wrong_broker_or_device_stops_the_run_before_it_starts(args: list[str]
     assert says in done.stderr
     assert "Traceback" not in done.stderr
     assert "s3cret" not in done.stderr
+
+
+async def test_messages_not_delivered_fail_the_run_when_delivery_was_asked_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = f"mqtt://127.0.0.1:{free_port()}"  # nothing listens there
+    items = [frame(n, n % 2) for n in range(6)] + [Message("event", {"source": "camera", "what": "x"})]
+    p, _ = results_pipeline(url, items, interval_s=0.01, discovery=False)
+    report = await run_async(p)
+    # The count (QoS 1, retained: the latest one) and the event (QoS 1) were asked for.
+    assert report.failed_sinks == (
+        f"sink 'mqtt': 2 messages not delivered to {url} (QoS 1-2: count 1, event 1; and 6 of QoS 0; "
+        "never connected: [Errno 111] Connection refused)",
+    )
+    assert report.output_failed  # exit 1
+    p, _ = results_pipeline(url, items[:6], interval_s=0.01, discovery=False, qos={"count": 0})
+    with caplog.at_level(logging.WARNING):
+        report = await run_async(p)
+    assert report.failed_sinks == ()  # QoS 0 only: said, not a failure
+    assert f"7 messages not delivered to {url} (count 1, detections 6: QoS 0, dropped" in caplog.text
+
+
+async def test_at_the_stop_a_broker_back_meanwhile_gets_what_waits_at_once(tmp_path: Path) -> None:
+    broker = Mosquitto(tmp_path)
+    items = [Message("event", {"source": "camera", "what": f"event {n}"}) for n in range(100)]
+    # Its next attempt would be 30 s away: only the one made at the stop can deliver.
+    p, sink = results_pipeline(broker.url, items, interval_s=0.1, discovery=False, backoff_initial_s=30,
+                               backoff_max_s=30)  # fmt: skip
+    listening = asyncio.Event()
+
+    async def stop_when_listening(runtime: Runtime) -> None:
+        await listening.wait()
+        runtime.request_stop()
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            run = group.create_task(run_async(p, watchers=[stop_when_listening]))
+            await asyncio.sleep(0.3)
+            assert sink.gauges["failures"] == 1
+            broker.start()
+            async with subscribed(broker.port) as sub:
+                listening.set()
+                report = await run
+                given = next(n.items_in for n in report.stats.nodes if n.node_id == "mqtt")
+                await sub.wait_for(lambda: len(sub.on(f"{ROOT}/camera/event")) == given, what="the events")
+    finally:
+        broker.stop()
+    assert report.failed_sinks == ()
+    assert gauges(report)["failures"] == 1
+    assert given >= 3

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from edgepipe.core.results import Message
+from edgepipe.sinks.mqtt_config import MqttConfigError
+from edgepipe.sinks.mqtt_source import BadMessage, FleetFeed, parse
+from edgepipe.sinks.mqtt_topics import Topics
+
+ROOT = "edgepipe/cam1/face_privacy"
+
+
+def test_what_an_mqtt_sink_publishes_reads_back_with_the_topics_names() -> None:
+    topics = Topics("cam1", "face_privacy")
+    for item, kind in [
+        (Message("event", {"source": "camera", "what": "a face"}), "fleet_event"),
+        (topics.count_message("camera", {"face": 2}), "fleet_count"),
+        ({"kind": "source_state", "source": "camera", "state": "live", "reason": ""}, "fleet_state"),
+    ]:
+        _, pub = topics.of_item(item)
+        parsed = parse(pub.topic, pub.payload)
+        assert isinstance(parsed, Message), parsed
+        assert parsed.kind == kind
+        assert (parsed.data["device"], parsed.data["pipeline"], parsed.data["source"]) == (
+            "cam1", "face_privacy", "camera")  # fmt: skip
+    status = parse(topics.status, topics.status_publication(online=False).payload)
+    assert status == Message("fleet_status", {"device": "cam1", "pipeline": "face_privacy", "status": "offline"},
+                             t=status.t)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("topic", "payload", "fault"),
+    [
+        (f"{ROOT}/status", b"\xff\xfe\xfa", "not_utf8"),
+        (f"{ROOT}/status", b"exploded", "unknown_status"),
+        (f"{ROOT}/camera/event", b"5", "not_object"),
+        (f"{ROOT}/camera/event", b'["a"]', "not_object"),
+        (f"{ROOT}/camera/event", b"{not json", "not_json"),
+        (f"{ROOT}/camera/event", b'{"what": NaN}', "not_json"),
+        (f"{ROOT}/camera/event", b"[" * 60_000, "not_json"),  # past Python's recursion limit
+        (f"{ROOT}/camera/event", b'{"what": "' + b"x" * 10_000_000 + b'"}', "too_large"),
+        (f"{ROOT}/camera/event", b'{"device": 1, "pipeline": null}', "contradicts_topic"),
+        (f"{ROOT}/camera/event", b'{"pipeline": "other"}', "contradicts_topic"),
+        (f"{ROOT}/camera/event", b'{"kind": "detections"}', "contradicts_topic"),
+        (f"{ROOT}/camera/count", b'{"count": "many"}', "bad_field"),
+        (f"{ROOT}/camera/count", b'{"count": -1}', "bad_field"),
+        (f"{ROOT}/camera/count", b'{"count": true}', "bad_field"),
+        (f"{ROOT}/camera/source_state", b'{"state": 3}', "bad_field"),
+        ("edgepipe/cam1/status", b"online", "bad_topic"),  # a level short
+        (f"{ROOT}/a/b/event", b"{}", "bad_topic"),  # a level too many
+        ("edgepipe//face_privacy/status", b"online", "bad_topic"),  # an empty device
+        ("edgepipe/cam\x1b[2J/face_privacy/status", b"online", "bad_topic"),
+        ("other/cam1/face_privacy/status", b"online", "bad_topic"),
+        (f"{ROOT}/camera/detections", b"{}", "bad_topic"),  # a kind the feed does not follow
+    ],
+)
+def test_a_bad_message_is_named_never_raised(topic: str, payload: bytes, fault: str) -> None:
+    parsed = parse(topic, payload)
+    assert isinstance(parsed, BadMessage), parsed
+    assert parsed.fault == fault, parsed
+
+
+def test_the_topic_names_device_pipeline_and_source_whatever_the_payload_says() -> None:
+    payload = json.dumps({"device": "cam1", "source": "rtsp://cam/1", "what": "x"}).encode()
+    parsed = parse(f"{ROOT}/camera/event", payload)
+    assert isinstance(parsed, Message)
+    assert (parsed.data["device"], parsed.data["pipeline"], parsed.data["source"]) == (
+        "cam1", "face_privacy", "camera")  # fmt: skip
+
+
+def test_bad_messages_are_counted_logged_once_per_fault_and_briefly(caplog: pytest.LogCaptureFixture) -> None:
+    feed = FleetFeed("mqtt://127.0.0.1:1")
+    huge = b'{"what": "' + b"x" * 10_000_000 + b'"}'
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            assert feed.take(f"{ROOT}/status", b"\xff\xfe\xfa", retained=True) is None
+            assert feed.take(f"{ROOT}/camera/event", huge) is None
+        assert feed.take(f"{ROOT}/status", b"online") is not None
+    assert feed.bad == {"not_utf8": 3, "too_large": 3}
+    assert feed._gauges["bad_messages"] == 6
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines  # once per fault
+    assert all(ROOT in line for line in lines)
+    assert max(len(line) for line in lines) < 600  # a preview, never the 10 MB
+    assert "10000012 bytes" in lines[1]
+
+
+def test_a_retained_state_sent_again_after_a_reconnect_is_not_news() -> None:
+    feed = FleetFeed("mqtt://127.0.0.1:1")
+    assert feed.take(f"{ROOT}/status", b"online", retained=True) is not None
+    assert feed.take(f"{ROOT}/status", b"online", retained=True) is None  # the broker's copy again
+    assert feed.take(f"{ROOT}/status", b"online") is not None  # published anew: passed on
+    assert feed.take(f"{ROOT}/status", b"offline", retained=True) is not None
+    assert feed.repeated == 1
+
+
+def test_a_prefix_of_several_levels_is_refused_at_declaration() -> None:
+    with pytest.raises(MqttConfigError, match="topic prefix 'site/edgepipe' cannot be a topic level"):
+        FleetFeed("mqtt://127.0.0.1", "site/edgepipe")
