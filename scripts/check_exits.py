@@ -162,6 +162,11 @@ def cases(tmp: Path, clip: Path, no_full: str = "") -> list[Case]:
             2,
             close_stdout=True,
         ),
+        Case(
+            "run: MQTT broker unreachable, QoS 1 messages not delivered",
+            ["run", face, *synthetic, "--mqtt", "mqtt://127.0.0.1:1", "--duration", "3"],
+            1,
+        ),
         Case("run: --port in use", ["run", face, "--port", "{busy_port}", "--duration", "2"], 2),
         Case("run: a pipeline file that calls sys.exit(0)", ["run", str(tmp / "exits.py")], 2),
         Case("run: a pipeline file with a typo", ["run", str(tmp / "typo.py")], 2),
