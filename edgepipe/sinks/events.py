@@ -24,13 +24,18 @@ no frame. After each clip the oldest clips are deleted until the folder's clips 
 ``max_bytes`` and none is older than ``max_age_s``.
 
 It emits a ``Message("event", {"what": "recording", ...})`` when a clip starts (``state``:
-``start``) and when it is saved (``end``; ``removed`` if nothing could be kept): its ``path``,
+``start``) and one when it ends: ``end`` when it is saved, ``removed`` when nothing could be
+kept (with the ``error`` when its file could not be opened, written or finished: a full disk, a
+folder removed). Every ``start`` gets exactly one of them, whatever happens. A clip lost to an
+error fails the run's output (:attr:`EventRecorder.failed_output`: exit 1, a line naming the
+clip and the cause), as a recording that could not be written does. Its ``path``,
 ``source``, ``start_t``/``end_t`` (wall-clock seconds of its first and last frame),
 ``start_pts``/``end_pts`` (the recorder's 90 kHz timeline, ``time_base``), ``duration_s``,
 ``frames``, ``bytes``, the first ``trigger`` (kind, reason, source), the number of
 ``triggers`` and what ended it (``ended_by``: ``post_roll``, ``max_length``, ``source_lost``,
-``size_changed``, ``ended``, ``stopped``). A clip finished by ``stop()`` (a forced stop) is
-told through the run's results instead (outputs are closed by then).
+``size_changed``, ``ended``, ``stopped``) and ``error`` (``None``, or why the file was lost). A
+clip finished by ``stop()`` (a forced stop) is told through the run's events instead (results,
+viewers, MQTT's listener: the stage's outputs are closed by then).
 
 Encoding and file writes run on the recorder's own worker thread, never on the event loop; a
 timer checks for a lost source and polls ``sources`` (objects with ``source_id`` and
@@ -52,6 +57,7 @@ from typing import Any
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.params import check_writable_folder
 from edgepipe.core.results import Message
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import Ticket
@@ -101,6 +107,11 @@ class EventRecorder:
     ) -> None:
         if not str(events_dir).strip():
             raise ValueError("EventRecorder needs a folder for its clips (got an empty path)")
+        try:
+            # Said at declaration (exit 2, before a camera opens or a model loads), not at start.
+            check_writable_folder(events_dir)
+        except ValueError as exc:
+            raise ValueError(f"EventRecorder events_dir: expected {exc}") from None
         _seconds("pre_s", pre_s, zero=True)
         _seconds("post_s", post_s, zero=True)
         _seconds("max_clip_s", max_clip_s)
@@ -137,6 +148,20 @@ class EventRecorder:
         self.engine = RecorderEngine(self.events_dir, self.limits, clip_encoder, ticket)
         self._pool: DaemonThreadPool | None = None
         self._states: dict[str, str] = {}
+        self._cut_short: Path | None = None  # a clip the stop had no time to finish
+
+    @property
+    def failed_output(self) -> str | None:
+        """The clips lost to an error (a full disk, a folder removed), naming the first and its
+        cause; ``None`` when none was (the run's report names it: exit 1)."""
+        lost, first = self.engine.lost, self.engine.first_lost
+        if self._cut_short is not None and (first is None or first[0] != self._cut_short):
+            lost += 1
+            first = first or (self._cut_short, "the stop came before it was finished")
+        if first is None:
+            return None
+        more = f"; {lost - 1} more lost (see the log)" if lost > 1 else ""
+        return f"event clip {first[0]} lost: {first[1]}{more}"
 
     # -- hooks ----------------------------------------------------------------------------------
 
@@ -209,7 +234,8 @@ class EventRecorder:
                 for left in {p for p in (part, self.engine.part) if p is not None}:
                     with contextlib.suppress(OSError):
                         left.unlink()
-                    log.warning("event recordings: the stop came before %s was finished; removed", left)
+                    log.error("event recordings: the stop came before %s was finished; removed", left)
+                    self._cut_short = self.engine.clip_path or left
 
     # -- the stream -------------------------------------------------------------------------------
 

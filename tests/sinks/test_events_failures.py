@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgepipe.core.errors import OutputError
 from edgepipe.core.results import Message
 from edgepipe.media.frame import from_rgb
 from edgepipe.sinks import events_engine
@@ -31,12 +30,12 @@ async def _frames(
     return out
 
 
-async def test_a_folder_clips_cannot_be_written_in_is_refused_at_start() -> None:
+def test_a_folder_clips_cannot_be_written_in_is_refused_at_declaration() -> None:
     # /proc/self: a folder that exists and that no one, root included, may create a file in.
-    recorder = EventRecorder("/proc/self")
-    with pytest.raises(OutputError, match="cannot write event clips in this folder"):
-        await recorder.start()
-    await recorder.stop()
+    with pytest.raises(
+        ValueError, match=r"events_dir: expected a folder files can be written in \(/proc/self: "
+    ):
+        EventRecorder("/proc/self")
 
 
 async def test_clips_that_cannot_be_opened_are_logged_once_not_per_trigger(
