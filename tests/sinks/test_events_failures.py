@@ -7,10 +7,12 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from edgepipe.core.context import NodeContext, set_current
 from edgepipe.core.results import Message
 from edgepipe.media.frame import from_rgb
 from edgepipe.sinks import events_engine
@@ -61,7 +63,14 @@ async def test_a_trigger_still_on_the_worker_at_the_stop_leaves_no_part(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The stream is cancelled while a trigger is on the worker (its await cancelled, the call
-    not): stop() must finish (or remove) the clip that trigger opens after it looked."""
+    not): stop() must finish (or remove) the clip that trigger opens after it looked, and send
+    both its messages (the start the cancelled call made, and the end)."""
+    sent: list[dict[str, Any]] = []
+
+    async def emit_event(kind: str, data: dict[str, Any]) -> None:
+        sent.append(data)
+
+    set_current(NodeContext("events", 1, emit_event))
     folder = tmp_path / "events"
     recorder = EventRecorder(str(folder), pre_s=1.0, post_s=60.0)
     await recorder.start()
@@ -81,6 +90,10 @@ async def test_a_trigger_still_on_the_worker_at_the_stop_leaves_no_part(
     names = [p.name for p in folder.iterdir()]
     assert not [n for n in names if n.startswith(".")], names  # old code: the .part stayed
     assert len(names) == 1  # the trigger's clip, finished by the stop
+    assert [(m["state"], m["ended_by"]) for m in sent] == [
+        ("start", None),
+        ("end", "stopped"),
+    ]  # old: no start
 
 
 async def test_a_clip_over_max_bytes_by_itself_is_kept_and_its_event_names_a_file(tmp_path: Path) -> None:
