@@ -157,10 +157,12 @@ class EventRecorder:
     def failed_output(self) -> str | None:
         """The clips lost to an error (a full disk, a folder removed), naming the first and its
         cause; ``None`` when none was (the run's report names it: exit 1)."""
-        lost, first = self.engine.lost, self.engine.first_lost
-        if self._cut_short is not None and (first is None or first[0] != self._cut_short):
-            lost += 1
-            first = first or (self._cut_short, "the stop came before it was finished")
+        lost, first, cut = self.engine.lost, self.engine.first_lost, self._cut_short
+        if cut is not None:  # the worker, finishing it later, may have counted it too
+            if first is None or first[0] != cut:
+                lost += 1
+            if first is None or first[0] == cut:
+                first = (cut, "the stop came before it was finished")
         if first is None:
             return None
         more = f"; {lost - 1} more lost (see the log)" if lost > 1 else ""
@@ -220,7 +222,7 @@ class EventRecorder:
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        part = self.engine.part
+        part, clip_path = self.engine.part, self.engine.clip_path
         finished = False
         try:
             # Always through the worker, after what it is still doing: a trigger whose await was
@@ -241,7 +243,7 @@ class EventRecorder:
                     with contextlib.suppress(OSError):
                         left.unlink()
                     log.error("event recordings: the stop came before %s was finished; removed", left)
-                    self._cut_short = self.engine.clip_path or left
+                    self._cut_short = self.engine.clip_path or clip_path or left
 
     # -- the stream -------------------------------------------------------------------------------
 

@@ -208,7 +208,7 @@ async def test_a_stop_cut_short_before_the_clip_is_finished_leaves_no_part(
         await recorder._take(frame)
         if seq == 10:
             await recorder._take(Message("event", {"what": "cue", "source": frame.source_id}))
-    part = recorder.engine.part
+    part, clip = recorder.engine.part, recorder.engine.clip_path
     assert part is not None
     assert part.exists()
     close = recorder.engine.close
@@ -224,3 +224,4 @@ async def test_a_stop_cut_short_before_the_clip_is_finished_leaves_no_part(
     assert not part.exists()  # old code: left until the worker finished, for good if the process exits
     await asyncio.sleep(1.5)  # the worker finishes meanwhile: it cannot name what is gone
     assert [p.name for p in folder.iterdir()] == []
+    assert recorder.failed_output == f"event clip {clip} lost: the stop came before it was finished"
