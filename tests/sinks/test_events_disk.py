@@ -4,6 +4,7 @@ nothing half-written (nor the space of a removed file) is left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -39,6 +40,13 @@ async def _feed(
     if end:
         out += await recorder._run(recorder.engine.close, "ended")
     return [m.data for m in out]
+
+
+def _fill(path: Path) -> None:
+    """Take what is left of a disk, to the last 512 bytes (unbuffered: nothing left to flush)."""
+    with open(path, "wb", buffering=0) as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(b"\0" * 512)
 
 
 def _held(folder: Path) -> list[str]:
@@ -102,6 +110,24 @@ async def test_a_disk_full_before_the_first_write_loses_the_clip_and_holds_nothi
         assert recorder.failed_output == f"event clip {messages[1]['path']} lost: {NO_SPACE}"
         assert list(folder.iterdir()) == []
         assert _held(disk) == []  # old code: FFmpeg kept the removed file open (its header failed)
+
+
+async def test_a_disk_that_fills_before_the_clip_is_finished_loses_it_at_close(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path, "8m") as disk:  # room for the frames (~4 KB each), not the index
+        folder = disk / "events"
+        recorder = EventRecorder(folder, pre_s=0.5, post_s=100.0)
+        await recorder.start()
+        # 900 small frames: an index (moov) of more than 4 KB, the most a file's last page has free
+        messages = await _feed(recorder, range(900), [10], (48, 64), end=False)
+        _fill(disk / "filler")
+        messages += await _feed(recorder, range(0), [], (48, 64))  # the input ends: finish it
+        await recorder.stop()
+        assert _paired(messages) == ["start", "removed"]
+        error = "cannot finish the file: [Errno 28] No space left on device"
+        assert (messages[1]["error"], messages[1]["frames"]) == (error, 900)
+        assert recorder.failed_output == f"event clip {messages[1]['path']} lost: {error}"
+        assert list(folder.iterdir()) == []
+        assert _held(disk) == []
 
 
 async def test_a_folder_removed_mid_clip_loses_that_clip_and_the_next(tmp_path: Path) -> None:
