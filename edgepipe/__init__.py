@@ -26,6 +26,7 @@ from edgepipe.core import (
     RunReport,
     Snapshot,
     WritableFile,
+    WritableFolder,
     load_pipeline,
 )
 from edgepipe.core.run import run, run_async
@@ -74,6 +75,7 @@ __all__ = [
     "Snapshot",
     "VideoSource",
     "WritableFile",
+    "WritableFolder",
     "__version__",
     "load_pipeline",
     "run",

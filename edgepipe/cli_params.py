@@ -22,7 +22,7 @@ from typing import Any
 
 from edgepipe.core.errors import PipelineFileError
 from edgepipe.core.loader import Param, PipelineFunction, flags_of
-from edgepipe.core.params import WritableFile
+from edgepipe.core.params import WritableFile, WritableFolder
 
 _TYPE_WORDS: dict[Any, tuple[str, str]] = {
     int: ("INT", "int"),
@@ -60,12 +60,15 @@ def add_parameters(parser: argparse.ArgumentParser, spec: PipelineFunction) -> N
 
 
 def metavar(param: Param) -> str:
-    """``INT``, ``FLOAT``, ``TEXT``, ``PATH``, ``FILE`` (a :class:`WritableFile`), ``{a,b}``."""
+    """``INT``, ``FLOAT``, ``TEXT``, ``PATH``, ``FILE`` (a :class:`WritableFile`), ``DIR`` (a
+    :class:`WritableFolder`), ``{a,b}``."""
     choices = _choices(param.annotation)
     if choices is not None:
         return "{" + ",".join(choices + ["none"] * _none_taken(param)) + "}"
     if any(isinstance(c, WritableFile) for c in param.constraints):
         return "FILE"
+    if any(isinstance(c, WritableFolder) for c in param.constraints):
+        return "DIR"
     arms = _arms(param.annotation)
     if len(arms) == 1 and arms[0] in _TYPE_WORDS:
         return _TYPE_WORDS[arms[0]][0]

@@ -308,6 +308,8 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
         written = f"; {report.results_written} results written to {args.results}"
         if report.results_reader_gone:
             written += " (its reader closed it)"
+    outputs_failed = len(report.failed_sinks) + (report.results_error is not None)
+    written += f"; {outputs_failed} output(s) failed (below)" if outputs_failed else ""
     log.info("'%s' ended (%s) after %.1f s; %d errors%s", graph.name, report.stopped_by, report.duration_s,
              errors, written)  # fmt: skip
     # Output that failed as a whole fails the run: exit 0 would say the recording or the

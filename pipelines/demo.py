@@ -38,7 +38,7 @@ from typing import Annotated
 
 import numpy as np
 
-from edgepipe import Input, Message, Pipeline, Range, WritableFile
+from edgepipe import Input, Message, Pipeline, Range, WritableFile, WritableFolder
 from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
 from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
 from edgepipe.media.encode import Recorder
@@ -136,7 +136,7 @@ def pipeline(
     detect: str = "centerface",
     every: Annotated[int, Range(1)] = 3,
     mqtt: str = "",
-    events_dir: str = "",
+    events_dir: Annotated[str, WritableFolder()] = "",
     mqtt_device: str = "",
 ) -> Pipeline:
     """camera -> motion and faces -> log; with --record, an annotated H.264 file; viewers.

@@ -37,7 +37,7 @@ import logging
 from pathlib import Path
 from typing import Annotated
 
-from edgepipe import Message, Pipeline, Range
+from edgepipe import Message, Pipeline, Range, WritableFolder
 from edgepipe.lm import Describe, ModelFolder
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
@@ -69,7 +69,7 @@ def pipeline(
     max_new_tokens: Annotated[int, Range(1)] = 48,
     max_tokens_per_s: Annotated[float, Range(0)] = 0.0,
     mqtt: str = "",
-    events_dir: str = "",
+    events_dir: Annotated[str, WritableFolder()] = "",
     mqtt_device: str = "",
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,

@@ -51,7 +51,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from edgepipe import Pipeline, Range, WritableFile
+from edgepipe import Pipeline, Range, WritableFile, WritableFolder
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
 from edgepipe.media.encode import Recorder
 from edgepipe.serve.stream import WebRTCStream
@@ -98,7 +98,7 @@ def pipeline(
     decoder: str = "auto",
     realtime: bool = False,
     mqtt: str = "",
-    events_dir: str = "",
+    events_dir: Annotated[str, WritableFolder()] = "",
     mqtt_device: str = "",
 ) -> Pipeline:
     """camera -> faces (CenterFace) -> blur -> MP4 (with --output) and viewers, and a log of the

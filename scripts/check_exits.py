@@ -157,6 +157,12 @@ def cases(tmp: Path, clip: Path, no_full: str = "") -> list[Case]:
             2,
         ),
         Case(
+            "run: --events-dir on a full disk (a clip lost)",
+            ["run", face, *synthetic, "--events-dir", str(tmp / "full" / "events"), "--duration", "6"],
+            1,
+            needs=no_full,
+        ),
+        Case(
             "run: --results - with stdout closed",
             ["run", face, "--results", "-", "--duration", "2"],
             2,

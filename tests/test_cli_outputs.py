@@ -31,6 +31,10 @@ def error_line(stderr: str) -> str:
         (["--output", "/proc/edgepipe-x.mp4"], ["--output", "/proc/edgepipe-x.mp4"]),
         (["--output", "{tmp}/missing/x.mp4"], ["--output", "missing does not exist; create it first"]),
         (["--output", "{tmp}"], ["--output", "not a folder"]),
+        (
+            ["--events-dir", "{tmp}/missing/events"],
+            ["--events-dir", "missing does not exist; create it first"],
+        ),
         (["--duration", "nan"], ["--duration", "finite number of seconds above 0"]),
         (["--duration", "-1"], ["--duration", "'-1'"]),
         (["--duration", "0"], ["--duration", "'0'"]),
@@ -106,6 +110,7 @@ def test_a_recorder_whose_writes_all_fail_is_exit_1_and_the_summary_names_it(tmp
     line = error_line(result.stderr)
     assert f"sink 'record': {out}: nothing recorded of" in line
     assert "No such file or directory" in line
+    assert "; 1 output(s) failed (below)" in result.stderr  # the summary counts it: not "0 errors" alone
     assert "recorded 0 frames" not in result.stderr
     assert not any(noise in result.stderr for noise in NOISE), result.stderr
 

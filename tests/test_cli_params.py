@@ -23,7 +23,7 @@ PIPELINE = '''\
     import enum, json, sys
     from pathlib import Path
     from typing import Annotated, Literal
-    from edgepipe import Pipeline, Range, WritableFile
+    from edgepipe import Pipeline, Range, WritableFile, WritableFolder
 
     class Mode(enum.Enum):
         FAST = "fast"
@@ -38,6 +38,7 @@ PIPELINE = '''\
         enabled: bool = False,
         model: Path | None = None,
         record: Annotated[str, WritableFile()] = "",
+        clips: Annotated[str, WritableFolder()] = "",
         every_s: Annotated[float, Range(0, low_open=True)] | None = None,
         label: str = "",
     ) -> Pipeline:
@@ -90,6 +91,7 @@ def test_help_with_a_file_lists_its_parameters_after_the_options(tmp_path: Path,
         r"--enabled, --no-enabled +whether it is on \(default: false\)",
         r"--model PATH +path or none; default: none",
         r"--record FILE +a writable file path, '' for none; default: ''",
+        r"--clips DIR +a writable folder, '' for none; default: ''",
         r"--every-s FLOAT +how often, at 50% load \(float more than 0 or none; default: none\)",
         r"--label TEXT +text; default: ''",
     ]

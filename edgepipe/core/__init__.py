@@ -21,7 +21,7 @@ from edgepipe.core.inbox import Inbox
 from edgepipe.core.loader import load_pipeline
 from edgepipe.core.memory import MemoryBudgetError, MemoryPlan, Reservation, memory_plan
 from edgepipe.core.metrics import NodeStats
-from edgepipe.core.params import Range, WritableFile
+from edgepipe.core.params import Range, WritableFile, WritableFolder
 from edgepipe.core.pipeline import Pipeline
 from edgepipe.core.planning import Plannable, PlanNode, PlanReport, UnknownSize, plan_graph
 from edgepipe.core.results import Message, ResultsWriter
@@ -69,6 +69,7 @@ __all__ = [
     "Snapshot",
     "UnknownSize",
     "WritableFile",
+    "WritableFolder",
     "load_pipeline",
     "memory_plan",
     "plan_graph",

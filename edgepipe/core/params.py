@@ -4,12 +4,14 @@
         input_size: Annotated[int, Range(32, 4096)] = 640,
         threshold: Annotated[float, Range(0, 1)] = 0.35,
         output: Annotated[str, WritableFile()] = "out.mp4",
+        clips: Annotated[str, WritableFolder()] = "",
     ) -> Pipeline: ...
 
 The loader (:mod:`edgepipe.core.loader`) checks every value, given or default, before
 ``pipeline()`` is called: a value that breaks one is refused (exit 2) naming the parameter and
 what it allows. The checks are plain functions too (:meth:`Range.check`,
-:func:`check_writable_file`), for library code that takes the same values.
+:func:`check_writable_file`, :func:`check_writable_folder`), for library code that takes the
+same values.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import errno
 import math
 import os
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -149,3 +152,67 @@ def check_writable_file(path: str | os.PathLike[str]) -> None:
     if mode is None:
         with contextlib.suppress(OSError):
             os.unlink(target)
+
+
+@dataclass(frozen=True, slots=True)
+class WritableFolder:
+    """A folder files can be written in: one that exists (proven by creating a file in it), or
+    one that can be created in a folder that exists (proven by creating it). Only the folder
+    itself may be new: its parents are never created (a typo would make a tree of them).
+    ``""`` and ``None`` pass unchecked ("write nothing"). Nothing is left behind: what the
+    check created is removed at once (the sink creates the folder again when it starts)."""
+
+    def describe(self) -> str:
+        return "a writable folder, '' for none"
+
+    def check(self, value: Any) -> None:
+        if value is None or value == "":
+            return
+        check_writable_folder(value)
+
+
+def check_writable_folder(path: str | os.PathLike[str]) -> None:
+    """Raise ``ValueError`` (the reason, and what to give instead) unless files can be written in
+    the folder ``path``, or it can be created (its parent exists and takes a new folder)."""
+    if not str(path).strip():
+        raise ValueError("a folder path (got an empty one)")
+    folder = Path(path)
+    try:
+        mode: int | None = folder.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:
+        raise ValueError(f"a folder files can be written in ({folder}: {exc.strerror or exc})") from None
+    if mode is not None and not stat.S_ISDIR(mode):
+        if stat.S_ISREG(mode):
+            raise ValueError(f"a folder path, not a file ({folder} is a file)")
+        raise ValueError(f"a folder path ({folder} is not a folder)")
+    if mode is None:
+        parent = folder.parent
+        if not parent.is_dir():
+            what = "is not a folder" if parent.exists() else "does not exist; create it first"
+            raise ValueError(f"a folder path in an existing folder ({parent} {what})")
+        try:
+            folder.mkdir()
+        except FileExistsError:  # made meanwhile: not ours to remove; checked as one that exists
+            pass
+        except OSError as exc:
+            raise ValueError(f"a folder that can be created ({folder}: {_why(exc, parent)})") from None
+        else:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+            return
+    try:
+        # A file, not os.access: as root, os.access says yes where no file can be made (/proc).
+        fd, probe = tempfile.mkstemp(prefix=".edgepipe-probe-", dir=folder)
+    except OSError as exc:
+        raise ValueError(f"a folder files can be written in ({folder}: {_why(exc, folder)})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+
+
+def _why(exc: OSError, folder: Path) -> str:
+    if exc.errno == errno.ENOENT:  # /proc: the folder is there but takes nothing new
+        return f"nothing can be created in {folder}"
+    return exc.strerror or str(exc)

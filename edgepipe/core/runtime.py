@@ -18,7 +18,8 @@ Life of a run:
 5. The report names every sink that was given items and wrote none of them
    (:attr:`RunReport.failed_sinks`): every call failed, or the sink says its output was lost
    as a whole (a ``failed_output`` attribute on its object, e.g. a recording whose file could
-   not be closed). The CLI exits 1 for them, as for results that could not be written.
+   not be closed; a stage that writes files, such as event clips, may say it too). The CLI
+   exits 1 for them, as for results that could not be written.
 """
 
 from __future__ import annotations
@@ -319,14 +320,16 @@ class Runtime:
     def _failed_sinks(self, stats: Snapshot) -> list[str]:
         failed = []
         for runner in self.runners.values():
-            if runner.spec.kind is not NodeKind.SINK:
-                continue
+            # A stage may write output of its own too (event clips): its failed_output counts.
             own = getattr(runner.spec.target, "failed_output", None)
-            s = stats.node(runner.node_id)
-            tried = s.items_in - s.skipped
             if isinstance(own, str) and own:
                 failed.append(f"sink '{runner.node_id}': {own}")
-            elif s.items_in and s.errors and s.errors >= tried:
+                continue
+            if runner.spec.kind is not NodeKind.SINK:
+                continue
+            s = stats.node(runner.node_id)
+            tried = s.items_in - s.skipped
+            if s.items_in and s.errors and s.errors >= tried:
                 skipped = f"; {s.skipped} more skipped while its circuit was open" if s.skipped else ""
                 failed.append(
                     f"sink '{runner.node_id}': every write failed ({s.errors} of {tried}{skipped}); "

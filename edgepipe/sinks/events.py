@@ -24,13 +24,18 @@ no frame. After each clip the oldest clips are deleted until the folder's clips 
 ``max_bytes`` and none is older than ``max_age_s``.
 
 It emits a ``Message("event", {"what": "recording", ...})`` when a clip starts (``state``:
-``start``) and when it is saved (``end``; ``removed`` if nothing could be kept): its ``path``,
+``start``) and one when it ends: ``end`` when it is saved, ``removed`` when nothing could be
+kept (with the ``error`` when its file could not be opened, written or finished: a full disk, a
+folder removed). Every ``start`` gets exactly one of them, whatever happens. A clip lost to an
+error fails the run's output (:attr:`EventRecorder.failed_output`: exit 1, a line naming the
+clip and the cause), as a recording that could not be written does. Its ``path``,
 ``source``, ``start_t``/``end_t`` (wall-clock seconds of its first and last frame),
 ``start_pts``/``end_pts`` (the recorder's 90 kHz timeline, ``time_base``), ``duration_s``,
 ``frames``, ``bytes``, the first ``trigger`` (kind, reason, source), the number of
 ``triggers`` and what ended it (``ended_by``: ``post_roll``, ``max_length``, ``source_lost``,
-``size_changed``, ``ended``, ``stopped``). A clip finished by ``stop()`` (a forced stop) is
-told through the run's results instead (outputs are closed by then).
+``size_changed``, ``ended``, ``stopped``) and ``error`` (``None``, or why the file was lost). A
+clip finished by ``stop()`` (a forced stop) is told through the run's events instead (results,
+viewers, MQTT's listener: the stage's outputs are closed by then).
 
 Encoding and file writes run on the recorder's own worker thread, never on the event loop; a
 timer checks for a lost source and polls ``sources`` (objects with ``source_id`` and
@@ -40,6 +45,7 @@ timer checks for a lost source and polls ``sources`` (objects with ``source_id``
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import math
@@ -52,6 +58,7 @@ from typing import Any
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.params import check_writable_folder
 from edgepipe.core.results import Message
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import Ticket
@@ -59,7 +66,7 @@ from edgepipe.sched.ledger import ticket_tag
 from edgepipe.sinks.events_encode import ClipEncoder
 from edgepipe.sinks.events_engine import Limits, RecorderEngine
 from edgepipe.sinks.events_retention import prune, remove_parts
-from edgepipe.sinks.events_trigger import Hit, Trigger
+from edgepipe.sinks.events_trigger import Trigger
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,11 @@ class EventRecorder:
     ) -> None:
         if not str(events_dir).strip():
             raise ValueError("EventRecorder needs a folder for its clips (got an empty path)")
+        try:
+            # Said at declaration (exit 2, before a camera opens or a model loads), not at start.
+            check_writable_folder(events_dir)
+        except ValueError as exc:
+            raise ValueError(f"EventRecorder events_dir: expected {exc}") from None
         _seconds("pre_s", pre_s, zero=True)
         _seconds("post_s", post_s, zero=True)
         _seconds("max_clip_s", max_clip_s)
@@ -137,6 +149,24 @@ class EventRecorder:
         self.engine = RecorderEngine(self.events_dir, self.limits, clip_encoder, ticket)
         self._pool: DaemonThreadPool | None = None
         self._states: dict[str, str] = {}
+        self._outbox: collections.deque[Message] = collections.deque()
+        """Messages made and not yet sent (appended on the worker, taken on the loop)."""
+        self._cut_short: Path | None = None  # a clip the stop had no time to finish
+
+    @property
+    def failed_output(self) -> str | None:
+        """The clips lost to an error (a full disk, a folder removed), naming the first and its
+        cause; ``None`` when none was (the run's report names it: exit 1)."""
+        lost, first, cut = self.engine.lost, self.engine.first_lost, self._cut_short
+        if cut is not None:  # the worker, finishing it later, may have counted it too
+            if first is None or first[0] != cut:
+                lost += 1
+            if first is None or first[0] == cut:
+                first = (cut, "the stop came before it was finished")
+        if first is None:
+            return None
+        more = f"; {lost - 1} more lost (see the log)" if lost > 1 else ""
+        return f"event clip {first[0]} lost: {first[1]}{more}"
 
     # -- hooks ----------------------------------------------------------------------------------
 
@@ -169,7 +199,8 @@ class EventRecorder:
                 raise OutputError(f"cannot create the events folder: {exc}", path=str(folder)) from exc
             log.info("event recordings: created the folder %s", folder)
         try:
-            # A folder clips cannot be written in is said now (exit 2), not at the first event.
+            # Checked at declaration too; said again here for a folder changed since (a run that
+            # cannot keep clips stops now, not at the first event).
             fd, probe = tempfile.mkstemp(prefix=".edgepipe-probe-", dir=folder)
             os.close(fd)
             os.unlink(probe)
@@ -183,23 +214,25 @@ class EventRecorder:
             raise OutputError(f"cannot use the events folder: {exc}", path=str(folder)) from exc
 
     async def stop(self) -> None:
-        """Finish a clip still being written (a forced stop), and let the worker go. When the
-        stop is cut short (the node's hook timeout) before the clip is finished, its hidden
-        file is removed: a process about to exit leaves nothing half-written behind."""
+        """Finish a clip still being written (a forced stop), send what the stream could not (a
+        clip's messages made while it was cancelled) as the node's events, and let the worker
+        go. When the stop is cut short (the node's hook timeout) before the clip is finished,
+        its hidden file is removed: a process about to exit leaves nothing half-written behind
+        (the clip is lost: :attr:`failed_output`)."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        part = self.engine.part
+        part, clip_path = self.engine.part, self.engine.clip_path
         finished = False
         try:
             # Always through the worker, after what it is still doing: a trigger whose await was
             # cancelled with the stream may open a clip after this line (recording is False now).
-            loop = asyncio.get_running_loop()
-            messages = await loop.run_in_executor(pool, self.engine.close, "stopped")
+            await asyncio.get_running_loop().run_in_executor(pool, self._call, self.engine.close, "stopped")
             finished = True
             with contextlib.suppress(RuntimeError):
                 ctx = current_node()
-                for message in messages:
+                while self._outbox:
+                    message = self._outbox.popleft()
                     await ctx.emit_event(message.kind, message.data)
         finally:
             pool.shutdown(wait=False)
@@ -209,27 +242,38 @@ class EventRecorder:
                 for left in {p for p in (part, self.engine.part) if p is not None}:
                     with contextlib.suppress(OSError):
                         left.unlink()
-                    log.warning("event recordings: the stop came before %s was finished; removed", left)
+                    log.error("event recordings: the stop came before %s was finished; removed", left)
+                    self._cut_short = self.engine.clip_path or clip_path or left
 
     # -- the stream -------------------------------------------------------------------------------
+
+    def _call(self, fn: Callable[..., list[Message]], *args: Any) -> None:
+        # On the worker: the messages wait in the outbox until sent, so that a call whose await
+        # was cancelled (the stream closing) loses none of them: stop() sends what is left.
+        self._outbox.extend(fn(*args))
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self._pool is not None, "EventRecorder is not started"
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def _take(self, item: Any) -> list[Message]:
+    async def _feed(self, item: Any) -> None:
         if isinstance(item, Frame):
-            messages: list[Message] = await self._run(self.engine.frame, item)
-            return messages
-        hit = self.trigger.match(item)
-        return [] if hit is None else await self._hit(hit)
+            await self._run(self._call, self.engine.frame, item)
+        elif (hit := self.trigger.match(item)) is not None:
+            await self._run(self._call, self.engine.trigger, hit)
 
-    async def _hit(self, hit: Hit) -> list[Message]:
-        messages: list[Message] = await self._run(self.engine.trigger, hit)
-        return messages
+    def _sent(self) -> list[Message]:
+        """The messages made so far, taken from the outbox."""
+        out = list(self._outbox)
+        self._outbox.clear()
+        return out
 
-    async def _tick(self) -> list[Message]:
-        messages: list[Message] = []
+    async def _take(self, item: Any) -> list[Message]:
+        """Feed one item; the messages it made (for tests that drive the recorder directly)."""
+        await self._feed(item)
+        return self._sent()
+
+    async def _tick(self) -> None:
         for source in self.sources:
             source_id = str(getattr(source, "source_id", "") or "source")
             info = getattr(source, "state_info", None)
@@ -238,14 +282,15 @@ class EventRecorder:
                 self._states[source_id] = state
                 hit = self.trigger.state(source_id, state, reason)
                 if hit is not None:
-                    messages += await self._hit(hit)
+                    await self._run(self._call, self.engine.trigger, hit)
         if self.engine.recording:
-            messages += await self._run(self.engine.tick)
-        return messages
+            await self._run(self._call, self.engine.tick)
 
     async def process(self, items: AsyncIterator[Any]) -> AsyncIterator[Message]:
         """Frames and triggers in, ``event`` messages out (see the module's documentation)."""
-        queue: asyncio.Queue[list[Message] | None] = asyncio.Queue(8)
+        # A wake-up per call that made messages (bounded: the readers wait for the stream); the
+        # messages stay in the outbox until yielded.
+        wake: asyncio.Queue[bool] = asyncio.Queue(8)
         done = asyncio.Event()
         failure: list[Exception] = []
 
@@ -254,10 +299,10 @@ class EventRecorder:
             cancelled = False
             try:
                 async for item in items:
-                    if messages := await self._take(item):
-                        await queue.put(messages)
-                if messages := await self._run(self.engine.close, "ended"):
-                    await queue.put(messages)
+                    await self._feed(item)
+                    if self._outbox:
+                        await wake.put(True)
+                await self._run(self._call, self.engine.close, "ended")
             except asyncio.CancelledError:  # the generator is closing: nobody reads the queue
                 cancelled = True
                 raise
@@ -270,7 +315,7 @@ class EventRecorder:
                         await close()
                 done.set()
                 if not cancelled:
-                    await queue.put(None)
+                    await wake.put(False)
 
         async def tick() -> None:
             cancelled = False
@@ -279,8 +324,10 @@ class EventRecorder:
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(TICK_S):
                             await done.wait()
-                    if not done.is_set() and (messages := await self._tick()):
-                        await queue.put(messages)
+                    if not done.is_set():
+                        await self._tick()
+                        if self._outbox:
+                            await wake.put(True)
             except asyncio.CancelledError:
                 cancelled = True
                 raise
@@ -289,7 +336,7 @@ class EventRecorder:
                 done.set()
             finally:
                 if not cancelled:
-                    await queue.put(None)
+                    await wake.put(False)
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -297,12 +344,10 @@ class EventRecorder:
                 group.create_task(tick())
                 ended = 0
                 while ended < 2:
-                    messages = await queue.get()
-                    if messages is None:
+                    if not await wake.get():
                         ended += 1
-                        continue
-                    for message in messages:
-                        yield message
+                    while self._outbox:
+                        yield self._outbox.popleft()
         except BaseExceptionGroup as group:  # GeneratorExit or KeyboardInterrupt at a yield
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None

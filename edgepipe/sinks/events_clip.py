@@ -85,7 +85,11 @@ def _place(part: Path, path: Path) -> Path:
 class ClipWriter:
     """Writes one clip's packets; :meth:`finish` completes and names it (or removes it).
 
-    Raises ``av.error.FFmpegError`` or ``OSError`` when the file cannot be opened or written."""
+    Raises ``av.error.FFmpegError`` or ``OSError`` when the file cannot be opened or written;
+    then :meth:`abandon` removes it. The file is opened here, not by FFmpeg: a muxer whose header
+    could not be written never closes a file it opened itself (a descriptor, and on a full disk
+    the space of the removed file, held until the process exits), and Python's file writes all
+    of each buffer or raises (FFmpeg takes a short write as done, and the clip would be cut)."""
 
     def __init__(self, folder: Path, name: str, width: int, height: int, base_pts: int) -> None:
         self.path = folder / name
@@ -96,13 +100,24 @@ class ClipWriter:
         self.frames = 0
         self.bytes = 0
         self.last_pts = base_pts
-        self._container: Any = av.open(str(self.part), "w", format="mp4")
-        self._stream: Any = self._container.add_mux_stream("h264", width=width, height=height)
-        self._stream.time_base = TIME_BASE
+        self.error: str | None = None
+        """Why :meth:`finish` could not complete the file (``None`` when it did, or held no frame)."""
+        self._file: Any = open(self.part, "xb")  # noqa: SIM115 (closed by finish() or abandon())
+        try:
+            self._container: Any = av.open(self._file, "w", format="mp4")
+            self._stream: Any = self._container.add_mux_stream("h264", width=width, height=height)
+            self._stream.time_base = TIME_BASE
+        except BaseException:
+            self._container = None
+            self.abandon()
+            raise
 
     def write(self, packet: Any, pts: int) -> None:
         """Mux ``packet`` (its pts ``pts`` in the encoder's time base). The packet object is
-        reused: its timestamps are set here, its data is not changed (the ring keeps it)."""
+        reused: its timestamps are set here, its data is not changed (the ring keeps it).
+        Raises ``ValueError`` once the clip is finished or abandoned."""
+        if self._container is None:
+            raise ValueError(f"{self.path}: the clip is closed")
         rel = pts - self.base_pts
         packet.pts = packet.dts = rel
         # The last frame's duration is not known yet: the one before it stands for it (without
@@ -117,24 +132,25 @@ class ClipWriter:
 
     def finish(self) -> Path | None:
         """Close the file and give it its name: the clip's path, or None when it holds no
-        frame or could not be completed (then nothing is left behind)."""
+        frame or could not be completed (then nothing is left behind, and :attr:`error` says
+        why when frames were lost)."""
         container, self._container = self._container, None
         if container is None:
             return None
         ok = self.frames > 0
         try:
-            container.close()
+            container.close()  # the index (moov): a full disk fails here too
+            self._file.close()  # what Python still buffers
         except (av.error.FFmpegError, OSError) as exc:
-            log.error("event recordings: cannot finish %s: %s; removed", self.path, exc)
+            self.error = f"cannot finish the file: {reason(exc)}"
             ok = False
         if ok:
             try:
                 self.path = _place(self.part, self.path)
                 return self.path
             except OSError as exc:
-                log.error("event recordings: cannot name %s: %s; removed", self.path, exc)
-        with contextlib.suppress(OSError):
-            self.part.unlink()
+                self.error = f"cannot name the file: {reason(exc)}"
+        self._remove()
         return None
 
     def abandon(self) -> None:
@@ -143,9 +159,21 @@ class ClipWriter:
         if container is not None:
             with contextlib.suppress(av.error.FFmpegError, OSError):
                 container.close()
+        self._remove()
+
+    def _remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()  # a write it still buffers fails again on a full disk: dropped
         with contextlib.suppress(OSError):
             self.part.unlink()
 
     @property
     def duration_s(self) -> float:
         return float((self.last_pts - self.base_pts) * TIME_BASE)
+
+
+def reason(exc: BaseException) -> str:
+    """An error's cause without the file name FFmpeg and ``OSError`` add (the hidden one)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else exc.strerror
+    return str(exc)

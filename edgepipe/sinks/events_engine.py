@@ -3,9 +3,16 @@
 :class:`RecorderEngine` is called, one call at a time, from the recorder's worker thread:
 :meth:`~RecorderEngine.frame` for each output frame, :meth:`~RecorderEngine.trigger` for each
 hit, :meth:`~RecorderEngine.tick` a few times a second and :meth:`~RecorderEngine.close` at the
-end. Each returns the ``event`` messages it made (a clip started, a clip saved). Stream time is
-the encoder's 90 kHz timeline (:mod:`~edgepipe.sinks.events_encode`); wall time is when each
-frame was decoded.
+end. Each returns the ``event`` messages it made (a clip started, a clip saved or removed).
+Stream time is the encoder's 90 kHz timeline (:mod:`~edgepipe.sinks.events_encode`); wall time
+is when each frame was decoded.
+
+A clip is the event's span of frames, whether or not its file can be written: a file that cannot
+be opened, written or finished (a full disk, a folder removed) is removed at once, and the clip
+goes on without it (later triggers extend it, no new clip opens) until it ends as any clip does;
+then its one closing message says ``removed``, with the ``error``. Every ``start`` gets exactly
+one ``end`` or ``removed``, and a disk that stays full costs one failed file per event, not one
+per trigger. Clips lost that way are counted (:attr:`RecorderEngine.lost`).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import av.error
 from edgepipe.core.results import Message
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
-from edgepipe.sinks.events_clip import ClipWriter, clip_name
+from edgepipe.sinks.events_clip import ClipWriter, clip_name, reason
 from edgepipe.sinks.events_encode import TICKS_PER_S, TIME_BASE, ClipEncoder
 from edgepipe.sinks.events_retention import prune
 from edgepipe.sinks.events_ring import PacketRing
@@ -49,27 +56,42 @@ class Limits:
 
 
 class _Clip:
-    """The clip being written and what its event says."""
+    """The clip being written (or, once its file failed, the span it covers) and what its event
+    says."""
 
     __slots__ = (
+        "base_pts",
+        "bytes",
         "end_t",
+        "error",
         "first",
         "first_trigger_pts",
+        "frames",
+        "last_pts",
         "last_trigger_pts",
+        "path",
         "source",
         "start_t",
         "triggers",
         "writer",
     )
 
-    def __init__(self, writer: ClipWriter, first: Hit, source: str, start_t: float, trigger_pts: int) -> None:
-        self.writer = writer
+    def __init__(self, folder: Path, first: Hit, source: str, start_t: float, trigger_pts: int,
+                 base_pts: int) -> None:  # fmt: skip
+        self.writer: ClipWriter | None = None
+        """Its file; ``None`` once it failed (``error`` says why)."""
+        self.path = folder
+        """Its file's name once it has one (the folder before)."""
+        self.error: str | None = None
         self.first = first
         self.source = source
-        self.start_t = start_t
-        self.end_t = start_t
+        self.start_t = self.end_t = start_t
+        self.base_pts = self.last_pts = base_pts
         self.first_trigger_pts = self.last_trigger_pts = trigger_pts
         self.triggers = 1
+        self.frames = 0
+        """Frames (packets) the clip took, written or, once its file failed, not."""
+        self.bytes = 0
 
 
 class RecorderEngine:
@@ -94,19 +116,29 @@ class RecorderEngine:
         self._last_pts: int | None = None
         self._last_frame_mono = time.monotonic()
         self._source = ""
-        self._open_failures = 0
-        """Clips that could not be opened in a row (a full disk, a folder made read-only): the
-        first is logged as an error, the rest at debug level until one opens again."""
+        self.lost = 0
+        """Clips whose file could not be kept (opened, written or finished)."""
+        self.first_lost: tuple[Path, str] | None = None
+        """The first of them, and why."""
+        self._failures = 0
+        """Clip files that failed since one was last saved (a full disk, a folder made
+        read-only): the first is logged as an error, the rest at debug level until one is saved."""
 
     @property
     def recording(self) -> bool:
         return self._clip is not None
 
     @property
+    def clip_path(self) -> Path | None:
+        """Where the clip being written lands once saved, if any."""
+        clip = self._clip
+        return clip.path if clip is not None else None
+
+    @property
     def part(self) -> Path | None:
         """The hidden file of the clip being written, if any."""
         clip = self._clip
-        return clip.writer.part if clip is not None else None
+        return clip.writer.part if clip is not None and clip.writer is not None else None
 
     def frame(self, frame: Frame) -> list[Message]:
         with self._lock:
@@ -140,7 +172,7 @@ class RecorderEngine:
         out: list[Message] = []
         clip = self._clip
         if clip is not None:
-            age = pts - clip.writer.base_pts
+            age = pts - clip.base_pts
             max_ticks = round(self.limits.max_clip_s * TICKS_PER_S)
             if pts > clip.last_trigger_pts + round(self.limits.post_s * TICKS_PER_S):
                 out += self._finish("post_roll")
@@ -193,39 +225,43 @@ class RecorderEngine:
         """A new clip starting at ``first_pts`` (a keyframe), with the ``preroll`` packets."""
         size = self.encoder.size
         assert size is not None
-        name = clip_name(self.folder, self._source, first_wall)
+        clip = self._clip = _Clip(self.folder, hit, self._source, first_wall, trigger_pts, first_pts)
         try:
-            writer = ClipWriter(self.folder, name, *size, first_pts)
+            name = clip_name(self.folder, self._source, first_wall)
+            clip.path = self.folder / name
+            clip.writer = ClipWriter(self.folder, name, *size, first_pts)
         except (av.error.FFmpegError, OSError) as exc:
-            # Every trigger tries again: one line per outage, not one per detection.
-            self._open_failures += 1
-            level = logging.ERROR if self._open_failures == 1 else logging.DEBUG
-            more = "; further failures are not logged until a clip opens" if level == logging.ERROR else ""
-            log.log(level, "event recordings: cannot open a clip in %s: %s%s", self.folder, exc, more)
-            return []
-        if self._open_failures:
-            log.info("event recordings: clips open again in %s (%d trigger(s) recorded nothing)", self.folder,
-                     self._open_failures)  # fmt: skip
-            self._open_failures = 0
-        clip = self._clip = _Clip(writer, hit, self._source, first_wall, trigger_pts)
+            self._fail(clip, f"cannot open the file: {reason(exc)}")
         for packet, pts, _key, wall in preroll:
-            if not self._write(clip, packet, pts, wall):
-                return [self._message("end", clip, "write_failed", None)]
-        log.info(
-            "event recordings: %s (%s %s): recording %s", self._source, hit.kind, hit.reason, writer.path
-        )
-        return [self._message("start", clip, None, None)]
+            self._write(clip, packet, pts, wall)
+        if clip.writer is not None:
+            log.info(
+                "event recordings: %s (%s %s): recording %s", self._source, hit.kind, hit.reason, clip.path
+            )
+        return [self._message("start", clip, None)]
 
-    def _write(self, clip: _Clip, packet: Any, pts: int, wall: float) -> bool:
-        try:
-            clip.writer.write(packet, pts)
-            clip.end_t = wall
-            return True
-        except (av.error.FFmpegError, OSError, ValueError) as exc:
-            log.error("event recordings: cannot write %s: %s; clip removed", clip.writer.path, exc)
+    def _write(self, clip: _Clip, packet: Any, pts: int, wall: float) -> None:
+        if clip.writer is not None:
+            try:
+                clip.writer.write(packet, pts)
+            except (av.error.FFmpegError, OSError, ValueError) as exc:
+                self._fail(clip, f"cannot write: {reason(exc)}")
+        clip.frames += 1
+        clip.bytes += packet.size
+        clip.last_pts = pts
+        clip.end_t = wall
+
+    def _fail(self, clip: _Clip, why: str) -> None:
+        """The clip's file failed: removed now; the clip goes on without it and ends ``removed``."""
+        if clip.writer is not None:
             clip.writer.abandon()
-            self._clip = None
-            return False
+            clip.writer = None
+        clip.error = clip.error or why
+        self._failures += 1
+        # One line per outage, not one per event while the disk stays full.
+        level = logging.ERROR if self._failures == 1 else logging.DEBUG
+        more = "; further failures are not logged until a clip is saved" if self._failures == 1 else ""
+        log.log(level, "event recordings: %s: %s; the clip is lost (removed)%s", clip.path, why, more)
 
     def tick(self) -> list[Message]:
         """A clip whose frames stopped coming (the source is lost) is finished."""
@@ -245,11 +281,22 @@ class RecorderEngine:
         clip, self._clip = self._clip, None
         if clip is None:
             return []
-        writer = clip.writer
-        path = writer.finish()
+        writer, clip.writer = clip.writer, None
+        path = writer.finish() if writer is not None else None
         if path is None:
-            return [self._message("end", clip, why, None)]
+            if writer is not None and writer.error is not None:
+                self._fail(clip, writer.error)
+            if clip.error is not None:
+                self.lost += 1
+                self.first_lost = self.first_lost or (clip.path, clip.error)
+            return [self._message("removed", clip, why)]
+        assert writer is not None
+        clip.path = path
         self.clips += 1
+        if self._failures:
+            log.info("event recordings: clips are saved again in %s (%d clip file(s) failed)", self.folder,
+                     self._failures)  # fmt: skip
+            self._failures = 0
         log.info(
             "event recordings: saved %s (%.1f s, %d frames, %s)", path, writer.duration_s, writer.frames, why
         )
@@ -257,28 +304,28 @@ class RecorderEngine:
             prune(self.folder, self.limits.max_bytes, self.limits.max_age_s, keep=path.name)
         except OSError as exc:
             log.warning("event recordings: cannot apply retention in %s: %s", self.folder, exc)
-        return [self._message("end", clip, why, path)]
+        return [self._message("end", clip, why)]
 
-    def _message(self, state: str, clip: _Clip, why: str | None, path: Path | None) -> Message:
-        writer = clip.writer
-        ended = state == "end"
+    def _message(self, state: str, clip: _Clip, why: str | None) -> Message:
+        ended = state != "start"
         data = {
             "what": "recording",
-            "state": state if not ended or path is not None else "removed",
-            "path": str(path if path is not None else writer.path),
+            "state": state,
+            "path": str(clip.path),
             "source": clip.source,
             "start_t": clip.start_t,
-            "start_pts": writer.base_pts,
+            "start_pts": clip.base_pts,
             "end_t": clip.end_t if ended else None,
-            "end_pts": writer.last_pts if ended else None,
+            "end_pts": clip.last_pts if ended else None,
             "trigger_pts": clip.first_trigger_pts,
             "last_trigger_pts": clip.last_trigger_pts,
             "time_base": str(TIME_BASE),
-            "duration_s": round(writer.duration_s, 3) if ended else None,
-            "frames": writer.frames,
-            "bytes": writer.bytes,
+            "duration_s": round((clip.last_pts - clip.base_pts) / TICKS_PER_S, 3) if ended else None,
+            "frames": clip.frames,
+            "bytes": clip.bytes,
             "trigger": clip.first.to_dict(),
             "triggers": clip.triggers,
             "ended_by": why,
+            "error": clip.error,
         }
         return Message("event", data)

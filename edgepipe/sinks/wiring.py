@@ -28,9 +28,10 @@ async def log_recording(message: Message) -> None:
     """One log line per event clip saved (or removed)."""
     data = message.data if isinstance(message.data, dict) else {}
     if message.kind == "event" and data.get("what") == "recording" and data.get("state") != "start":
-        log.info("event clip %s: %s (%.1f s, %s frames, trigger %s)", data.get("state"), data.get("path"),
+        error = f"; {data['error']}" if data.get("error") else ""
+        log.info("event clip %s: %s (%.1f s, %s frames, trigger %s%s)", data.get("state"), data.get("path"),
                  data.get("duration_s") or 0.0, data.get("frames"),
-                 (data.get("trigger") or {}).get("reason", ""))  # fmt: skip
+                 (data.get("trigger") or {}).get("reason", ""), error)  # fmt: skip
 
 
 def add_mqtt_and_events(

@@ -1,13 +1,24 @@
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from edgepipe.core.params import Range, WritableFile, check_writable_file, not_a_file
+from edgepipe.core.params import (
+    Range,
+    WritableFile,
+    WritableFolder,
+    check_writable_file,
+    check_writable_folder,
+    not_a_file,
+)
+from tests.disks import small_tmpfs
 
 
 @pytest.mark.parametrize(
@@ -82,3 +93,59 @@ def test_not_a_file_names_what_is_there_without_opening_it(tmp_path: Path) -> No
     assert not_a_file(tmp_path) == "a folder"
     assert not_a_file(tmp_path / "file") is None
     assert not_a_file(tmp_path / "absent") is None
+
+
+def test_a_writable_folder_is_proven_by_making_it_or_a_file_in_it_and_nothing_is_left(tmp_path: Path) -> None:
+    check_writable_folder(tmp_path / "new")  # made to prove it, removed at once; its parent exists
+    check_writable_folder(tmp_path)  # exists: a file made in it, removed at once
+    assert list(tmp_path.iterdir()) == []
+    WritableFolder().check("")  # "" and None mean "write nothing"
+    WritableFolder().check(None)
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("file", r"a folder path, not a file \(.*file is a file\)"),
+        (
+            "missing/events",
+            r"a folder path in an existing folder \(.*missing does not exist; create it first\)",
+        ),
+        ("file/events", r"a folder path in an existing folder \(.*file is not a folder\)"),
+        ("", r"a folder path \(got an empty one\)"),
+        (os.devnull, r"a folder path \(/dev/null is not a folder\)"),
+        (
+            "/proc/self",
+            r"a folder files can be written in \(/proc/self: nothing can be created in /proc/self\)",
+        ),
+        ("/proc/events", r"a folder that can be created \(/proc/events: nothing can be created in /proc\)"),
+    ],
+)
+def test_a_path_that_cannot_be_a_writable_folder_says_why(tmp_path: Path, where: str, message: str) -> None:
+    if where.startswith("/proc") and not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux /proc")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=message):
+        check_writable_folder(str(tmp_path / where) if where else "")
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]  # missing parents are never made
+
+
+@contextlib.contextmanager
+def _read_only(tmp_path: Path) -> Iterator[Path]:
+    """A folder no file can be made in: a read-only tmpfs as root (who ignores modes), else mode 555."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "ro"
+        folder.mkdir(mode=0o555)
+        yield folder
+        return
+    with small_tmpfs(tmp_path, "64k") as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True, capture_output=True)
+        yield disk
+
+
+def test_a_read_only_folder_or_one_that_cannot_be_made_in_it_is_refused(tmp_path: Path) -> None:
+    with _read_only(tmp_path) as folder:
+        with pytest.raises(ValueError, match=rf"a folder files can be written in \({folder}: "):
+            check_writable_folder(folder)
+        with pytest.raises(ValueError, match=rf"a folder that can be created \({folder}/events: "):
+            check_writable_folder(folder / "events")

@@ -78,9 +78,11 @@ async def test_face_privacy_publishes_its_event_clips(
             "--duration", "4", cwd=tmp_path,
         )  # fmt: skip
         assert code == 0, stderr[-3000:]
-        await sub.wait_for(lambda: sub.heard, what="an event message")
+        await sub.wait_for(lambda: len(sub.heard) >= 2, what="a clip's start and end")
     started = [h.json() for h in sub.heard]
     assert (started[0]["what"], started[0]["state"]) == ("recording", "start"), started
+    # its closing message is an ordinary result of the stage: published as the start is
+    assert [(m["state"], m["path"], m["error"]) for m in started[1:]] == [("end", started[0]["path"], None)]
     assert started[0]["trigger"]["kind"] == "detection"
     assert "face" in started[0]["trigger"]["reason"]
     [clip] = list(events.glob("*.mp4"))  # finished at the end of the run, under the name it announced

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe import WritableFile, load_pipeline
+from edgepipe import WritableFile, WritableFolder, load_pipeline
 from edgepipe.core.loader import load_module
 
 REPO_PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
@@ -22,7 +22,7 @@ def test_no_output_file_is_written_unless_asked(path: Path) -> None:
     outputs = [
         name
         for name, hint in hints.items()
-        if any(isinstance(m, WritableFile) for m in getattr(hint, "__metadata__", ()))
+        if any(isinstance(m, WritableFile | WritableFolder) for m in getattr(hint, "__metadata__", ()))
     ]
     defaults = {name: inspect.signature(function).parameters[name].default for name in outputs}
     assert all(value in ("", None) for value in defaults.values()), defaults
@@ -48,5 +48,8 @@ def test_no_broker_and_no_event_clip_unless_asked(path: Path) -> None:
 
 def test_the_camera_pipelines_take_a_broker_and_an_events_folder() -> None:
     for stem in ("demo", "describe_scene", "face_privacy"):
-        parameters = inspect.signature(load_module(REPO_PIPELINES / f"{stem}.py").pipeline).parameters
-        assert set(SINK_PARAMS) <= set(parameters), stem
+        function = load_module(REPO_PIPELINES / f"{stem}.py").pipeline
+        assert set(SINK_PARAMS) <= set(inspect.signature(function).parameters), stem
+        # checked at the door (exit 2 before a camera opens), as an output file is
+        hint = typing.get_type_hints(function, include_extras=True)["events_dir"]
+        assert any(isinstance(m, WritableFolder) for m in hint.__metadata__), stem

@@ -153,17 +153,27 @@ async def test_no_trigger_no_clip(tmp_path: Path) -> None:
     assert list((tmp_path / "events").iterdir()) == []
 
 
-async def test_a_missing_parent_folder_is_refused_at_start(tmp_path: Path) -> None:
+def test_a_folder_that_cannot_be_used_is_refused_at_declaration(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    for where, message in (("no/events", "in an existing folder"), ("file", "not a file")):
+        with pytest.raises(ValueError, match=f"EventRecorder events_dir: expected a folder path.*{message}"):
+            EventRecorder(tmp_path / where)
+    assert not (tmp_path / "no").exists()
+
+
+async def test_a_folder_gone_between_declaration_and_start_is_refused_at_start(tmp_path: Path) -> None:
     p = Pipeline()
-    recorder = EventRecorder(tmp_path / "no" / "events")
+    recorder = EventRecorder(tmp_path / "events")
+    (tmp_path / "events").write_text("not a folder any more")
     p.sink(
         "log",
         Events(),
         inputs=p.stage("events", recorder, inputs=p.source("cam", VideoSource("synthetic://64x48@5"))),
     )
-    with pytest.raises(NodeError, match=r"start\(\) failed: OutputError: .*cannot keep event clips here"):
+    with pytest.raises(
+        NodeError, match=r"start\(\) failed: OutputError: .*expected a folder for event clips"
+    ):
         await run_async(p, duration_s=1.0)
-    assert not (tmp_path / "no").exists()
 
 
 @pytest.mark.parametrize(
@@ -198,7 +208,7 @@ async def test_a_stop_cut_short_before_the_clip_is_finished_leaves_no_part(
         await recorder._take(frame)
         if seq == 10:
             await recorder._take(Message("event", {"what": "cue", "source": frame.source_id}))
-    part = recorder.engine.part
+    part, clip = recorder.engine.part, recorder.engine.clip_path
     assert part is not None
     assert part.exists()
     close = recorder.engine.close
@@ -214,3 +224,4 @@ async def test_a_stop_cut_short_before_the_clip_is_finished_leaves_no_part(
     assert not part.exists()  # old code: left until the worker finished, for good if the process exits
     await asyncio.sleep(1.5)  # the worker finishes meanwhile: it cannot name what is gone
     assert [p.name for p in folder.iterdir()] == []
+    assert recorder.failed_output == f"event clip {clip} lost: the stop came before it was finished"

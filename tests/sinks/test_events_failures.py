@@ -7,11 +7,12 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from edgepipe.core.errors import OutputError
+from edgepipe.core.context import NodeContext, set_current
 from edgepipe.core.results import Message
 from edgepipe.media.frame import from_rgb
 from edgepipe.sinks import events_engine
@@ -31,12 +32,12 @@ async def _frames(
     return out
 
 
-async def test_a_folder_clips_cannot_be_written_in_is_refused_at_start() -> None:
+def test_a_folder_clips_cannot_be_written_in_is_refused_at_declaration() -> None:
     # /proc/self: a folder that exists and that no one, root included, may create a file in.
-    recorder = EventRecorder("/proc/self")
-    with pytest.raises(OutputError, match="cannot write event clips in this folder"):
-        await recorder.start()
-    await recorder.stop()
+    with pytest.raises(
+        ValueError, match=r"events_dir: expected a folder files can be written in \(/proc/self: "
+    ):
+        EventRecorder("/proc/self")
 
 
 async def test_clips_that_cannot_be_opened_are_logged_once_not_per_trigger(
@@ -62,7 +63,14 @@ async def test_a_trigger_still_on_the_worker_at_the_stop_leaves_no_part(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The stream is cancelled while a trigger is on the worker (its await cancelled, the call
-    not): stop() must finish (or remove) the clip that trigger opens after it looked."""
+    not): stop() must finish (or remove) the clip that trigger opens after it looked, and send
+    both its messages (the start the cancelled call made, and the end)."""
+    sent: list[dict[str, Any]] = []
+
+    async def emit_event(kind: str, data: dict[str, Any]) -> None:
+        sent.append(data)
+
+    set_current(NodeContext("events", 1, emit_event))
     folder = tmp_path / "events"
     recorder = EventRecorder(str(folder), pre_s=1.0, post_s=60.0)
     await recorder.start()
@@ -82,6 +90,10 @@ async def test_a_trigger_still_on_the_worker_at_the_stop_leaves_no_part(
     names = [p.name for p in folder.iterdir()]
     assert not [n for n in names if n.startswith(".")], names  # old code: the .part stayed
     assert len(names) == 1  # the trigger's clip, finished by the stop
+    assert [(m["state"], m["ended_by"]) for m in sent] == [
+        ("start", None),
+        ("end", "stopped"),
+    ]  # old: no start
 
 
 async def test_a_clip_over_max_bytes_by_itself_is_kept_and_its_event_names_a_file(tmp_path: Path) -> None:
