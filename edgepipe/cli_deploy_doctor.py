@@ -17,7 +17,7 @@ from typing import Any
 from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from edgepipe.deploy.output import add_format, error, number, print_json, whole
 
-_DEADLINE = number("a number of seconds above 0 and at most 86400", above=0, at_most=86400)
+_DEADLINE = number("a positive number of seconds, at most 86400", above=0, at_most=86400)
 """A day at most: past ~9e9 s the deadline no longer fits the clock's type (OverflowError)."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -174,6 +175,8 @@ def _check_target(target: str | None) -> None:
         return
     if target.endswith(PIPELINE_SUFFIX):
         check_input(target, target, give="give the path of a pipeline file (.py)")
+    elif os.path.isdir(target) and os.path.lexists(inside := os.path.join(target, "model.onnx")):
+        check_model(inside, f"model {inside}", give="give an ONNX decoder: its .onnx file or folder")
     else:
         check_model(
             target, f"model {target}", give="give an ONNX decoder: its .onnx file or folder", folder=True
@@ -300,7 +303,7 @@ def _target(args: argparse.Namespace) -> Any:
     from edgepipe.deploy.devices import find_device
     from edgepipe.deploy.plan import Target
 
-    device = find_device(args.device) if args.device else None
+    device = find_device(args.device) if args.device is not None else None
     return Target(
         name=device.name if device else "the flags' device",
         bandwidth_gb_s=_pick(args.bandwidth_gb_s, device.bandwidth_gb_s if device else None),

@@ -11,6 +11,7 @@ they do not, or the work failed; 2: the command line or an input is wrong (nothi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,11 @@ def main(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_USAGE
     if args.list_nodes:
-        return _list_nodes(source, args.format)
+        try:
+            return _list_nodes(source, args.format)
+        except ModelChoiceError as exc:  # not an ONNX model after all
+            error(str(exc))
+            return EXIT_USAGE
     if not args.calib:
         error("quantize needs calibration frames: --calib VIDEO or --calib FOLDER_OF_IMAGES")
         return EXIT_USAGE
@@ -135,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
         calib = check_input(args.calib, f"--calib {args.calib}", folder=True,
                             give="give a video or a folder of images")  # fmt: skip
         output = Path(args.output).expanduser() if args.output else default_output(source, Path())
-        if output.exists() and output.resolve() == source.path.resolve():
+        if _same_file(output, source.path):
             raise PathError(f"-o {output}: is the model itself; write the INT8 model elsewhere")
         output = check_output(output, "-o", force=args.force)
     except PathError as exc:
@@ -186,6 +191,13 @@ def main(args: argparse.Namespace) -> int:
               "try more --frames, --method entropy, or --exclude the layers that drift")  # fmt: skip
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # not there (or a name too long: check_output says so)
+        return False
 
 
 class _Steps:

@@ -34,9 +34,9 @@ def walk(paths: list[str]) -> tuple[list[Path], list[str]]:
     missing: list[str] = []
     for name in paths:
         path = Path(name)
-        if path.is_dir():
+        if os.path.isdir(path):  # os.path's answer False where pathlib raises (a name too long)
             files += _walk_dir(path)
-        elif path.exists():
+        elif os.path.exists(path):
             files.append(path)
         else:
             missing.append(name)

@@ -96,14 +96,16 @@ def check_output(path: str | os.PathLike[str], flag: str, *, force: bool) -> Pat
     shown = f"{flag} {os.fspath(path)}"
     if not os.fspath(path).strip():
         raise PathError(f"{flag}: an empty path; give the path of the file to write")
-    target = Path(os.path.realpath(given)) if given.is_symlink() else given
+    target = given
     try:
+        if given.is_symlink():
+            target = Path(os.path.realpath(given))
         mode: int | None = target.stat().st_mode
     except FileNotFoundError:
         mode = None
-    except OSError as exc:
+    except OSError as exc:  # a name too long, a folder on the way without permission ...
         raise PathError(
-            f"{shown}: cannot check it ({reason(exc)}); give the path of a file to write"
+            f"{shown}: cannot write there ({reason(exc)}); give the path of a file to write"
         ) from None
     if mode is not None and not stat.S_ISREG(mode):
         via = f" (a symlink to {target})" if target != given else ""
@@ -112,13 +114,11 @@ def check_output(path: str | os.PathLike[str], flag: str, *, force: bool) -> Pat
             "give the path of a file to write"
         )
     if mode is not None and not force:
-        raise PathError(f"{shown}: exists; pass --force to replace it, or give another path")
+        raise PathError(f"{os.fspath(path)} exists; pass --force to replace it, or {flag} another path")
     if not target.parent.is_dir():
         what = "is not a folder" if target.parent.exists() else "does not exist"
         raise PathError(f"{shown}: its folder {target.parent} {what}; create it first")
     try:
-        if mode is None and len(os.fsencode(target.name)) > os.pathconf(target.parent, "PC_NAME_MAX"):
-            raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
         _new_temp(target).unlink()
     except OSError as exc:
         raise PathError(

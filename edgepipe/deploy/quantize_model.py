@@ -60,7 +60,7 @@ def find_model(model: str) -> SourceModel:
     """A file, a folder (its ``model.onnx``, else its only ``.onnx``) or a registry name.
     Raises :class:`ModelChoiceError`, or what :func:`resolve` raises for a registry name."""
     candidate = Path(model).expanduser()
-    if candidate.is_dir():
+    if os.path.isdir(candidate):  # False, not OSError, for a name too long: _checked says why
         onnx_files = sorted(candidate.glob("*.onnx"))
         named = candidate / "model.onnx"
         if named.exists() or len(onnx_files) == 1:
