@@ -60,9 +60,10 @@ def reason(exc: OSError) -> str:
 
 def check_input(path: str | os.PathLike[str], label: str, *, give: str, folder: bool = False) -> Path:
     """``path`` (``~`` expanded) when it is a regular file, or a folder where ``folder`` allows
-    one; else :class:`PathError` ``LABEL: is a FIFO (named pipe), not a file; GIVE`` (or ``no
-    such file``, ``empty`` is not checked here). ``label`` names the input as the command line
-    did (``--calib clip.mp4``, ``model x.onnx``); ``give`` says what to pass instead."""
+    one; else :class:`PathError`: ``LABEL: is a FIFO (named pipe), not a file; GIVE``, ``LABEL:
+    no such file; GIVE`` or ``LABEL: cannot read it (REASON); GIVE``. Nothing is opened.
+    ``label`` names the input as the command line did (``--calib clip.mp4``, ``model x.onnx``);
+    ``give`` says what to pass instead."""
     target = Path(path).expanduser()
     wanted = "file or folder" if folder else "file"
     try:

@@ -6,10 +6,10 @@ or an encoding error. Each function here gives back text that stands for the sam
 
 - :func:`shell_arg`: one shell word. A printable UTF-8 name is quoted as POSIX shells read it
   (``'it'"'"'s a $file.txt'``, by :func:`shlex.quote`); any other in bash's ``$'...'`` form, the
-  bytes that are not printable ASCII written ``\\xHH`` (bash, zsh and ksh read it; so does
-  ``ls``, which shows such names the same way).
-- :func:`python_literal`: a Python string literal, or a bytes literal (``b'\\xd6\\xd0.txt'``,
-  which ``open`` takes on POSIX) for a name that is not UTF-8.
+  bytes that are not printable ASCII written ``\\xHH`` (bash, zsh and ksh read it; GNU ``ls`` on
+  a terminal shows such names in the same form, with octal escapes).
+- :func:`python_literal`: a Python string literal (``"notes.txt"``), or for a name that is not
+  UTF-8 a bytes literal (``b'\\xd6\\xd0.txt'``, which ``open`` takes on POSIX).
 - :func:`shown`: the name for a line of text: itself when printable UTF-8, else :func:`shell_arg`.
 """
 
@@ -47,13 +47,16 @@ def shell_arg(name: str) -> str:
 
 
 def python_literal(name: str) -> str:
-    """``name`` as a Python literal for ``open(...)``: ``'notes.txt'``, or ``b'\\xd6\\xd0.txt'``
+    """``name`` as a Python literal for ``open(...)``: ``"notes.txt"``, or ``b'\\xd6\\xd0.txt'``
     when its bytes are not UTF-8."""
     raw = os.fsencode(name)
     try:
-        return repr(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return repr(raw)
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # as the rest of the advice writes strings
+    return repr(text)
 
 
 def shown(name: str) -> str:
