@@ -51,7 +51,7 @@ def _model_file(model: str) -> tuple[str, Path]:
     from edgepipe.infer.errors import ModelNotFound
 
     path = Path(model).expanduser()
-    if path.is_dir():
+    if os.path.isdir(path):  # False, not OSError, for a name too long: check_model says why
         file = path / "model.onnx"
         if not os.path.lexists(file):
             raise ValueError(f"model {model}: a folder without model.onnx; pass the .onnx file itself")

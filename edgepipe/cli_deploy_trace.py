@@ -157,7 +157,8 @@ def main(args: argparse.Namespace) -> int:
         summary["trace_file"] = str(args.trace_out)
     except OSError as exc:
         summary["trace_file"] = None
-        failed = f"cannot write {args.trace_out}: {reason(exc)} (no trace written; the summary is above)"
+        failed = f"cannot write {args.trace_out}: {reason(exc)} (no trace file written; "
+        failed += "the summary is on stdout)"
     if args.format == "json":
         print_json(summary)
     else:

@@ -121,8 +121,8 @@ def test_a_trace_on_a_full_disk_names_it_and_leaves_no_partial_json(
             capsys, "trace", HELLO, "--duration", "0.3", "-o", out, "--format", "json"
         )
         assert code == 1
-        assert err[-1] == (f"edgepipe: error: cannot write {out}: no space left on device (no trace written; "
-                           "the summary is above)")  # fmt: skip
+        assert err[-1] == (f"edgepipe: error: cannot write {out}: no space left on device (no trace file "
+                           "written; the summary is on stdout)")  # fmt: skip
         assert not any("internal error" in line for line in err)
         summary = json.loads(stdout[stdout.index("{\n") :])  # after what hello.py printed
         assert summary["trace_file"] is None  # the summary, all the same
