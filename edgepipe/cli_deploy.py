@@ -7,6 +7,7 @@ heavy imports go inside ``main``), and share :mod:`edgepipe.deploy.output`'s con
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import importlib.util
 import logging
@@ -15,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from edgepipe.core.exits import EXIT_PROBLEMS, EXIT_USAGE
-from edgepipe.deploy.output import MissingExtra, error
+from edgepipe.deploy.output import MissingExtra, error, numbers_not_options
 
 COMMANDS = ("plan", "check-ops", "quantize", "compare", "doctor", "trace")
 
@@ -34,12 +35,23 @@ def _modules() -> dict[str, ModuleType]:
 
 
 def add_parsers(sub: Any) -> None:
-    for module in _modules().values():
+    for command, module in _modules().items():
         module.add_parser(sub)
+        numbers_not_options(sub.choices[command])  # `--param-count -3e9`: a value, not an option
 
 
 def handles(command: str | None) -> bool:
     return command in COMMANDS
+
+
+def _names_as_bytes(stream: Any) -> None:
+    """A file name that is not UTF-8 (a str with surrogate escapes) reaches a UTF-8 ``stream``
+    as the bytes it is, as ``ls`` writes it, never as an internal error (Python's stdout is
+    strict outside the C locale); a stream in another encoding escapes what it cannot take."""
+    if getattr(stream, "errors", None) != "strict" or not hasattr(stream, "reconfigure"):
+        return
+    utf8 = codecs.lookup(stream.encoding).name == "utf-8"
+    stream.reconfigure(errors="surrogateescape" if utf8 else "backslashreplace")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -48,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    _names_as_bytes(sys.stdout)
     module = importlib.import_module(_module_name(args.command))
     try:
         code: int = module.main(args)

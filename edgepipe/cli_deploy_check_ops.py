@@ -46,19 +46,20 @@ def add_parser(sub: Any) -> None:
 
 def _model_file(model: str) -> tuple[str, Path]:
     """(name to show, .onnx file); ValueError with the one-line message otherwise."""
+    from edgepipe.deploy.files import check_model
     from edgepipe.infer import registry
     from edgepipe.infer.errors import ModelNotFound
 
     path = Path(model).expanduser()
-    if path.is_dir():
+    if os.path.isdir(path):  # False, not OSError, for a name too long: check_model says why
         file = path / "model.onnx"
-        if not file.is_file():
+        if not os.path.lexists(file):
             raise ValueError(f"model {model}: a folder without model.onnx; pass the .onnx file itself")
-        return model, file
-    if registry.looks_like_path(model):
-        if not path.is_file():
-            raise ValueError(f"model {model}: no such file; pass an .onnx file, a folder or a registry name")
-        return model, path
+        return model, check_model(file, f"model {file}", give="pass the .onnx file itself")
+    if os.path.lexists(path) or registry.looks_like_path(model):
+        return model, check_model(
+            path, f"model {model}", give="pass an .onnx file, a folder or a registry name"
+        )
     try:
         return model, registry.resolve(model, pull_missing=False).path
     except ModelNotFound as exc:

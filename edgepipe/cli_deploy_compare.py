@@ -11,11 +11,20 @@ command line or an input is wrong, or a provider asked for is not in this ONNX R
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from edgepipe.deploy.output import add_format, console, error, number, print_json, progress, table, whole
+from edgepipe.deploy.output import (
+    INPUT_SIDE,
+    add_format,
+    console,
+    error,
+    number,
+    print_json,
+    progress,
+    table,
+    whole,
+)
 
 RUN_TIMEOUT_S = 120.0
 _TOLERANCE = number("a number of at least 0", at_least=0)
@@ -62,14 +71,15 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--input-size",
-        type=whole(1),
+        type=INPUT_SIDE,
         default=640,
         metavar="PX",
         help="with --input: longest input side for a model that takes any size (default 640)",
     )
     p.add_argument("--atol", type=_TOLERANCE, default=ATOL, help=f"absolute tolerance (default {ATOL:g})")
     p.add_argument("--rtol", type=_TOLERANCE, default=RTOL, help=f"relative tolerance (default {RTOL:g})")
-    p.add_argument("--seed", type=int, default=0, help="of the random inputs (default 0)")
+    p.add_argument("--seed", type=whole(0), default=0, metavar="N",
+                   help="of the random inputs: a whole number of at least 0 (default 0)")  # fmt: skip
     p.add_argument("--debug", action="store_true", help="full tracebacks")
     add_format(p)  # fmt: skip
 
@@ -94,6 +104,7 @@ def main(args: argparse.Namespace) -> int:
 
     from edgepipe.deploy.compare import Comparison, compare
     from edgepipe.deploy.compare_inputs import InputError, frame_feeds, parse_shapes, random_feeds
+    from edgepipe.deploy.files import PathError, check_input
     from edgepipe.deploy.quantize_model import ModelChoiceError, find_model
     from edgepipe.infer import Session, SessionConfig
     from edgepipe.infer.errors import InferError
@@ -110,10 +121,13 @@ def main(args: argparse.Namespace) -> int:
             have = ", ".join(short_name(p) for p in available)
             error(f"--ep {ep}: this ONNX Runtime has no {full_name(ep)} (available here: {have})")
             return EXIT_USAGE
-    if args.input and not Path(args.input).expanduser().exists():
-        error(f"--input {args.input}: no such file or folder; give a video or a folder of images, or "
-              "leave --input out for random inputs")  # fmt: skip
-        return EXIT_USAGE
+    if args.input:
+        try:
+            video = check_input(args.input, f"--input {args.input}", folder=True, give="give a video or "
+                                "a folder of images, or leave --input out for random inputs")  # fmt: skip
+        except PathError as exc:
+            error(str(exc))
+            return EXIT_USAGE
     sessions = []
     feeds: list[dict[str, Any]] = []
     try:
@@ -140,7 +154,6 @@ def main(args: argparse.Namespace) -> int:
             f"{sides[1][0]} on {short_name(b.providers[0])}",
         )
         if args.input:
-            video = Path(args.input).expanduser()
             feeds = frame_feeds(
                 video, str(source_a.path), source_a.free_image_dims, args.samples, args.input_size
             )

@@ -3,7 +3,9 @@
     edgepipe doctor clip.mp4 photos/ notes.txt
     edgepipe doctor recordings/ --format json
 
-Exit 0: nothing wrong found; 1: problems found; 2: a path that does not exist (the others are
+Exit 0: nothing wrong found; 1: problems found, or a file not checked in time (its decoder
+passed ``--timeout-s``: nothing was verified, so not 0, and nothing found wrong either: it is
+named "not checked in time", never "damaged"); 2: a path that does not exist (the others are
 still diagnosed) or a wrong option.
 """
 
@@ -13,7 +15,10 @@ import argparse
 from typing import Any
 
 from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from edgepipe.deploy.output import POSITIVE, add_format, error, print_json, whole
+from edgepipe.deploy.output import add_format, error, number, print_json, whole
+
+_DEADLINE = number("a positive number of seconds, at most 86400", above=0, at_most=86400)
+"""A day at most: past ~9e9 s the deadline no longer fits the clock's type (OverflowError)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -30,8 +35,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders")
     p.add_argument("--frames", type=whole(1), default=8, metavar="N",
                    help="video frames to decode from the start (default 8)")  # fmt: skip
-    p.add_argument("--timeout-s", type=POSITIVE, default=20.0, metavar="S",
-                   help="the decoder's deadline per file (default 20)")  # fmt: skip
+    p.add_argument("--timeout-s", type=_DEADLINE, default=20.0, metavar="S",
+                   help="the decoder's deadline per file in seconds (default 20, at most 86400)")  # fmt: skip
     p.add_argument("--debug", action="store_true", help="full tracebacks")
     add_format(p)
 
@@ -39,10 +44,11 @@ def add_parser(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from edgepipe.deploy.doctor import diagnose, walk
     from edgepipe.deploy.output import progress
+    from edgepipe.deploy.quoting import shown
 
     files, missing = walk(args.paths)
     for name in missing:
-        error(f"{name}: no such file or folder (check the path)")
+        error(f"{shown(name)}: no such file or folder (check the path)")
     records = []
     with progress("doctor", len(files)) as bar:
         for path in files:
@@ -58,22 +64,28 @@ def main(args: argparse.Namespace) -> int:
                 records.append(diag)
             bar.advance(bar.task_ids[0])
     failing = [r for r in records if r.problems]
+    unchecked = [r for r in records if r.unchecked]
     if args.format == "json":
-        print_json(
-            {"files": [r.as_dict() for r in records], "missing": missing, "with_problems": len(failing)}
-        )
+        print_json({"files": [r.as_dict() for r in records], "missing": missing,
+                    "with_problems": len(failing), "not_checked": len(unchecked)})  # fmt: skip
     else:
         for record in records:
             print("\n".join(_lines(record)))
         print(f"doctor: {len(failing)} of {len(records)} files with problems"
+              + (f"; {len(unchecked)} not checked in time" if unchecked else "")
               + (f"; {len(missing)} paths not found" if missing else ""))  # fmt: skip
+    if unchecked:
+        names = ", ".join(shown(r.path) for r in unchecked[:3]) + (", ..." if len(unchecked) > 3 else "")
+        error(f"{len(unchecked)} file{'s' if len(unchecked) > 1 else ''} not checked in time ({names}): "
+              f"the decoder passed --timeout-s {args.timeout_s:g}; raise it")  # fmt: skip
     if missing:
         return EXIT_USAGE
-    return EXIT_PROBLEMS if failing else EXIT_OK
+    return EXIT_PROBLEMS if failing or unchecked else EXIT_OK
 
 
 def _lines(record: Any) -> list[str]:
     from edgepipe.deploy.doctor_magic import NAMES
+    from edgepipe.deploy.quoting import shown
 
     details = record.details
     facts = [NAMES.get(record.kind, record.kind), f"{record.size_bytes} bytes"]
@@ -85,7 +97,8 @@ def _lines(record: Any) -> list[str]:
             facts.append(f"decoded {decode['frames']} frame{'s' if decode['frames'] > 1 else ''}")
     if "encoding" in details:
         facts.append(details["encoding_name"])
-    lines = [f"{record.path}: {', '.join(facts)}" + ("" if record.problems else ": ok")]
+    verdict = "" if record.problems else f": {record.unchecked}" if record.unchecked else ": ok"
+    lines = [f"{shown(record.path)}: {', '.join(facts)}{verdict}"]
     decoders = details.get("decoders")
     if decoders and decoders["software"]:
         hardware = ", ".join(decoders["hardware"]) or "none"
@@ -94,4 +107,6 @@ def _lines(record: Any) -> list[str]:
         )
     for problem in record.problems:
         lines += [f"  problem: {problem.what}", f"  fix: {problem.fix}"]
+    if record.problems and record.unchecked:
+        lines.append(f"  {record.unchecked}")
     return lines

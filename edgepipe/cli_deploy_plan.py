@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from edgepipe.deploy.output import POSITIVE, add_format, error, print_json, whole
+from edgepipe.deploy.output import POSITIVE, add_format, error, numbers_not_options, print_json, whole
 
 PIPELINE_SUFFIX = ".py"
+PARAM_COUNT = whole(1, what="a count of parameters: a positive whole number (3e9, 7241732096)")
+"""A parameter count is an integer: ``3.5`` is refused, never planned as 3."""
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--param-count", type=POSITIVE, metavar="N", help="parameters of the model (3e9)")
+    p.add_argument("--param-count", type=PARAM_COUNT, metavar="N", help="parameters of the model (3e9)")
     p.add_argument(
         "--dtype",
         choices=("fp32", "fp16", "bf16", "int8", "int4"),
@@ -110,7 +113,9 @@ def _split_rest(
 ) -> tuple[argparse.Namespace, list[str]]:
     """Options of ``plan`` given after TARGET, and the rest: the pipeline's own parameters
     (``theirs``: a flag both have is the pipeline's)."""
-    options = argparse.ArgumentParser(prog="edgepipe plan", add_help=False, allow_abbrev=False)
+    options = numbers_not_options(
+        argparse.ArgumentParser(prog="edgepipe plan", add_help=False, allow_abbrev=False)
+    )
     _add_options(options)
     flags = {f: a for f, a in options._option_string_actions.items() if f not in theirs}
     mine: list[str] = []
@@ -131,8 +136,14 @@ def _split_rest(
 
 def main(args: argparse.Namespace) -> int:
     from edgepipe.deploy.devices import UnknownDevice, devices
+    from edgepipe.deploy.files import PathError
 
     extra: list[str] = []
+    try:
+        _check_target(args.target)  # before its flags are read: a FIFO named x.py would block
+    except PathError as exc:
+        error(str(exc))
+        return EXIT_USAGE
     if args.rest:
         later, extra = _split_rest(args.rest, _pipeline_flags(args.target))
         for key, value in vars(later).items():
@@ -153,6 +164,23 @@ def main(args: argparse.Namespace) -> int:
             raise
         error(str(exc))
         return EXIT_USAGE
+
+
+def _check_target(target: str | None) -> None:
+    """TARGET is a pipeline file, or a model file or folder: PathError for one that is missing,
+    empty or not a file (a FIFO, a device)."""
+    from edgepipe.deploy.files import check_input, check_model
+
+    if target is None:
+        return
+    if target.endswith(PIPELINE_SUFFIX):
+        check_input(target, target, give="give the path of a pipeline file (.py)")
+    elif os.path.isdir(target) and os.path.lexists(inside := os.path.join(target, "model.onnx")):
+        check_model(inside, f"model {inside}", give="give an ONNX decoder: its .onnx file or folder")
+    else:
+        check_model(
+            target, f"model {target}", give="give an ONNX decoder: its .onnx file or folder", folder=True
+        )
 
 
 def _help(args: argparse.Namespace) -> int:
@@ -218,10 +246,19 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
     from edgepipe.deploy.plan_decode import CODECS, StreamSet, parse_resolution
     from edgepipe.deploy.plan_text import closing, render
 
+    if args.params is not None:
+        from edgepipe.deploy.files import check_input
+
+        check_input(
+            args.params, f"--params {args.params}", give="give a TOML file of the pipeline's parameters"
+        )
     codec = CODECS.get(args.codec.lower())
     if codec is None:
         raise ValueError(f"--codec: unknown codec {args.codec!r}; use one of {', '.join(CODECS)}")
-    width, height = parse_resolution(args.resolution)
+    try:
+        width, height = parse_resolution(args.resolution)
+    except ValueError as exc:
+        raise ValueError(f"--resolution {args.resolution}: {exc}") from None
     target = _target(args)
     streams = [StreamSet(args.streams, width, height, args.fps, codec)] if args.streams else []
     notes: list[str] = []
@@ -266,7 +303,7 @@ def _target(args: argparse.Namespace) -> Any:
     from edgepipe.deploy.devices import find_device
     from edgepipe.deploy.plan import Target
 
-    device = find_device(args.device) if args.device else None
+    device = find_device(args.device) if args.device is not None else None
     return Target(
         name=device.name if device else "the flags' device",
         bandwidth_gb_s=_pick(args.bandwidth_gb_s, device.bandwidth_gb_s if device else None),

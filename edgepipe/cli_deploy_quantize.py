@@ -11,14 +11,16 @@ they do not, or the work failed; 2: the command line or an input is wrong (nothi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress, TaskID
 
-from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from edgepipe.deploy.output import (
+    INPUT_SIDE,
     add_format,
     console,
     error,
@@ -81,7 +83,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--input-size",
-        type=whole(1),
+        type=INPUT_SIDE,
         default=640,
         metavar="PX",
         help="longest input side, for a model that takes any size (default 640, as the Detector)",
@@ -111,7 +113,8 @@ def add_parser(sub: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     require("onnx", "deploy", "edgepipe quantize")
     from edgepipe.deploy.calib import CalibError
-    from edgepipe.deploy.quantize import QuantizeOptions, quantize, writable
+    from edgepipe.deploy.files import PathError, check_input, check_output, reason
+    from edgepipe.deploy.quantize import QuantizeOptions, quantize
     from edgepipe.deploy.quantize_model import ModelChoiceError, default_output, find_model
     from edgepipe.infer.errors import InferError
     from edgepipe.vision.adapters import ADAPTERS, AdapterError
@@ -125,30 +128,23 @@ def main(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_USAGE
     if args.list_nodes:
-        return _list_nodes(source, args.format)
+        try:
+            return _list_nodes(source, args.format)
+        except ModelChoiceError as exc:  # not an ONNX model after all
+            error(str(exc))
+            return EXIT_USAGE
     if not args.calib:
         error("quantize needs calibration frames: --calib VIDEO or --calib FOLDER_OF_IMAGES")
         return EXIT_USAGE
-    calib = Path(args.calib).expanduser()
-    if not calib.exists():
-        error(f"--calib {args.calib}: no such file or folder; give a video or a folder of images")
-        return EXIT_USAGE
-    output = Path(args.output).expanduser() if args.output else default_output(source, Path())
-    if output.is_dir():
-        error(f"-o {output}: is a folder; give the path of the .onnx file to write")
-        return EXIT_USAGE
-    if output.resolve() == source.path.resolve():
-        error(f"-o {output}: is the model itself; write the INT8 model elsewhere")
-        return EXIT_USAGE
-    if output.exists() and not args.force:
-        error(f"{output} exists; pass --force to replace it, or -o another path")
-        return EXIT_USAGE
-    if not output.parent.is_dir():
-        error(f"-o {output}: no folder {output.parent}")
-        return EXIT_USAGE
-    problem = writable(output)
-    if problem:
-        error(f"cannot write {output} ({problem}); give -o a path in a folder you can write")
+    try:
+        calib = check_input(args.calib, f"--calib {args.calib}", folder=True,
+                            give="give a video or a folder of images")  # fmt: skip
+        output = Path(args.output).expanduser() if args.output else default_output(source, Path())
+        if _same_file(output, source.path):
+            raise PathError(f"-o {output}: is the model itself; write the INT8 model elsewhere")
+        output = check_output(output, "-o", force=args.force)
+    except PathError as exc:
+        error(str(exc))
         return EXIT_USAGE
     options = QuantizeOptions(
         calibration_frames=args.frames, held_out_frames=args.held_out, exclude=tuple(args.exclude),
@@ -171,8 +167,10 @@ def main(args: argparse.Namespace) -> int:
             error(str(exc))
             return EXIT_USAGE
         except OSError as exc:  # the disk filled, the folder went away ...
-            error(f"{exc.filename or output}: {exc.strerror or exc}")
-            return EXIT_PROBLEMS
+            error(f"{exc.filename or output}: {reason(exc)}"
+                  + (" (nothing written: the INT8 model is written whole or not at all)"
+                     if exc.filename == str(output) else ""))  # fmt: skip
+            return EXIT_FAILED
     agreement = report.check.agreement
     share = agreement.share if agreement is not None else None
     ok = share is not None and share >= args.min_agreement  # unmeasured is not agreed
@@ -193,6 +191,13 @@ def main(args: argparse.Namespace) -> int:
               "try more --frames, --method entropy, or --exclude the layers that drift")  # fmt: skip
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # not there (or a name too long: check_output says so)
+        return False
 
 
 class _Steps:

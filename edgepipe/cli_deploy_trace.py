@@ -5,20 +5,21 @@
     edgepipe trace pipelines/face_privacy.py --duration 10 -o run.json --source clip.mp4
 
 The pipeline file's own parameters follow it, as for ``edgepipe run``. Writes a Chrome-trace
-JSON (``-o``, default ``trace.json``) and prints the summary. Exit 0: traced, nothing wrong;
-1: the run failed, a node had errors, a buffer was rebuilt during the run or an expected fusion
-is missing; 2: the command line, the file or its parameters are wrong (before anything runs).
+JSON (``-o``, default ``trace.json``, replaced whole or not at all: see
+:mod:`edgepipe.deploy.files`) and prints the summary. Exit 0: traced, nothing wrong; 1: the run
+failed, a node had errors, a buffer was rebuilt during the run, an expected fusion is missing,
+or the trace file could not be written (a full disk); 2: the command line, the file, its
+parameters or ``-o`` are wrong (before anything runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
-from edgepipe.core.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from edgepipe.deploy.output import add_format, error, number, print_json, progress
+from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import add_format, error, number, numbers_not_options, print_json, progress
 
 DEFAULT_OUTPUT = "trace.json"
 _SECONDS = number("a finite number of seconds above 0", above=0)
@@ -52,7 +53,9 @@ def add_parser(sub: Any) -> None:
 
 def _split(args: argparse.Namespace) -> list[str]:
     """Options of ``trace`` given after FILE go to ``args``; the rest is the pipeline's."""
-    options = argparse.ArgumentParser(prog="edgepipe trace", add_help=False, allow_abbrev=False)
+    options = numbers_not_options(
+        argparse.ArgumentParser(prog="edgepipe trace", add_help=False, allow_abbrev=False)
+    )
     _add_options(options)
     flags = options._option_string_actions
     mine: list[str] = []
@@ -101,10 +104,16 @@ def _help(args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     from edgepipe.core.errors import EdgepipeError, PipelineError
-    from edgepipe.core.params import check_writable_file
+    from edgepipe.deploy.files import PathError, check_input, check_output, reason, write_output
     from edgepipe.deploy.plan_pipeline import load_graph
 
     extra = _split(args)
+    try:
+        if args.file is not None:  # before --help reads it: a FIFO would block
+            check_input(args.file, args.file, give="give a pipeline file, e.g. pipelines/face_privacy.py")
+    except PathError as exc:
+        error(str(exc))
+        return EXIT_USAGE
     if {"-h", "--help"} & set(extra):
         return _help(args)
     if args.file is None:
@@ -114,9 +123,13 @@ def main(args: argparse.Namespace) -> int:
         error(f"give --duration SECONDS: how long to run {args.file}")
         return EXIT_USAGE
     try:
-        check_writable_file(args.trace_out)
-    except ValueError as exc:
-        error(f"-o {args.trace_out}: expected {exc}")
+        if args.params is not None:
+            check_input(
+                args.params, f"--params {args.params}", give="give a TOML file of the pipeline's parameters"
+            )
+        out = check_output(args.trace_out, "-o", force=True)  # trace.json is replaced, run after run
+    except PathError as exc:
+        error(str(exc))
         return EXIT_USAGE
     try:
         graph = load_graph(args.file, extra, _reserved(), args.params)
@@ -137,13 +150,22 @@ def main(args: argparse.Namespace) -> int:
             raise
         error(f"{args.file}: the run failed: {exc}")
         return EXIT_PROBLEMS
-    Path(args.trace_out).write_text(json.dumps(chrome_trace(run)))
     summary = summarize(run)
-    summary["trace_file"] = str(args.trace_out)
+    failed = ""
+    try:  # whole or not at all: a full disk leaves no truncated JSON, and the old file as it was
+        write_output(out, json.dumps(chrome_trace(run)))
+        summary["trace_file"] = str(args.trace_out)
+    except OSError as exc:
+        summary["trace_file"] = None
+        failed = f"cannot write {args.trace_out}: {reason(exc)} (no trace file written; "
+        failed += "the summary is on stdout)"
     if args.format == "json":
         print_json(summary)
     else:
         from edgepipe.deploy.trace_text import print_summary
 
         print_summary(summary)
+    if failed:
+        error(failed)
+        return EXIT_FAILED
     return EXIT_PROBLEMS if summary["problems"] else EXIT_OK

@@ -61,9 +61,16 @@ def main(args: argparse.Namespace) -> int:
             print(f"edgepipe: error: model {exported.name}: {exported.how}, then pass its folder "
                   "(describe_scene.py --model DIR)", file=sys.stderr)  # fmt: skip
             return EXIT_USAGE
-        if reg.looks_like_path(args.name):
-            resolved = reg.resolve(args.name)  # a local file: nothing to fetch, just checked
-            print(resolved.path.resolve())
+        if _looks_like_path(args.name):  # a local file: nothing to fetch, just checked
+            from edgepipe.deploy.files import PathError, check_input
+
+            try:
+                file = check_input(args.name, f"model {args.name}", give="pass a path to an .onnx file or a "
+                                   "registry name (edgepipe models list)")  # fmt: skip
+            except PathError as exc:  # a FIFO or a device named for what it is, never "no such file"
+                print(f"edgepipe: error: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            print(file.resolve())
             return EXIT_OK
         entry = reg.lookup(args.name)
         if args.action == "pull":
@@ -78,6 +85,15 @@ def main(args: argparse.Namespace) -> int:
     except InferError as exc:
         print(f"edgepipe: error: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.__class__.__name__ == "ModelNotFound" else EXIT_FAILED
+
+
+def _looks_like_path(name: str) -> bool:
+    from edgepipe.infer import registry as reg
+
+    try:
+        return reg.looks_like_path(name)
+    except OSError:  # a name too long to look up is no registry name either: the check says why
+        return True
 
 
 def _list(fmt: str) -> int:

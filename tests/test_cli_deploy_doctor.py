@@ -94,9 +94,3 @@ def test_text_output_and_a_missing_path(samples: Path) -> None:
     assert "notes.txt: text, 184 bytes, UTF-8: ok" in done.stdout
     assert "doctor: 1 of 2 files with problems; 1 paths not found" in done.stdout
     assert "Traceback" not in done.stderr
-
-
-def test_a_wrong_option_is_exit_2() -> None:
-    done = doctor("x", "--timeout-s", "-1")
-    assert done.returncode == 2
-    assert "expected a positive number" in done.stderr

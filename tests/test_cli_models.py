@@ -52,6 +52,11 @@ def test_a_local_file_is_its_own_path(tmp_path: Path, capsys: pytest.CaptureFixt
     assert capsys.readouterr().out.strip() == str(model)
     assert main(["models", "path", str(tmp_path / "gone.onnx")]) == 2
     assert "no such file" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "pipe.onnx")
+    assert main(["models", "path", str(tmp_path / "pipe.onnx")]) == 2
+    assert "pipe.onnx: is a FIFO (named pipe), not a file" in capsys.readouterr().err
+    assert main(["models", "path", str(tmp_path / ("m" * 300))]) == 2  # not a traceback
+    assert "cannot read it (file name too long)" in capsys.readouterr().err
 
 
 def test_unknown_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -77,8 +77,9 @@ def thread_name() -> str:
 
 
 def comm_of(name: str) -> str:
-    """``name`` as the kernel would keep it: at most 15 bytes, not cut inside a character."""
-    return name.encode("utf-8")[:COMM_BYTES].decode("utf-8", "ignore")
+    """``name`` as the kernel would keep it: at most 15 bytes, not cut inside a character (a
+    model file's name that is not UTF-8 gives ``?`` for its bytes)."""
+    return name.encode("utf-8", "replace")[:COMM_BYTES].decode("utf-8", "ignore")
 
 
 class Tag:

@@ -59,7 +59,10 @@ class ModelFacts:
         head_dim: int | None = None,
         heads: int | None = None,
     ) -> ModelFacts:
-        """Facts from a parameter count alone (``--param-count 3e9 --dtype fp16``)."""
+        """Facts from a parameter count alone (``--param-count 3e9 --dtype fp16``). Raises
+        ValueError for a count that is not a positive whole number (``3.5`` is not rounded)."""
+        if not (params >= 1 and math.isfinite(params) and params == int(params)):
+            raise ValueError(f"--param-count {params!r}: a parameter count is a positive whole number (3e9)")
         count = int(params)
         kv_dtype = "fp32" if dtype == "fp32" else "fp16"
         return cls(

@@ -9,6 +9,7 @@ the model leaves free is 1 for the first (the batch) and :data:`FREE_DIM` for th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -66,15 +67,48 @@ def input_shape(spec: TensorSpec, given: Mapping[str, tuple[int, ...]]) -> tuple
 def random_feeds(
     specs: Sequence[TensorSpec], given: Mapping[str, tuple[int, ...]], count: int, seed: int = 0
 ) -> Iterator[dict[str, np.ndarray]]:
-    """``count`` feeds of random tensors (see the module docstring). Raises :class:`InputError`
-    for an input of a type edgepipe cannot make."""
+    """``count`` feeds of random tensors (see the module docstring). Raises :class:`InputError`,
+    at the call, before any is made, for an input of a type edgepipe cannot make, a shape that
+    does not fit the input, a negative seed, or feeds that would pass the memory plan's budget
+    (all ``count`` of them: ``compare`` holds them together)."""
+    if seed < 0:
+        raise InputError(f"--seed {seed}: a seed is a whole number of at least 0")
     shapes = {s.name: input_shape(s, given) for s in specs}
     for spec in specs:
         if spec.dtype is None:
             raise InputError(f"input {spec.name!r} has a type compare cannot make random values of")
+    _check_memory(specs, shapes, count)
+    return _feeds(specs, shapes, count, seed)
+
+
+def _feeds(specs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], count: int,
+           seed: int) -> Iterator[dict[str, np.ndarray]]:  # fmt: skip
     rng = np.random.default_rng(seed)
     for _ in range(count):
-        yield {s.name: _random(rng, shapes[s.name], np.dtype(s.dtype)) for s in specs}
+        try:
+            yield {s.name: _random(rng, shapes[s.name], np.dtype(s.dtype)) for s in specs}
+        except MemoryError:  # the budget is unknown here (no limit read), or others hold memory
+            raise InputError(f"random inputs ({_shapes_text(specs, shapes)}): not enough memory; "
+                             "give --shape smaller sizes") from None  # fmt: skip
+
+
+def _check_memory(specs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]], count: int) -> None:
+    """Refuse feeds past what the memory plan has left, naming the shapes and the bytes."""
+    from edgepipe.core.memory import MemoryBudgetError, memory_plan
+
+    each = sum(math.prod(shapes[s.name]) * np.dtype(s.dtype).itemsize for s in specs)
+    nbytes = count * each
+    what = f"{count} random input{'s' if count > 1 else ''} ({_shapes_text(specs, shapes)}: {nbytes} bytes)"
+    try:
+        memory_plan().reserve(
+            "compare", what, nbytes, hint="give --shape smaller sizes, or fewer --samples"
+        ).release()
+    except MemoryBudgetError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _shapes_text(specs: Sequence[TensorSpec], shapes: Mapping[str, tuple[int, ...]]) -> str:
+    return ", ".join(f"{s.name} {'x'.join(map(str, shapes[s.name]))} {np.dtype(s.dtype).name}" for s in specs)
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

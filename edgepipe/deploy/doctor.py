@@ -20,6 +20,8 @@ from edgepipe.deploy import doctor_text as text
 from edgepipe.deploy.doctor_media import decode_check
 from edgepipe.deploy.doctor_report import Diagnosis
 from edgepipe.deploy.doctor_structure import check as check_structure
+from edgepipe.deploy.files import kind_of
+from edgepipe.deploy.quoting import python_literal, shown
 
 DEFAULT_FRAMES = 8
 DEFAULT_TIMEOUT_S = 20.0
@@ -32,9 +34,9 @@ def walk(paths: list[str]) -> tuple[list[Path], list[str]]:
     missing: list[str] = []
     for name in paths:
         path = Path(name)
-        if path.is_dir():
+        if os.path.isdir(path):  # os.path's answer False where pathlib raises (a name too long)
             files += _walk_dir(path)
-        elif path.exists():
+        elif os.path.exists(path):
             files.append(path)
         else:
             missing.append(name)
@@ -79,14 +81,8 @@ def diagnose(path: Path, *, frames: int = DEFAULT_FRAMES, timeout_s: float = DEF
 
 
 def _not_a_file(diag: Diagnosis, mode: int) -> Diagnosis:
-    if stat.S_ISFIFO(mode):
-        what = "a FIFO (named pipe)"
-    elif stat.S_ISSOCK(mode):
-        what = "a socket"
-    else:
-        what = "a device"
     diag.kind = "special"
-    diag.add(f"not a regular file but {what}: reading it could block or never end, so doctor "
+    diag.add(f"not a regular file but {kind_of(mode)}: reading it could block or never end, so doctor "
              "does not", "diagnose a copy: save what it sends to a regular file first")  # fmt: skip
     return diag
 
@@ -98,7 +94,7 @@ def _media(diag: Diagnosis, path: Path, claimed: str | None, sniffed: magic.Snif
     right = path.with_suffix(magic.SUFFIX_OF[sniffed.kind]).name
     diag.add(
         f"named {path.suffix} ({magic.NAMES[claimed]}) but its bytes are {name} ({sniffed.evidence})",
-        f"rename it to {right}: tools that go by the name (an image library picking its decoder, a "
+        f"rename it to {shown(right)}: tools that go by the name (an image library picking its decoder, a "
         "web server's MIME type, an upload filter) will misread it",
     )
 
@@ -142,13 +138,13 @@ def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
                         evidence_score=round(found.score, 3), checked_bytes=len(sample))  # fmt: skip
     if found.scores:
         diag.details["scores"] = {name: round(score, 3) for name, score in found.scores}
-    shown = str(path)
+    name = str(path)
     if found.encoding in ("utf-8", "utf-8-sig"):
         return
     if found.bad_offset is None:  # UTF-16
         bom = "with a BOM" if found.bom else "without a BOM"
         diag.add(f"{found.label} text ({bom}), not UTF-8: a UTF-8 reader sees a zero byte in every "
-                 "ASCII character, or fails", found.how_to_read(shown))  # fmt: skip
+                 "ASCII character, or fails", found.how_to_read(name))  # fmt: skip
         return
     where = (
         f"byte {found.bad_offset} (line {found.bad_line}, column {found.bad_column}) is "
@@ -159,8 +155,8 @@ def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
         diag.add(
             f"not UTF-8: {where}; nor GBK, Big5 or Shift-JIS text (best: {best[0]}, "
             f"{best[1]:.0%} common characters): mixed encodings or damage",
-            f'read what decodes with open("{shown}", encoding="utf-8", errors="replace") and ask '
-            "what wrote the rest",
+            f'read what decodes with open({python_literal(name)}, encoding="utf-8", errors="replace") '
+            "and ask what wrote the rest",
         )
         return
     if found.mixed:
@@ -175,5 +171,5 @@ def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
     diag.add(
         f"not UTF-8: {where}; the text is likely {found.label} ({found.score:.0%} of its "
         "non-ASCII characters are common ones in it)",
-        found.how_to_read(shown),
+        found.how_to_read(name),
     )

@@ -18,6 +18,7 @@ from typing import Any
 from edgepipe.core.memory import format_bytes, memory_plan
 from edgepipe.deploy.doctor_magic import IMAGES
 from edgepipe.deploy.doctor_report import Diagnosis, Problem
+from edgepipe.deploy.quoting import shell_arg
 
 POOL_FRAMES = 3
 """A video source's frame pool outside a pipeline (two held by a consumer, one being decoded)."""
@@ -66,12 +67,9 @@ def decode_check(diag: Diagnosis, *, frames: int, timeout_s: float) -> None:
     budget = budget_bytes()
     seen = run_decoder(diag.path, wanted, budget, timeout_s)
     diag.details["decode"] = seen
-    if seen.get("timeout"):
-        diag.add(
-            f"decoding hung: no answer from FFmpeg within {timeout_s:g} s (the decoder was stopped)",
-            "the file is damaged in a way that makes the decoder loop: get another copy, or "
-            "re-encode what plays of it (ffmpeg -i IN -c:v libx264 OUT.mp4)",
-        )
+    if seen.get("timeout"):  # too short a deadline or a decoder that loops: nothing is known
+        diag.unchecked = (f"not checked in time (raise --timeout-s): the decoder gave no answer within "
+                          f"{timeout_s:g} s and was stopped")  # fmt: skip
         return
     if "crash" in seen:
         diag.add(f"the decoder crashed (exit {seen['crash']}) on this file",
@@ -106,7 +104,8 @@ def _cannot_open(diag: Diagnosis, seen: dict[str, Any]) -> None:
     if diag.kind in ("heif", "avif"):
         # FFmpeg reads HEIF/AVIF stills as a grid of tiles, or not at all, depending on its build
         stem = diag.path.rpartition(".")[0] or diag.path
-        fix = f"convert it to JPEG or PNG first: heif-convert {diag.path} {stem}.jpg (libheif)"
+        convert = f"heif-convert {shell_arg(diag.path)} {shell_arg(stem + '.jpg')}"
+        fix = f"convert it to JPEG or PNG first: {convert} (libheif)"
     _add_or_extend(diag, what, fix)
 
 

@@ -29,6 +29,9 @@ class Diagnosis:
     size_bytes: int
     problems: list[Problem] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    unchecked: str = ""
+    """Why a check did not finish (the decoder's deadline passed), empty when every check ran:
+    such a file is neither healthy nor damaged, and ``doctor`` does not exit 0 for it."""
 
     def add(self, what: str, fix: str) -> None:
         self.problems.append(Problem(what, fix))
@@ -41,4 +44,5 @@ class Diagnosis:
             "size_bytes": self.size_bytes,
             "problems": [{"what": p.what, "fix": p.fix} for p in self.problems],
             "details": self.details,
+            "unchecked": self.unchecked or None,
         }

@@ -12,6 +12,7 @@ from typing import BinaryIO
 
 from edgepipe.deploy.doctor_magic import NAMES, TS_PACKET, read_vint
 from edgepipe.deploy.doctor_report import Diagnosis
+from edgepipe.deploy.quoting import shell_arg
 
 MAX_ELEMENTS = 100_000
 MIN_BYTES = {"jpeg": 125, "png": 67, "gif": 35, "bmp": 30, "webp": 26, "tiff": 40}
@@ -141,9 +142,7 @@ def _cut_box(diag: Diagnosis, box: str, pos: int, box_size: int, size: int, has_
     if has_moov:
         diag.add(
             what + "; its index (moov) is whole, the frames it points to past the cut are not",
-            COPY_AGAIN
-            + f"; or keep what decodes before the cut: ffmpeg -i {diag.path} -c copy "
-            + _fixed(diag.path),
+            COPY_AGAIN + f"; or keep what decodes before the cut: {_copy(diag.path)}",
         )
     else:
         diag.add(
@@ -153,9 +152,11 @@ def _cut_box(diag: Diagnosis, box: str, pos: int, box_size: int, size: int, has_
         )
 
 
-def _fixed(path: str) -> str:
+def _copy(path: str) -> str:
+    """The ffmpeg command that copies what is readable into ``NAME.fixed.EXT``, names quoted."""
     stem, dot, suffix = path.rpartition(".")
-    return f"{stem}.fixed.{suffix}" if dot else path + ".fixed"
+    fixed = f"{stem}.fixed.{suffix}" if dot else path + ".fixed"
+    return f"ffmpeg -i {shell_arg(path)} -c copy {shell_arg(fixed)}"
 
 
 def _matroska(f: BinaryIO, size: int, diag: Diagnosis) -> None:
@@ -181,7 +182,7 @@ def _matroska(f: BinaryIO, size: int, diag: Diagnosis) -> None:
         diag.add(
             f"Matroska cut short: its Segment declares it ends at byte {end}, the file has {size} "
             f"({end - size} bytes missing)",
-            COPY_AGAIN + f"; or keep what is there: ffmpeg -i {diag.path} -c copy {_fixed(diag.path)}",
+            COPY_AGAIN + f"; or keep what is there: {_copy(diag.path)}",
         )
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass
 
+from edgepipe.deploy.quoting import python_literal, shell_arg
+
 SAMPLE_BYTES = 256 * 1024
 """How much of a text file is read."""
 TEXT_EXTENSIONS = frozenset(
@@ -51,13 +53,17 @@ class TextGuess:
         return LABELS.get(self.encoding, self.encoding)
 
     def how_to_read(self, path: str) -> str:
-        """``open(path, encoding=...)`` and the iconv command that converts it to UTF-8."""
-        code = f'open("{path}", encoding="{self.encoding}")'
+        """``open(path, encoding=...)`` and the iconv command that converts it to UTF-8, each
+        with the name written as Python and the shell read it back (:mod:`.quoting`)."""
+        code = f'open({python_literal(path)}, encoding="{self.encoding}")'
         iconv = ICONV.get(self.encoding)
         if iconv is None:
             return f"read it with {code}"
-        out = path.rsplit(".", 1)[0] + ".utf8." + path.rsplit(".", 1)[-1] if "." in path else path + ".utf8"
-        return f"read it with {code}, or convert it once: iconv -f {iconv} -t UTF-8 {path} > {out}"
+        folder, _, name = path.rpartition("/")
+        stem, dot, suffix = name.rpartition(".")
+        out = (folder + "/" if folder else "") + (f"{stem}.utf8.{suffix}" if dot and stem else name + ".utf8")
+        convert = f"iconv -f {iconv} -t UTF-8 {shell_arg(path)} > {shell_arg(out)}"
+        return f"read it with {code}, or convert it once: {convert}"
 
 
 def looks_like_text(sample: bytes) -> bool:

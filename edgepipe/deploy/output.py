@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
@@ -78,20 +79,49 @@ def number(
     return parse
 
 
-def whole(at_least: int = 1) -> Callable[[str], int]:
-    """An argparse type: a whole number (``2048``, ``2e3``) of at least ``at_least``."""
-    real = number(f"a whole number of at least {at_least}", at_least=at_least)
+def whole(at_least: int = 1, at_most: int | None = None, *, what: str | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number (``2048``, ``2e3``; ``3.5`` is refused, never rounded)
+    from ``at_least`` to ``at_most``, else ``expected WHAT, got '...'``. Digits are read exactly,
+    whatever their count (a float would round ``12345678901234567891``)."""
+    if what is None:
+        what = f"a whole number of at least {at_least}" if at_most is None else (
+            f"a whole number from {at_least} to {at_most}")  # fmt: skip
 
     def parse(text: str) -> int:
-        value = real(text)
-        if value != int(value):
-            raise argparse.ArgumentTypeError(f"expected a whole number of at least {at_least}, got {text!r}")
-        return int(value)
+        try:
+            value = int(text.strip())
+        except ValueError:
+            try:
+                real = float(text)
+            except ValueError:
+                real = math.nan
+            value = int(real) if math.isfinite(real) and real == int(real) else None  # type: ignore[assignment]
+        if value is None or value < at_least or (at_most is not None and value > at_most):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
 
     return parse
 
 
+NEGATIVE_NUMBER = re.compile(r"^-(\.?\d|inf(inity)?$|nan$)", re.IGNORECASE)
+"""What argparse should take for a (negative) number, not an option: ``-5``, ``-3e9``, ``-.5``,
+``-inf``. Its own pattern takes ``-5`` and ``-0.5`` only, so ``--param-count -3e9`` was read as
+an option named ``-3e9`` ("expected one argument") where the type's own message belongs."""
+
+
+def numbers_not_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make ``parser`` read any argument that looks like a negative number as a value, so that
+    ``--opt -3e9`` and ``--opt=-3e9`` get the same answer from the option's type. Safe for a
+    parser with no option string that itself looks like a negative number (none of ours: an
+    argparse option such as ``-1`` would turn this off, as argparse's own rule does)."""
+    parser._negative_number_matcher = NEGATIVE_NUMBER
+    return parser
+
+
 POSITIVE = number("a positive number", above=0)
+INPUT_SIDE = whole(32, 4096, what="a side in pixels from 32 to 4096 (the Detector's input_size)")
+"""``--input-size`` of ``quantize`` and ``compare``: the Detector's own range (a larger side
+would only allocate gigabytes for the warm-up picture)."""
 
 
 def print_json(data: Any, out: TextIO | None = None) -> None:

@@ -14,14 +14,13 @@ Choices, for a detector on an edge CPU or accelerator:
   no measurable difference (the same faces agreed, the same error), and cost size.
   ``exclude`` names nodes or operator types to keep in FP32.
 
-The INT8 file is written beside its destination and renamed into place when complete.
+The INT8 file is written beside its destination and renamed over it when complete
+(:func:`edgepipe.deploy.files.replacing`): whole or not at all, over a regular file only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.deploy.calib import read_frames
+from edgepipe.deploy.files import replacing
 from edgepipe.deploy.quantize_check import Check, check
 from edgepipe.deploy.quantize_model import SourceModel, excluded_nodes, prepare
 from edgepipe.infer import SessionConfig
@@ -126,23 +126,6 @@ class _Reader:
         return len(self._tensors)
 
 
-def part_path(output: Path) -> Path:
-    """Where the INT8 model is written before it is renamed to ``output``."""
-    return output.with_name(f".{output.name}.{os.getpid()}.part")
-
-
-def writable(output: Path) -> str:
-    """Why ``output`` cannot be written (its folder read-only, its name too long ...), or
-    empty: tried by creating and removing its partial file."""
-    part = part_path(output)
-    try:
-        part.touch(exist_ok=False)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    part.unlink()
-    return ""
-
-
 def quantize(
     source: SourceModel,
     output: Path,
@@ -173,8 +156,7 @@ def quantize(
         tensors = TensorCache(fp32, input_size=options.input_size, owner="quantize")
         feeds = [tensors(frame)[0].copy() for frame in sets.calibration]
         reader = _Reader(fp32.session.input(0).name, feeds, calibrating)
-        part = part_path(output)
-        try:
+        with replacing(output) as part:
             quantize_static(
                 str(prepared), str(part), reader, quant_format=QuantFormat.QDQ,
                 per_channel=options.per_channel, activation_type=QuantType.QUInt8,
@@ -183,10 +165,6 @@ def quantize(
                                   "entropy": CalibrationMethod.Entropy,
                                   "percentile": CalibrationMethod.Percentile}[options.method],
             )  # fmt: skip
-            os.replace(part, output)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                part.unlink()
         int8 = load_model(str(output), config, adapter=fp32.adapter, input_size=options.input_size)
         optimized = load_model(str(prepared), config, adapter=fp32.adapter, input_size=options.input_size)
         try:

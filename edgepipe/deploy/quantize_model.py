@@ -23,11 +23,13 @@ Needs the ``onnx`` package (the ``[deploy]`` extra); callers check it with
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgepipe.deploy.files import PathError, check_model
 from edgepipe.infer.onnxfile import free_image_dims
 from edgepipe.infer.registry import REGISTRY, ModelEntry, looks_like_path, resolve
 
@@ -58,23 +60,31 @@ def find_model(model: str) -> SourceModel:
     """A file, a folder (its ``model.onnx``, else its only ``.onnx``) or a registry name.
     Raises :class:`ModelChoiceError`, or what :func:`resolve` raises for a registry name."""
     candidate = Path(model).expanduser()
-    if candidate.is_dir():
+    if os.path.isdir(candidate):  # False, not OSError, for a name too long: _checked says why
         onnx_files = sorted(candidate.glob("*.onnx"))
         named = candidate / "model.onnx"
-        if named.is_file():
-            return SourceModel(named, named.name, _known(named))
-        if len(onnx_files) == 1:
-            return SourceModel(onnx_files[0], onnx_files[0].name, _known(onnx_files[0]))
+        if named.exists() or len(onnx_files) == 1:
+            file = _checked(named if named.exists() else onnx_files[0], model)
+            return SourceModel(file, file.name, _known(file))
         what = "no .onnx file" if not onnx_files else f"{len(onnx_files)} .onnx files and no model.onnx"
         raise ModelChoiceError(f"{model}: {what} in this folder; name the file")
-    if candidate.is_file() or looks_like_path(model):
-        if not candidate.is_file():
-            raise ModelChoiceError(f"{model}: no such file; give an .onnx file, a folder or a registry name")
-        if candidate.suffix.lower() != ".onnx":
+    if os.path.lexists(candidate) or looks_like_path(model):
+        file = _checked(candidate, model)
+        if file.suffix.lower() != ".onnx":
             raise ModelChoiceError(f"{model}: not an .onnx file")
-        return SourceModel(candidate, candidate.name, _known(candidate))
+        return SourceModel(file, file.name, _known(file))
     resolved = resolve(model)
     return SourceModel(resolved.path, resolved.name, resolved.entry, by_name=True)
+
+
+def _checked(file: Path, model: str) -> Path:
+    """``file`` when it is a regular, non-empty file; else ModelChoiceError naming what it is
+    (a FIFO, a device: reading one could block; an empty file), as ``check-ops`` says it."""
+    label = f"model {model}" if file == Path(model).expanduser() else f"model {file}"
+    try:
+        return check_model(file, label, give="give an .onnx file, a folder or a registry name")
+    except PathError as exc:
+        raise ModelChoiceError(str(exc)) from None
 
 
 def _known(file: Path) -> ModelEntry | None:
@@ -100,6 +110,8 @@ def prepare(source: SourceModel, target: Path, *, per_channel: bool) -> Any:
         model = onnx.load_from_string(data)
     except Exception as exc:  # onnx raises protobuf's DecodeError and others
         raise ModelChoiceError(f"{source.path}: not an ONNX model ({exc})") from exc
+    if not model.graph.node:  # bytes protobuf reads as an empty message: ONNX's converter asserts
+        raise ModelChoiceError(f"{source.path}: not an ONNX model (no graph in it)")
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     weights = {i.name for i in model.graph.initializer}

@@ -10,10 +10,9 @@ from edgepipe.deploy.power_meter import energy_lines
 
 def print_summary(s: dict[str, Any]) -> None:
     out = console()
-    out.print(
-        f"trace of '{s['pipeline']}': {s['duration_s']:.1f} s ({s['stopped_by']}), {s['frames']} frames; "
-        f"wrote {s['trace_file']} (open it in ui.perfetto.dev)"
-    )
+    wrote = f"wrote {s['trace_file']} (open it in ui.perfetto.dev)" if s["trace_file"] else "no trace written"
+    run = f"{s['duration_s']:.1f} s ({s['stopped_by']}), {s['frames']} frames"
+    out.print(f"trace of '{s['pipeline']}': {run}; {wrote}")
     rows: list[tuple[Any, ...]] = [
         (r["node"], r["step"], r["calls"], f"{r['total_ms']:.1f}", f"{r['mean_ms']:.2f}",
          f"{r['p95_ms']:.2f}", f"{r['max_ms']:.2f}", f"{r['share']:.0%}")

@@ -112,6 +112,7 @@ def test_a_tag_can_follow_what_names_its_owner_later() -> None:
 
 def test_names_are_cut_to_what_the_kernel_keeps() -> None:
     assert threadname.comm_of("ep12:" + "é" * 10) == "ep12:" + "é" * 5  # 15 bytes, no half character
+    assert threadname.comm_of("ep1:\udcd6\udcd0.onnx") == "ep1:??.onnx"  # a model named in GBK bytes
 
 
 def test_a_stat_line_gives_the_name_even_with_spaces_and_parentheses() -> None:

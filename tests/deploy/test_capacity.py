@@ -58,3 +58,10 @@ def test_advice_names_the_first_dtype_that_fits_or_what_would() -> None:
 @pytest.mark.parametrize(("nbytes", "text"), [(268_435_456, "268.4 MB"), (6e9, "6.0 GB"), (12, "12 bytes")])
 def test_decimal_units(nbytes: float, text: str) -> None:
     assert decimal(nbytes) == text
+
+
+def test_a_parameter_count_is_a_whole_number_never_rounded() -> None:
+    assert ModelFacts.from_count(3e9, "fp16").params == 3_000_000_000
+    for bad in (3.5, 0, -3e9, float("nan")):
+        with pytest.raises(ValueError, match="a parameter count is a positive whole number"):
+            ModelFacts.from_count(bad, "fp16")

@@ -33,3 +33,19 @@ def test_shapes_given_on_the_command_line() -> None:
         parse_shapes(["image=1xAx2"], SPECS)
     with pytest.raises(InputError, match="does not fit its declared shape"):
         next(random_feeds(SPECS, parse_shapes(["1x4x32x32"], SPECS), 1))
+
+
+def test_inputs_past_the_memory_plan_are_refused_before_any_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgepipe.core import memory
+
+    monkeypatch.setattr(memory, "_PLAN", memory.MemoryPlan(0.5, limit_bytes=10**9))
+    shapes = parse_shapes(["1x3x100000x100000"], SPECS)
+    with pytest.raises(InputError) as caught:
+        random_feeds(SPECS, shapes, 3)  # refused at the call, not at the first feed
+    message = str(caught.value)
+    assert "image 1x3x100000x100000 float32" in message
+    assert f"{3 * (3 * 10**10 * 4 + 4 * 8 + 4)} bytes" in message
+    assert "give --shape smaller sizes" in message
+    assert memory.memory_plan().total_bytes == 0  # nothing kept in the plan
+    with pytest.raises(InputError, match="--seed -5: a seed is a whole number of at least 0"):
+        random_feeds(SPECS, {}, 1, seed=-5)

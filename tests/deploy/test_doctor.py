@@ -111,4 +111,4 @@ def test_a_fifo_or_a_device_is_named_and_never_opened(tmp_path: Path) -> None:
     assert diag.kind == "special"
     assert "not a regular file but a FIFO (named pipe)" in problem.what
     [problem] = diagnose(Path("/dev/zero")).problems
-    assert "not a regular file but a device" in problem.what
+    assert "not a regular file but a character device" in problem.what

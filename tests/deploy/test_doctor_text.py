@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import codecs
+import os
+from pathlib import Path
 
 import pytest
 from make_doctor_samples import NOTES
 
-from edgepipe.deploy.doctor_text import guess, looks_like_text
+from edgepipe.deploy.doctor import diagnose
+from edgepipe.deploy.doctor_text import TextGuess, guess, looks_like_text
+from edgepipe.deploy.quoting import shell_arg
 
 # Real text in each script, with its full-width punctuation.
 TRADITIONAL = (
@@ -47,6 +51,24 @@ def test_the_first_bad_byte_after_good_utf8_and_how_to_read() -> None:
     advice = found.how_to_read("notes.txt")
     assert 'encoding="gb18030"' in advice
     assert "iconv -f GB18030 -t UTF-8 notes.txt > notes.utf8.txt" in advice
+
+
+def test_the_advice_for_a_file_whose_name_is_gbk_bytes_runs_as_shown(tmp_path: Path) -> None:
+    raw = os.fsencode(tmp_path) + "/夜间 笔记.txt".encode("gbk")
+    Path(os.fsdecode(raw)).write_bytes((HEADER + NOTES).encode("gbk"))
+    [problem] = diagnose(Path(os.fsdecode(raw))).problems
+    # The name in Python's bytes form and in bash's $'...' form: each reads back as `raw`.
+    assert f'open({raw!r}, encoding="gb18030")' in problem.fix
+    converted = os.fsdecode(raw[: -len(".txt")] + b".utf8.txt")
+    assert f"iconv -f GB18030 -t UTF-8 {shell_arg(os.fsdecode(raw))} > {shell_arg(converted)}" in problem.fix
+    assert "$'" in problem.fix
+    problem.fix.encode("utf-8")  # no surrogates left to print as U+FFFD or fail on
+    name = f"{tmp_path}/it's a $file.txt"
+    assert f"iconv -f GB18030 -t UTF-8 '{tmp_path}/it'\"'\"'s a $file.txt' >" in found_gbk().how_to_read(name)
+
+
+def found_gbk() -> TextGuess:
+    return guess((HEADER + NOTES).encode("gbk"))
 
 
 @pytest.mark.parametrize(

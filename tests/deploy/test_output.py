@@ -69,3 +69,31 @@ def test_numbers_and_whole_numbers_within_their_bounds() -> None:
     for bad in ("0", "1.5", "x"):
         with pytest.raises(argparse.ArgumentTypeError, match="expected a whole number of at least 1"):
             count(bad)
+
+
+def test_a_whole_number_is_read_exactly_and_a_fraction_refused() -> None:
+    count = output.whole(1, what="a positive whole number")
+    assert count("3e9") == 3_000_000_000
+    assert count("12345678901234567891") == 12345678901234567891  # a float would round it
+    for bad in ("3.5", "-3e9", "0", "inf", "nan", "1e400"):
+        with pytest.raises(
+            argparse.ArgumentTypeError, match=f"expected a positive whole number, got {bad!r}"
+        ):
+            count(bad)
+    side = output.INPUT_SIDE
+    assert side("640") == 640
+    with pytest.raises(argparse.ArgumentTypeError, match="from 32 to 4096"):
+        side("100000")
+
+
+@pytest.mark.parametrize("value", ["-3e9", "-5", "-0.5", "-.5", "-1E-3", "-inf"])
+def test_a_negative_number_is_a_value_in_either_form(value: str) -> None:
+    parser = output.numbers_not_options(argparse.ArgumentParser(exit_on_error=False))
+    parser.add_argument("--n", type=output.POSITIVE)
+    parser.add_argument("-o")
+    for argv in (["--n", value], [f"--n={value}"]):
+        with pytest.raises(argparse.ArgumentError, match=f"expected a positive number, got {value!r}"):
+            parser.parse_args(argv)
+    assert parser.parse_args(["--n", "3e9", "-o", "x"]).n == 3e9
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--n", "1", "-x"])  # an unknown option is still one
