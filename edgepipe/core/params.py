@@ -95,24 +95,28 @@ class WritableFile:
         check_writable_file(value)
 
 
-KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` (``os.stat``'s ``st_mode``) is, in words: ``a FIFO (named pipe)``."""
+    kinds = (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def not_a_file(path: str | os.PathLike[str]) -> str | None:
-    """What ``path`` is when it exists and is not a regular file (``"a FIFO"``, ``"a folder"``
-    ...), else None (a regular file, a link to one, or nothing there). Never opens it: opening
-    a FIFO blocks until a writer comes, and a device may have effects."""
+    """What ``path`` is when it exists and is not a regular file (``"a FIFO (named pipe)"``,
+    ``"a folder"`` ...), else None (a regular file, a link to one, or nothing there). Never
+    opens it: opening a FIFO blocks until a writer comes, and a device may have effects."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return None
-    return next((name for test, name in KINDS if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+    return None if stat.S_ISREG(mode) else kind_of(mode)
 
 
 def check_writable_file(path: str | os.PathLike[str]) -> None:

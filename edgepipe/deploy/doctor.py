@@ -15,12 +15,12 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgepipe.core.params import kind_of
 from edgepipe.deploy import doctor_magic as magic
 from edgepipe.deploy import doctor_text as text
 from edgepipe.deploy.doctor_media import decode_check
 from edgepipe.deploy.doctor_report import Diagnosis
 from edgepipe.deploy.doctor_structure import check as check_structure
-from edgepipe.deploy.files import kind_of
 from edgepipe.deploy.quoting import python_literal, shown
 
 DEFAULT_FRAMES = 8

@@ -22,6 +22,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgepipe.core.params import kind_of
+
 TEMP_SUFFIX = ".part"
 """The temporary file is ``.NAME.RANDOM.part`` beside the target (hidden, and named after it)."""
 _NAME_KEPT = 200
@@ -33,23 +35,6 @@ EMPTY_MODEL = "empty file (0 bytes) (not an ONNX model?)"
 
 class PathError(ValueError):
     """A path a command was given cannot be used as it is; the message is the one line to print."""
-
-
-def kind_of(mode: int) -> str:
-    """What a file of ``mode`` (``os.stat``'s ``st_mode``) is, in words: ``a FIFO (named pipe)``."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return "not a regular file"
 
 
 def reason(exc: OSError) -> str:

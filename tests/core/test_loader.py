@@ -389,5 +389,5 @@ def test_a_stop_signal_cutting_an_import_short_is_a_stop_not_a_broken_file(tmp_p
 
 def test_a_fifo_given_as_the_pipeline_file_is_named_as_one(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "p.py")
-    with pytest.raises(PipelineFileError, match=r"p\.py: is a FIFO, not a pipeline file"):
+    with pytest.raises(PipelineFileError, match=r"p\.py: is a FIFO \(named pipe\), not a pipeline file"):
         read_pipeline(str(tmp_path / "p.py"))

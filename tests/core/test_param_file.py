@@ -115,5 +115,5 @@ def test_an_overridden_value_is_typed_but_not_range_checked(tmp_path: Path) -> N
 def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     fifo = tmp_path / "params.toml"
     os.mkfifo(fifo)  # reading it would wait for a writer forever
-    with pytest.raises(ParameterError, match=r"params\.toml: is a FIFO, not a parameter file"):
+    with pytest.raises(ParameterError, match=r"params\.toml: is a FIFO \(named pipe\), not a parameter file"):
         read_param_file(fifo, [])

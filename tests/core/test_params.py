@@ -89,7 +89,7 @@ def test_proc_takes_no_file_even_where_os_access_says_yes() -> None:
 def test_not_a_file_names_what_is_there_without_opening_it(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")  # opening it would block: the call returning proves it was not
     (tmp_path / "file").write_text("x")
-    assert not_a_file(tmp_path / "fifo") == "a FIFO"
+    assert not_a_file(tmp_path / "fifo") == "a FIFO (named pipe)"
     assert not_a_file(tmp_path) == "a folder"
     assert not_a_file(tmp_path / "file") is None
     assert not_a_file(tmp_path / "absent") is None
