@@ -5,7 +5,9 @@ real subprocesses, real files."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,47 @@ def test_a_short_run_records_a_file_that_exists_when_it_says_so(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert f"frames to {out}" in result.stderr
     assert out.stat().st_size > 0
+
+
+def test_sighup_finalizes_the_recording_and_sigkill_loses_about_its_last_second(tmp_path: Path) -> None:
+    from edgepipe.deploy.doctor import diagnose
+
+    def record(name: str) -> tuple[Path, subprocess.Popen[str]]:
+        out = tmp_path / f"{name}.mp4"
+        command = [*EDGEPIPE, "run", "pipelines/face_privacy.py", "--source", "synthetic://160x120@15",
+                   "--output", str(out), "--duration", "60"]  # fmt: skip
+        return out, subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+
+    runs = {signal.SIGHUP: record("hup"), signal.SIGKILL: record("kill")}  # side by side: one wait
+    try:
+        first_fragment: dict[int, float] = {}  # when each file got its first second of video
+        deadline = time.monotonic() + 40
+        while len(first_fragment) < 2 and time.monotonic() < deadline:
+            for sig, (out, _) in runs.items():
+                if sig not in first_fragment and out.exists() and out.stat().st_size:
+                    first_fragment[sig] = time.monotonic()
+            time.sleep(0.02)
+        assert len(first_fragment) == 2, "no recording started"
+        time.sleep(2.0)
+        for _, proc in runs.values():
+            proc.send_signal(next(s for s, (_, p) in runs.items() if p is proc))
+        killed_after_s = time.monotonic() - first_fragment[signal.SIGKILL]
+        stderr = {sig: proc.communicate(timeout=20)[1] for sig, (_, proc) in runs.items()}
+    finally:
+        for _, proc in runs.values():
+            proc.kill()
+    hup_out, hup = runs[signal.SIGHUP]
+    assert hup.returncode == 0, stderr[signal.SIGHUP]  # a stop on request: the file is finalized
+    assert f"frames to {hup_out}" in stderr[signal.SIGHUP]
+    assert not any(noise in stderr[signal.SIGHUP] for noise in NOISE), stderr[signal.SIGHUP]
+    assert runs[signal.SIGKILL][1].returncode == -signal.SIGKILL
+    for sig, (out, _) in runs.items():
+        diag = diagnose(out, frames=10_000)  # every frame decodes, from the start
+        assert diag.problems == [], (sig, diag.problems)
+        assert diag.details["fragments"]["finished"] is (sig == signal.SIGHUP)
+    # The kill came killed_after_s after the file held its first second: it holds all but the
+    # last second or so (slack for two runs sharing the CPU).
+    kept_s = diagnose(runs[signal.SIGKILL][0]).details["fragments"]["whole_s"]
+    assert kept_s >= killed_after_s - 0.6, (kept_s, killed_after_s)

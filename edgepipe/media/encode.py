@@ -3,15 +3,14 @@
 :class:`Recorder` is a sink: ``p.sink("record", Recorder("out.mp4", fps=15), inputs=frames)``.
 It picks a hardware H.264 encoder when one works here (NVENC, QSV, VAAPI, V4L2 M2M, VideoToolbox,
 MediaCodec) and libx264 otherwise, with one log line saying which. Encoding is blocking work: it
-runs on the sink's worker thread, never on the event loop.
-
-The stream is tagged with the colour of the frames it gets (matrix, range, and the primaries and
-transfer that go with them), so that players read the pixels as they were meant.
+runs on the sink's worker thread, never on the event loop. The stream is tagged with the colour
+of the frames it gets (matrix, range, primaries, transfer), so players read the pixels as meant.
 
 The path is checked before anything is encoded: a container format its extension names
 (``ValueError`` at construction), an existing folder and a file that opens for writing
-(``OutputError`` at ``start()``; no folder is created). A recording that ends with nothing in
-its file though frames came sets :attr:`Recorder.failed_output`: the run's report names it and
+(``OutputError`` at ``start()``; no folder is created). The file's layout (a kill loses at most
+the last second) and what a failed write leaves are :mod:`edgepipe.media.recfile`'s; a recording
+that lost frames to one sets :attr:`Recorder.failed_output`: the run's report names it and
 ``edgepipe run`` exits 1.
 """
 
@@ -28,8 +27,8 @@ from typing import Any, NoReturn
 
 import av
 import av.error
-from av.video.frame import PictureType
 import numpy as np
+from av.video.frame import PictureType
 
 from edgepipe.core import threadname
 from edgepipe.core.context import current_node
@@ -371,7 +370,9 @@ class Recorder:
         elif not came:
             log.info("%s: no frame came to record; nothing written", self.path)
         elif not file.kept.frames:
-            self.failed_output = f"{self.path}: nothing recorded of {came} frame(s): {self._error or file.broken}"
+            self.failed_output = (
+                f"{self.path}: nothing recorded of {came} frame(s): {self._error or file.broken}"
+            )
             log.error("%s", self.failed_output)
         else:
             self.failed_output = (f"{self.path}: recording cut short ({file.broken}): "
@@ -381,12 +382,13 @@ class Recorder:
 
 ENCODER_OPTIONS: dict[str, dict[str, str]] = {
     "libx264": {"preset": "veryfast", "tune": "zerolatency", "forced-idr": "1"},
-    "h264_nvenc": {"forced-idr": "1"},
+    "h264_nvenc": {"zerolatency": "1", "forced-idr": "1", "bf": "0"},
+    "h264_qsv": {"async_depth": "1", "forced_idr": "1", "bf": "0"},
 }
 """Per encoder. A keyframe asked for (``pict_type`` I) is an IDR frame, which starts a fragment.
-``zerolatency``: each frame leaves the encoder as it goes in (no lookahead, no B-frames), so a
-kill loses the open fragment only; the default holds 10 or more frames (0.7 s at 15 fps, 2 s
-at 5 fps), and a kill would lose those too (README, "Recording")."""
+Zero latency: each frame leaves the encoder as it goes in (no lookahead, no B-frames), so a kill
+loses the open fragment only; libx264's default holds ~10 frames (0.7 s at 15 fps, 2 s at 5 fps)
+that a kill would lose too (README, "Recording"; ``scripts/bench_recording.py``)."""
 
 
 def _kept_text(kept: Kept) -> str:

@@ -111,8 +111,8 @@ class RecordingFile:
         if fd is None:
             raise RecordingFileError(errno.EBADF, "the recording's file is closed", str(self.path))
         if self._regular and os.fstat(fd).st_nlink == 0:
-            raise RecordingFileError(errno.ENOENT, "the file was deleted while recording (its folder removed?)",
-                                     str(self.path))  # fmt: skip
+            why = "the file was deleted while recording (its folder removed?)"
+            raise RecordingFileError(errno.ENOENT, why, str(self.path))
         view = memoryview(data)
         while view:  # FFmpeg takes a short count as an error: write it all, or raise
             view = view[os.write(fd, view) :]
@@ -161,7 +161,9 @@ class RecordingFile:
         """Write ``packets`` (the header first, the first time). Raises
         :class:`RecordingFileError` when a write fails (the file is broken then)."""
         if self.broken is not None:
-            raise RecordingFileError(errno.EIO, f"the recording stopped earlier: {self.broken}", str(self.path))
+            raise RecordingFileError(
+                errno.EIO, f"the recording stopped earlier: {self.broken}", str(self.path)
+            )
         if not packets:
             return
         try:
@@ -221,7 +223,9 @@ class RecordingFile:
         self.container = None
         if not self.kept.frames:
             self._remove()
-        raise RecordingFileError(exc.errno if isinstance(exc, OSError) else errno.EIO, why, str(self.path)) from exc
+        raise RecordingFileError(
+            exc.errno if isinstance(exc, OSError) else errno.EIO, why, str(self.path)
+        ) from exc
 
     def _close_fd(self) -> None:
         fd, self._fd = self._fd, None
