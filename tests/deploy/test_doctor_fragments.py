@@ -93,5 +93,6 @@ def test_doctor_exits_1_for_a_truncated_recording_and_0_for_a_killed_one(
     assert main(["doctor", "--frames", "1000", str(killed)]) == 0  # 45 frames: all of them decode
     assert main(["doctor", str(cut)]) == 1
     out = capsys.readouterr().out
-    assert "killed.mp4: MP4" in out
+    assert "killed.mp4: MP4, " in out
+    assert "3 whole fragments (3 s), no index at its end (its writer was killed or still writes)" in out
     assert "problem: truncated: a fragmented MP4 cut short" in out
