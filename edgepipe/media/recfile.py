@@ -3,11 +3,10 @@ second, and a write that fails never touches the container again.
 
 Layout, by extension (:data:`LAYOUTS`):
 
-- ``.mp4``, ``.m4v``, ``.mov``: fragmented MP4 (``movflags=frag_keyframe+empty_moov+
-  default_base_moof``): an index without samples (``moov``) first, then one fragment (``moof``
-  + ``mdat``) per keyframe interval, each written whole when the next keyframe comes. A file
-  cut anywhere plays up to its last whole fragment; browsers (Media Source Extensions), FFmpeg,
-  VLC and QuickTime play it from the start.
+- ``.mp4``, ``.m4v``, ``.mov``: fragmented MP4 (:data:`FRAGMENTED_MP4`): an index without
+  samples (``moov``) first, then one fragment (``moof`` + ``mdat``) per keyframe interval, each
+  written whole when the next keyframe comes. A file cut anywhere plays up to its last whole
+  fragment; FFmpeg and browsers (``<video>``, Media Source Extensions) play it from the start.
 - ``.mkv``: Matroska, one cluster per keyframe interval (at most 1 s: ``cluster_time_limit``).
 - ``.ts``: MPEG-TS, written packet by packet.
 - any other extension FFmpeg writes: as FFmpeg writes it (an ``.avi`` cut short loses more).
@@ -43,8 +42,10 @@ KEYFRAME_INTERVAL_MS = 1000
 of what reached the muxer."""
 
 FRAGMENTED_MP4 = {"movflags": "frag_keyframe+empty_moov+delay_moov+default_base_moof"}
-"""A fragment per keyframe; the index (``moov``) first, without samples; offsets from each
-``moof`` (what Media Source Extensions want)."""
+"""A fragment per keyframe; the index (``moov``) first, without samples, written with the first
+fragment (``delay_moov``: by then the first timestamps are known, so the index's edit list puts
+the first frame at 0, and an encoder that gives its parameter sets with its first packet has
+given them); offsets from each ``moof`` (what Media Source Extensions want)."""
 
 LAYOUTS: dict[str, dict[str, str]] = {
     "mp4": FRAGMENTED_MP4,
