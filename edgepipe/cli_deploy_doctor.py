@@ -97,6 +97,10 @@ def _lines(record: Any) -> list[str]:
             facts.append(f"decoded {decode['frames']} frame{'s' if decode['frames'] > 1 else ''}")
     if "encoding" in details:
         facts.append(details["encoding_name"])
+    fragments = details.get("fragments")
+    if fragments and "whole_s" in fragments:  # a fragmented MP4: a killed writer leaves no index at the end
+        end = "" if fragments["finished"] else ", no index at its end (its writer was killed or still writes)"
+        facts.append(f"{fragments['whole']} whole fragments ({fragments['whole_s']:g} s){end}")
     verdict = "" if record.problems else f": {record.unchecked}" if record.unchecked else ": ok"
     lines = [f"{shown(record.path)}: {', '.join(facts)}{verdict}"]
     decoders = details.get("decoders")

@@ -124,15 +124,16 @@ def bare_pixelate_encode(clip: Path, boxes: dict[int, list[Any]], folder: Path) 
 
     from edgepipe.media.colour import AVCOL_RANGE_JPEG, AVCOL_RANGE_MPEG, AVCOL_SPC_OF
     from edgepipe.media.draw import blur_region
-    from edgepipe.media.encode import Colour, Recorder, pick_encoder
+    from edgepipe.media.encode import ENCODER_OPTIONS, Colour, Recorder, pick_encoder
     from edgepipe.media.frame import I420, Frame, from_av
+    from edgepipe.media.recfile import LAYOUTS
     from edgepipe.vision.overlay import Redact
 
     output = folder / "bare.mp4"
     recorder = Recorder(output)  # its defaults: fps, crf
     margin = Redact().margin
     container, frames = _one_thread_frames(clip)
-    out = av.open(str(output), "w")
+    out = av.open(str(output), "w", options=LAYOUTS.get("mp4", {}))  # fragmented, as recorded
     src = next(frames)
     w, h = src.width // 2 * 2, src.height // 2 * 2
     view = from_av(src, source_id="bench", seq=0)
@@ -144,8 +145,8 @@ def bare_pixelate_encode(clip: Path, boxes: dict[int, list[Any]], folder: Path) 
     stream.pix_fmt = "yuv420p" if name == "libx264" else "nv12"
     Colour.of(view).tag(stream.codec_context)
     stream.time_base = stream.codec_context.time_base = Fraction(1, 1000)
-    if name == "libx264":
-        stream.options = {"crf": str(recorder.crf), "preset": "veryfast"}
+    stream.codec_context.gop_size = max(1, round(recorder.fps))
+    stream.options = ENCODER_OPTIONS.get(name, {}) | ({"crf": str(recorder.crf)} if name == "libx264" else {})
     del view
     cpu_pixelate_s = 0.0
     count = 0

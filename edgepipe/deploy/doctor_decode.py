@@ -2,7 +2,8 @@
 
 ``python -m edgepipe.deploy.doctor_decode PATH FRAMES BUDGET_BYTES`` prints one JSON object:
 the container, the first video stream's codec, pixel format and size, how many of the first
-``FRAMES`` frames decoded, the errors met and FFmpeg's warnings. A corrupt file can make a
+``FRAMES`` frames decoded (``ended``: the stream had fewer), the errors met and FFmpeg's
+warnings. A corrupt file can make a
 decoder loop or crash; run here, it costs this process only (:mod:`.doctor_media` kills it at
 its deadline). A picture whose decoded size (RGB, 3 bytes a pixel) passes ``BUDGET_BYTES`` (0:
 no limit) is not decoded.
@@ -61,6 +62,8 @@ def _decode(av: Any, path: str, frames: int, budget_bytes: int, result: dict[str
             except av.error.FFmpegError as exc:
                 result["errors"] += 1
                 result.setdefault("first_error", str(exc.strerror or exc))
+        else:  # the stream ended before FRAMES: a short video (whose container may not say so)
+            result["ended"] = True
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
 """Is the file whole? The structure of each format read far enough to tell a file cut short:
 JPEG's end marker, PNG's chunks up to IEND, GIF's trailer, MP4's top-level boxes (``moov``, a
-box running past the end), Matroska's Segment size, MPEG-TS packets.
+box running past the end; a fragmented MP4's cut tail is "truncated", by
+:mod:`.doctor_fragments`), Matroska's Segment size, MPEG-TS packets.
 
 Reading is bounded: a few bytes per PNG chunk or MP4 box header (the file is walked with seeks,
 never read whole), at most :data:`MAX_ELEMENTS` of them.
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
+from edgepipe.deploy import doctor_fragments as fragments
 from edgepipe.deploy.doctor_magic import NAMES, TS_PACKET, read_vint
 from edgepipe.deploy.doctor_report import Diagnosis
 from edgepipe.deploy.quoting import shell_arg
 
 MAX_ELEMENTS = 100_000
+MAX_MP4_BOXES = 1_000_000
+"""Top-level MP4 boxes walked at most: a fragmented recording has two a second (5.8 days)."""
 MIN_BYTES = {"jpeg": 125, "png": 67, "gif": 35, "bmp": 30, "webp": 26, "tiff": 40}
 """The smallest valid file of each image kind (a 1x1 picture), about."""
 COPY_AGAIN = "copy or download it again from its source (the copy, upload or recording stopped early)"
@@ -92,7 +96,8 @@ def _gif(f: BinaryIO, size: int, diag: Diagnosis) -> None:
 def _isobmff(f: BinaryIO, size: int, diag: Diagnosis) -> None:
     pos = 0
     boxes: list[str] = []
-    for _ in range(MAX_ELEMENTS):
+    walked: list[fragments.Box] = []
+    for _ in range(MAX_MP4_BOXES):
         if pos + 8 > size:
             break
         f.seek(pos)
@@ -108,10 +113,14 @@ def _isobmff(f: BinaryIO, size: int, diag: Diagnosis) -> None:
             diag.add(f"MP4 box {box!r} at byte {pos} has an impossible size ({box_size}): the "
                      "file is damaged there", COPY_AGAIN)  # fmt: skip
             break
+        walked.append((box, pos, box_size))
         if pos + box_size > size:
-            _cut_box(diag, box, pos, box_size, size, "moov" in boxes)
+            if not (fragments.is_fragmented(walked) and "moov" in boxes):
+                _cut_box(diag, box, pos, box_size, size, "moov" in boxes[:-1])
             break
         pos += box_size
+    if walked and fragments.is_fragmented(walked) and "moov" in boxes:
+        fragments.check(f, size, walked, diag)  # a cut tail is "truncated", the rest is whole
     diag.details["top_level_boxes"] = boxes[:32]
     if "moov" not in boxes and not any(p.what.startswith("MP4 cut short") for p in diag.problems):
         diag.add(
@@ -144,6 +153,8 @@ def _cut_box(diag: Diagnosis, box: str, pos: int, box_size: int, size: int, has_
             what + "; its index (moov) is whole, the frames it points to past the cut are not",
             COPY_AGAIN + f"; or keep what decodes before the cut: {_copy(diag.path)}",
         )
+    elif box == "moov":
+        diag.add(what + "; that box is the index of every frame: nothing in it can be played", COPY_AGAIN)
     else:
         diag.add(
             what + "; and no 'moov' box (the index of every frame, written last) before it: "

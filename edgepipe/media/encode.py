@@ -3,15 +3,14 @@
 :class:`Recorder` is a sink: ``p.sink("record", Recorder("out.mp4", fps=15), inputs=frames)``.
 It picks a hardware H.264 encoder when one works here (NVENC, QSV, VAAPI, V4L2 M2M, VideoToolbox,
 MediaCodec) and libx264 otherwise, with one log line saying which. Encoding is blocking work: it
-runs on the sink's worker thread, never on the event loop.
-
-The stream is tagged with the colour of the frames it gets (matrix, range, and the primaries and
-transfer that go with them), so that players read the pixels as they were meant.
+runs on the sink's worker thread, never on the event loop. The stream is tagged with the colour
+of the frames it gets (matrix, range, primaries, transfer), so players read the pixels as meant.
 
 The path is checked before anything is encoded: a container format its extension names
 (``ValueError`` at construction), an existing folder and a file that opens for writing
-(``OutputError`` at ``start()``; no folder is created). A recording that ends with nothing in
-its file though frames came sets :attr:`Recorder.failed_output`: the run's report names it and
+(``OutputError`` at ``start()``; no folder is created). The file's layout (a kill loses at most
+the last second) and what a failed write leaves are :mod:`edgepipe.media.recfile`'s; a recording
+that lost frames to one sets :attr:`Recorder.failed_output`: the run's report names it and
 ``edgepipe run`` exits 1.
 """
 
@@ -24,11 +23,12 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import av
 import av.error
 import numpy as np
+from av.video.frame import PictureType
 
 from edgepipe.core import threadname
 from edgepipe.core.context import current_node
@@ -44,6 +44,8 @@ from edgepipe.media.colour import (
     Matrix,
 )
 from edgepipe.media.frame import NV12, Frame
+from edgepipe.media.recfile import KEYFRAME_INTERVAL_MS, Kept, RecordingFile, RecordingFileError
+from edgepipe.media.rectime import RecordingClock
 from edgepipe.sched.gate import Ticket, gate
 from edgepipe.sched.ledger import ticket_tag
 
@@ -185,10 +187,17 @@ ENCODE_WAIT_S = 10.0
 
 class Recorder:
     """Writes every frame it receives to ``path`` as H.264 (a sink; blocking, so it runs on a
-    worker thread). Timestamps advance by the frames' own media time (pts) where it moves
-    forward, else by decode time: a file processed faster than real time keeps its timing, a
-    live camera whose clock resets keeps going, and dropped frames leave their gap. Encodes
-    are heavy calls: each enters the CPU budget (:mod:`edgepipe.sched.gate`) at high priority."""
+    worker thread). Timestamps follow the frames' media time, else their decode time
+    (:mod:`edgepipe.media.rectime`); a keyframe comes at least every second, and an ``.mp4`` is
+    fragmented MP4 (a fragment per keyframe; ``.mkv`` and ``.ts`` as they stream,
+    :mod:`edgepipe.media.recfile`): a killed process leaves a file that plays up to its last
+    second or so. Encodes are heavy calls: each enters the CPU budget
+    (:mod:`edgepipe.sched.gate`) at high priority.
+
+    A write that fails (a full disk, the file or its folder removed) stops the recording: the
+    file keeps what it holds whole (nothing half-written; no file when it holds no frame), that
+    frame's call raises ``OutputError`` (logged, counted as the node's error), the frames after
+    it are counted and dropped, and :attr:`failed_output` says what was lost (the run exits 1)."""
 
     priority = "high"
     """Recording is the last thing the governor slows."""
@@ -203,7 +212,8 @@ class Recorder:
         if not (isinstance(crf, int) and 0 <= crf <= 51):
             raise ValueError(f"Recorder crf must be an integer in [0, 51] (23: the default), got {crf!r}")
         try:  # opens nothing: an output container touches its file at the first packet only
-            av.open(str(path), "w").close()
+            with av.open(str(path), "w") as probe:
+                self._format_name = probe.format.name
         except (av.error.FFmpegError, ValueError) as exc:
             raise ValueError(f"cannot record to {path}: {exc}; use a .mp4, .mkv or .ts name") from None
         self.path = Path(path)
@@ -213,17 +223,17 @@ class Recorder:
         self.frames = 0
         """Frames encoded and handed to the file (it holds them once :meth:`stop` has closed it)."""
         self.failed_writes = 0
-        """Frames whose encode or write failed."""
+        """Frames whose encode failed (the recording goes on)."""
+        self.dropped = 0
+        """Frames that came after a failed write had stopped the recording."""
         self.failed_output: str | None = None
-        """Set at :meth:`stop` when frames came but the file holds none: why (the run's report
-        names the sink and ``edgepipe run`` exits 1)."""
+        """Set at :meth:`stop` when the recording lost frames to a failed write (all of them, or
+        all from one point on): why and what the file keeps (the run's report names the sink
+        and ``edgepipe run`` exits 1)."""
         self._error: str | None = None
-        self._container: Any = None
+        self._file: RecordingFile | None = None
         self._stream: Any = None
-        self._last_pts: int | None = None
-        self._last_media_ms: float | None = None
-        self._media_anchor: tuple[int, float] | None = None
-        self._decoded_anchor: tuple[int, int] = (0, 0)
+        self._clock = RecordingClock(KEYFRAME_INTERVAL_MS)
         self._size: tuple[int, int] | None = None
         self._av_frame: Any = None
         self._colour: Colour | None = None
@@ -239,28 +249,35 @@ class Recorder:
         except RuntimeError:
             pass
         try:
-            check_writable_file(self.path)  # av.open is lazy: it would fail at the first frame
+            check_writable_file(self.path)  # the file itself is opened at the first frame
         except ValueError as exc:
             raise OutputError(f"cannot record here: expected {exc}", path=str(self.path)) from None
-        try:
-            self._container = av.open(str(self.path), "w")
-        except (av.error.FFmpegError, OSError) as exc:
-            raise OutputError(f"cannot record here: {exc}", path=str(self.path)) from exc
-        self.failed_output = None
+        self._file = RecordingFile(self.path, self._format_name)
+        self._stream = None
+        self._clock = RecordingClock(KEYFRAME_INTERVAL_MS)
+        self.failed_output = self._error = None
 
     def process(self, frame: Frame) -> None:
-        if self._container is None:
+        file = self._file
+        if file is None:
             raise OutputError("recorder is not started", path=str(self.path))
+        if file.broken is not None:
+            self.dropped += 1  # said once, when it broke; counted in the end
+            return
         size = (frame.width // 2 * 2, frame.height // 2 * 2)
         if self._stream is None:
-            self._open_stream(*size, Colour.of(frame))
+            try:
+                self._open_stream(file, *size, Colour.of(frame))
+            except RecordingFileError as exc:  # the file cannot be opened (its folder is gone)
+                self.dropped += 1
+                self._stopped(file, exc)
         elif size != self._size:
             log.warning("%s: frame size changed to %s; scaling to %s", self.path, size, self._size)
-        self._encode(self._to_av(frame))
+        self._encode(file, self._to_av(frame))
 
-    def _open_stream(self, width: int, height: int, colour: Colour) -> None:
+    def _open_stream(self, file: RecordingFile, width: int, height: int, colour: Colour) -> None:
         name = pick_encoder(width, height) if self.encoder == "auto" else self.encoder
-        stream = self._container.add_stream(name, rate=Fraction(self.fps).limit_denominator(1000))
+        stream = file.open().add_stream(name, rate=Fraction(self.fps).limit_denominator(1000))
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p" if name == "libx264" else "nv12"
         # The encoders write these into the bitstream (H.264's VUI), the muxer into the container.
@@ -270,8 +287,10 @@ class Recorder:
         # and nothing rounds two frames onto one tick.
         stream.time_base = Fraction(1, 1000)
         stream.codec_context.time_base = Fraction(1, 1000)
-        if name == "libx264":
-            stream.options = {"crf": str(self.crf), "preset": "veryfast"}
+        # A keyframe at least every second (a fragment each): every fps frames, and sooner by
+        # the clock when frames come slower (RecordingClock forces one).
+        stream.codec_context.gop_size = max(1, round(self.fps))
+        stream.options = ENCODER_OPTIONS.get(name, {}) | ({"crf": str(self.crf)} if name == "libx264" else {})
         self._stream = stream
         self._size = (width, height)
         # The encoder's own pixel format (libx264 takes YUV420P): PyAV would otherwise convert
@@ -285,42 +304,12 @@ class Recorder:
         assert self._colour is not None
         # A frame of another colour than the stream's (a source that changed) is converted.
         out = fill_av_frame(self._av_frame, frame, self._colour.matrix, self._colour.full_range)
-        out.pts = self._next_pts(frame)
+        out.pts = self._clock.next_pts(frame)
         out.time_base = Fraction(1, 1000)
+        out.pict_type = PictureType.I if self._clock.keyframe_due(out.pts) else PictureType.NONE
         return out
 
-    def _next_pts(self, frame: Frame) -> int:
-        """Milliseconds, strictly increasing (the muxer refuses a repeated timestamp).
-
-        Measured from an anchor (a pts and the media or decode time it stood for), never step
-        by step, so that rounding to milliseconds does not add up over hours of video.
-        """
-        media_s = frame.time_s
-        media_ms = None if media_s is None else media_s * 1000.0
-        decoded_ns = frame.t_decoded_ns
-        last = self._last_pts
-        if last is None:
-            pts = 0
-            self._decoded_anchor = (0, decoded_ns)
-            self._media_anchor = None if media_ms is None else (0, media_ms)
-        elif (
-            media_ms is not None
-            and self._media_anchor is not None
-            and self._last_media_ms is not None
-            and media_ms > self._last_media_ms
-        ):
-            pts = max(last + 1, self._media_anchor[0] + round(media_ms - self._media_anchor[1]))
-            self._decoded_anchor = (pts, decoded_ns)
-        else:
-            # No media time, or it went back (a camera's clock reset): decode time carries on,
-            # and media time counts again from here.
-            anchor_pts, anchor_ns = self._decoded_anchor
-            pts = max(last + 1, anchor_pts + round((decoded_ns - anchor_ns) / 1e6))
-            self._media_anchor = None if media_ms is None else (pts, media_ms)
-        self._last_pts, self._last_media_ms = pts, media_ms
-        return pts
-
-    def _encode(self, av_frame: Any) -> None:
+    def _encode(self, file: RecordingFile, av_frame: Any) -> None:
         try:
             with gate().admit(self._ticket, timeout_s=ENCODE_WAIT_S):
                 if self._stream.codec_context.is_open:
@@ -328,48 +317,82 @@ class Recorder:
                 else:  # the first frame opens the encoder, which starts its threads
                     with threadname.native_threads(self._threads_tag):
                         packets = self._stream.encode(av_frame)
-            for packet in packets:
-                self._container.mux(packet)
         except (av.error.FFmpegError, OSError) as exc:
             self.failed_writes += 1
             self._error = self._error or str(exc)
-            raise OutputError(f"cannot write: {exc}", path=str(self.path)) from exc
+            raise OutputError(f"cannot encode: {exc}", path=str(self.path)) from exc
+        self._mux(file, packets)
         self.frames += 1
 
+    def _mux(self, file: RecordingFile, packets: list[Any]) -> None:
+        for packet in packets:
+            if packet.is_keyframe and packet.pts is not None:
+                self._clock.keyframe_made(packet.pts)
+        try:
+            file.mux(packets)
+        except RecordingFileError as exc:
+            if self._file is not None:  # a frame's, not stop()'s: that frame is lost too
+                self.dropped += 1
+            self._stopped(file, exc)
+
+    def _stopped(self, file: RecordingFile, exc: OSError) -> NoReturn:
+        """A write failed: the file is broken (cut back or removed); the encoder goes too."""
+        file.abandon()
+        self._stream = None  # the encoder's threads end with it; the container writes nothing more
+        why = file.broken or str(exc)
+        self._error = why
+        kept = _kept_text(file.kept)
+        raise OutputError(f"recording stopped: {why}; {kept}; the next frames are not recorded",
+                          path=str(self.path)) from exc  # fmt: skip
+
     def stop(self) -> None:
-        """Flush the encoder and close the file. Says what the file holds: a recording, nothing
-        because no frame came (no file), or nothing though frames came (:attr:`failed_output`)."""
-        container, self._container = self._container, None
-        if container is None:
+        """Flush the encoder and close the file (its last fragment and index). Says what the file
+        holds: a recording, nothing because no frame came (no file), or less than came
+        (:attr:`failed_output`)."""
+        file, self._file = self._file, None
+        if file is None:
             return
-        closed = True
+        stream, self._stream = self._stream, None
         try:
-            if self._stream is not None:
-                for packet in self._stream.encode(None):
-                    container.mux(packet)
-        except (av.error.FFmpegError, OSError) as exc:
+            if stream is not None and file.broken is None:
+                self._mux(file, list(stream.encode(None)))
+            file.close()
+        except OutputError:
+            pass  # the file broke on the last frames: said below
+        except (av.error.FFmpegError, OSError) as exc:  # the encoder's flush failed: close what is whole
             self._error = self._error or str(exc)
-        finally:
-            try:
-                container.close()
-            except (av.error.FFmpegError, OSError) as exc:  # the last buffered bytes land here
-                self._error = self._error or str(exc)
-                closed = False
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            size = 0
-        came = self.frames + self.failed_writes
-        if self.frames and size and closed:
+            with contextlib.suppress(RecordingFileError):
+                file.close()
+        came = self.frames + self.failed_writes + self.dropped
+        if file.broken is None and file.kept.frames:
             failed = f" ({self.failed_writes} failed: {self._error})" if self.failed_writes else ""
-            log.info("recorded %d frames to %s%s", self.frames, self.path, failed)
+            log.info("recorded %d frames to %s%s", file.kept.frames, self.path, failed)
         elif not came:
             log.info("%s: no frame came to record; nothing written", self.path)
-        else:
-            why = self._error or "the file is empty"
-            self.failed_output = f"{self.path}: nothing recorded of {came} frame(s): {why}"
+        elif not file.kept.frames:
+            self.failed_output = (
+                f"{self.path}: nothing recorded of {came} frame(s): {self._error or file.broken}"
+            )
             log.error("%s", self.failed_output)
-        if not size:  # an empty file is no recording: none is left to be mistaken for one
-            with contextlib.suppress(OSError):
-                if self.path.is_file():
-                    self.path.unlink()
+        else:
+            self.failed_output = (f"{self.path}: recording cut short ({file.broken}): "
+                                  f"{_kept_text(file.kept)}, of {came} frame(s)")  # fmt: skip
+            log.error("%s", self.failed_output)
+
+
+ENCODER_OPTIONS: dict[str, dict[str, str]] = {
+    "libx264": {"preset": "veryfast", "tune": "zerolatency", "forced-idr": "1"},
+    "h264_nvenc": {"zerolatency": "1", "forced-idr": "1", "bf": "0"},
+    "h264_qsv": {"async_depth": "1", "forced_idr": "1", "bf": "0"},
+}
+"""Per encoder. A keyframe asked for (``pict_type`` I) is an IDR frame, which starts a fragment.
+Zero latency: each frame leaves the encoder as it goes in (no lookahead, no B-frames), so a kill
+loses the open fragment only; libx264's default holds ~10 frames (0.7 s at 15 fps, 2 s at 5 fps)
+that a kill would lose too (README, "Recording"; ``scripts/bench_recording.py``)."""
+
+
+def _kept_text(kept: Kept) -> str:
+    if not kept.frames:
+        return "nothing kept (no file left)"
+    seconds = (kept.last_ms or 0) / 1000
+    return f"the file keeps its first {seconds:.1f} s ({kept.frames} frames)"
