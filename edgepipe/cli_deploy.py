@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from edgepipe.core.exits import EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.core.stopsignals import StopRequested, stop_within
 from edgepipe.deploy.output import MissingExtra, error, numbers_not_options
 
 COMMANDS = ("plan", "check-ops", "quantize", "compare", "doctor", "trace")
@@ -67,11 +68,15 @@ def main(args: argparse.Namespace) -> int:
     except MissingExtra as exc:
         error(str(exc))
         return EXIT_USAGE
+    except StopRequested:  # a stop signal: cli.entry() says so and picks the code
+        raise
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `edgepipe doctor DIR --format json | head`: cli.entry() ends it quietly
         raise
     except Exception as exc:
+        if (stop := stop_within(exc)) is not None:  # a lazy import cut short by a stop signal
+            raise stop from None
         if getattr(args, "debug", False):
             raise
         error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)")

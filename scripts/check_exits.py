@@ -176,6 +176,8 @@ def cases(tmp: Path, clip: Path, no_full: str = "") -> list[Case]:
         Case("run: --port in use", ["run", face, "--port", "{busy_port}", "--duration", "2"], 2),
         Case("run: a pipeline file that calls sys.exit(0)", ["run", str(tmp / "exits.py")], 2),
         Case("run: a pipeline file with a typo", ["run", str(tmp / "typo.py")], 2),
+        Case("run: --params is a FIFO", ["run", face, "--params", str(tmp / "fifo")], 2),
+        Case("run: --health-file is a FIFO", ["run", face, "--health-file", str(tmp / "fifo")], 2),
         Case("run: an unknown parameter", ["run", face, "--sorce", "x.mp4"], 2),
         Case("graph: stdout closed", ["graph", face], 2, close_stdout=True),
         Case(
@@ -188,11 +190,29 @@ def cases(tmp: Path, clip: Path, no_full: str = "") -> list[Case]:
             ["quantize", str(tmp / "empty.onnx"), "--calib", str(clip), "-o", str(tmp / "q.onnx")],
             2,
         ),
+        Case(
+            "quantize: SIGTERM while it works",
+            ["quantize", "centerface", "--calib", str(clip), "-o", str(tmp / "stopped.onnx")],
+            128 + signal.SIGTERM,
+            signal_after_s=2.0,
+        ),
+        Case(
+            "compare: --shape past the memory plan",
+            ["compare", "centerface", "centerface", "--shape", "1x3x100000x100000"],
+            2,
+        ),
         Case("compare: --seed=-5", ["compare", "centerface", "centerface", "--seed=-5"], 2),
         Case("plan: --param-count 3.5", ["plan", "--param-count", "3.5"], 2),
         Case("plan: --param-count -3e9", ["plan", "--param-count", "-3e9"], 2),
         Case("check-ops: the model is a FIFO", ["check-ops", str(tmp / "fifo"), "--target", "cpu"], 2),
+        Case(
+            "trace: -o on a full disk",
+            ["trace", face, "--duration", "1", "-o", str(tmp / "full" / "trace.json")],
+            1,
+            needs=no_full,
+        ),
         Case("doctor: a healthy clip", ["doctor", str(clip)], 0),
+        Case("doctor: a healthy clip, --timeout-s 0.001", ["doctor", str(clip), "--timeout-s", "0.001"], 1),
         Case("health: no heartbeat file", ["health", str(tmp / "missing.json")], 1),
     ]
     return found
