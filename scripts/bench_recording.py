@@ -5,7 +5,7 @@ measured against, in the same run on the same frames (the synthetic camera's sce
 sensor noise; frames made before timing starts):
 
 - ``plain``: the recording as it was before issue 24: a plain MP4 (its index, ``moov``, written
-  at the end), libx264 ``veryfast`` at FFmpeg's defaults (a keyframe every 12 frames, lookahead
+  at the end), libx264 ``veryfast`` at FFmpeg's defaults (a keyframe every 250 frames, lookahead
   and B-frames). The baseline.
 - ``plain, same encoder``: a plain MP4 with the Recorder's encoder settings: what fragmenting
   alone costs.

@@ -48,7 +48,7 @@ def test_params_file_sets_the_parameters_and_the_command_line_wins(tmp_path: Pat
     ("text", "message"),
     [
         ('name = "x"\ncuont = 2\n', r"camera\.toml:2: unknown parameter 'cuont'; did you mean 'count'\? \(parameters: "
-                                    r"count, enabled, every_s, fps, label, mode, model, name, record, size\)"),
+                                    r"clips, count, enabled, every_s, fps, label, mode, model, name, record, size\)"),
         ("fps = .5\n", r"camera\.toml:1: not valid TOML: Invalid value at column 7: fps = \.5"),
         ("count = 12\n", r"camera\.toml:1: count: expected a number in \[1, 9\], got 12"),
         ('fps = "fast"\n', r"camera\.toml:1: fps: expected a number, got 'fast'"),
