@@ -22,7 +22,7 @@ from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
 from edgepipe.core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core.redact import mask_process_output, redact_text
-from edgepipe.core.stopsignals import StopRequested, ignore_stops, raise_on_stop, stop_within
+from edgepipe.core.stopsignals import StopRequested, finishing, raise_on_stop, stop_within
 from edgepipe.health import seconds
 
 log = logging.getLogger("edgepipe")
@@ -100,9 +100,9 @@ def entry() -> NoReturn:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush there
         code = EXIT_OK
     except StopRequested as stop:
-        ignore_stops()  # a second request while this one is said must not cut it short
+        finishing()  # a second request while this one is said must not cut it short
         code = _stopped(stop, sys.argv[1:])
-    ignore_stops()
+    finishing()
     left = native.settle(SETTLE_S)
     if not left:
         sys.exit(code)
@@ -170,7 +170,7 @@ def _stopped(stop: StopRequested, argv: Sequence[str]) -> int:
     """A stop signal outside the run's own handling. For ``run`` it is a stop on request, exit 0
     at any moment (nothing had started, or everything had ended); a one-shot command (quantize,
     trace, doctor ...) did not finish its work, so it exits 128 + N as the shell expects, and
-    its output is not there (each writes through a temporary file)."""
+    no half-written file (each writes through a temporary file renamed into place)."""
     command = next((arg for arg in argv if not arg.startswith("-")), "")
     if command == "run":
         print(f"edgepipe: {stop.name} during start-up: stopped before the pipeline ran", file=sys.stderr)

@@ -28,7 +28,6 @@ from edgepipe.core.params import check_writable_file, not_a_file
 from edgepipe.core.redact import redact_text
 from edgepipe.core.run import run
 from edgepipe.core.runtime import Watcher
-from edgepipe.core.stopsignals import ignore_stops
 
 log = logging.getLogger("edgepipe")
 
@@ -297,7 +296,6 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
         debug=args.debug,
         scheduler=scheduler,
     )
-    ignore_stops()  # it has stopped: a second request must not cut the summary short
     if args.stats:
         from edgepipe.console import print_summary
 

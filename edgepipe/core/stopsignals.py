@@ -10,9 +10,12 @@ in the main thread instead, which the command turns into its documented exit cod
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import types
+from collections.abc import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """What a user, a service manager or a closing ssh session sends to stop a process."""
@@ -32,22 +35,50 @@ def _raise(signum: int, frame: types.FrameType | None) -> None:
     raise StopRequested(signum)
 
 
-def raise_on_stop() -> bool:
-    """Make every stop signal raise :class:`StopRequested` in the main thread. Returns False
-    (and changes nothing) off the main thread, where Python cannot install handlers."""
+_repeated: set[int] = set()
+
+
+def _finishing(signum: int, frame: types.FrameType | None) -> None:
+    """A stop request while the command finishes: the first is noted (the stop is under way);
+    a second means "now", as a second Ctrl-C does everywhere: exit at once with 128 + N."""
+    name = signal.Signals(signum).name
+    if _repeated:
+        sys.stderr.write(f"edgepipe: {name} again while finishing: exiting now\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
+    _repeated.add(signum)
+    sys.stderr.write(f"edgepipe: {name}: already stopping ({name} again to exit at once)\n")
+
+
+def _install(handler: Callable[[int, types.FrameType | None], None]) -> bool:
     if threading.current_thread() is not threading.main_thread():
         return False
     for signum in STOP_SIGNALS:
-        signal.signal(signum, _raise)
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP, a script's `cmd &` SIGINT
+            signal.signal(signum, handler)
     return True
 
 
-def ignore_stops() -> None:
-    """While the command finishes after its run (a summary, a bounded wait for model calls):
-    the stop already happened, so a second request must not turn a clean end into 128 + N."""
-    if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
+def raise_on_stop() -> bool:
+    """Make every stop signal raise :class:`StopRequested` in the main thread, except one the
+    process inherited as ignored (``nohup edgepipe run ...`` keeps running when the ssh session
+    that started it closes). Returns False (and changes nothing) off the main thread, where
+    Python cannot install handlers."""
+    return _install(_raise)
+
+
+def finishing() -> None:
+    """While the command finishes after its run or after a stop (a summary, a bounded wait for
+    model calls): the stop already happened, so the next request is noted, not turned into a
+    traceback or 128 + N; one more after that exits at once."""
+    _install(_finishing)
+
+
+def after_run(before: signal._HANDLER) -> signal._HANDLER:
+    """The handler to put back for a stop signal when a run that handled it ends: the
+    command's start-up handler becomes :func:`finishing`'s (a signal after the run is not a
+    stop "during start-up"); anything else (a library user's own) is restored as it was."""
+    return _finishing if before is _raise else before
 
 
 def stop_within(exc: BaseException) -> StopRequested | None:

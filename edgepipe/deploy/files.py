@@ -27,7 +27,7 @@ from edgepipe.core.params import kind_of
 TEMP_SUFFIX = ".part"
 """The temporary file is ``.NAME.RANDOM.part`` beside the target (hidden, and named after it)."""
 _NAME_KEPT = 200
-"""Characters of the target's name kept in the temporary one (names are at most 255 bytes)."""
+"""Bytes of the target's name kept in the temporary one (names are at most 255 bytes)."""
 
 
 EMPTY_MODEL = "empty file (0 bytes) (not an ONNX model?)"
@@ -145,7 +145,8 @@ def _new_temp(target: Path) -> Path:
     """Create an empty temporary file beside ``target`` (mode 0666 less the umask, as any new
     file) and return its path."""
     for _ in range(100):
-        temp = target.with_name(f".{target.name[:_NAME_KEPT]}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        kept = os.fsdecode(os.fsencode(target.name)[:_NAME_KEPT])  # bytes: a name is at most 255 of them
+        temp = target.with_name(f".{kept}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         except FileExistsError:

@@ -157,3 +157,10 @@ def test_a_full_disk_names_the_output_and_leaves_nothing_half_written(tmp_path: 
         assert files.reason(caught.value) == "no space left on device"
         assert out.read_text() == '{"old": true}'
         assert [p.name for p in disk.iterdir()] == ["trace.json"]
+
+
+def test_a_long_name_in_a_script_of_several_bytes_a_letter_is_written(tmp_path: Path) -> None:
+    out = tmp_path / ("模" * 80 + ".onnx")  # 245 bytes: a valid name; 200 characters of it are not
+    write_output(check_output(out, "-o", force=False), "model")
+    assert out.read_text() == "model"
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
