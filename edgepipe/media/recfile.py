@@ -19,18 +19,30 @@ folder removed: checked at every write) *breaks* the file: the muxer is never ca
 failed fragment would sit behind a hole), the file is cut back to the end of its last whole
 write (the last whole fragment), and a file that holds no frame is removed: nothing
 half-written is left behind.
+
+Each whole fragment is synced to the disk as it is written (``fdatasync`` when a keyframe's
+packet makes the file grow: about once a second, on the writer's thread; the folder once, for
+the new file's name), and the file's end at close: a power cut loses what a kill loses, not the
+~30 s the kernel may hold unwritten.
+
+One writer thread; :meth:`RecordingFile.abandon` may come from another (a stop that cannot wait
+for a write under way: a stalled disk, a FIFO nobody reads). The descriptor is closed only
+between two writes, never under one (its number, reused by another file, would take the rest).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import stat
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import av
 import av.error
@@ -46,6 +58,12 @@ FRAGMENTED_MP4 = {"movflags": "frag_keyframe+empty_moov+delay_moov+default_base_
 fragment (``delay_moov``: by then the first timestamps are known, so the index's edit list puts
 the first frame at 0, and an encoder that gives its parameter sets with its first packet has
 given them); offsets from each ``moof`` (what Media Source Extensions want)."""
+
+_T = TypeVar("_T")
+
+ABANDON_WAIT_S = 0.05
+"""How long :meth:`RecordingFile.abandon` waits for a write under way before leaving the
+descriptor to it (it closes it when that write returns)."""
 
 LAYOUTS: dict[str, dict[str, str]] = {
     "mp4": FRAGMENTED_MP4,
@@ -72,7 +90,8 @@ class Kept:
 
 
 class RecordingFile:
-    """One recording's container and the file under it. Not thread-safe: one writer thread.
+    """One recording's container and the file under it: one writer thread, and
+    :meth:`abandon` from any thread.
 
     ``open()`` opens the file and the container; ``add_stream``/``mux`` through
     :attr:`container` and :meth:`mux`; :meth:`close` writes the trailer. Every failure raises
@@ -91,6 +110,13 @@ class RecordingFile:
         self.kept = Kept(0, None)
         """What the file's whole writes hold: it keeps this if the process dies now."""
         self._fd: int | None = None
+        self._io = threading.Lock()
+        """Held across each call on the descriptor: it is closed only between two."""
+        self._close_pending = False
+        """Abandoned under a write: the writer closes the descriptor when the write returns."""
+        self._ident: tuple[int, int] | None = None
+        """The file's device and inode: only this file is ever removed, never one made after it."""
+        self._folder_synced = False
         self._regular = False
         self._pos = 0
         self._end = 0
@@ -108,23 +134,18 @@ class RecordingFile:
         return self._fd is None
 
     def write(self, data: bytes) -> int:
-        fd = self._fd
-        if fd is None:
-            raise RecordingFileError(errno.EBADF, "the recording's file is closed", str(self.path))
-        if self._regular and os.fstat(fd).st_nlink == 0:
+        if self._regular and self._on_fd(os.fstat).st_nlink == 0:
             why = "the file was deleted while recording (its folder removed?)"
             raise RecordingFileError(errno.ENOENT, why, str(self.path))
         view = memoryview(data)
         while view:  # FFmpeg takes a short count as an error: write it all, or raise
-            view = view[os.write(fd, view) :]
+            view = view[self._on_fd(functools.partial(_write, data=view)) :]
         self._pos += len(data)
         self._end = max(self._end, self._pos)
         return len(data)
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        if self._fd is None:
-            raise RecordingFileError(errno.EBADF, "the recording's file is closed", str(self.path))
-        self._pos = os.lseek(self._fd, offset, whence)
+        self._pos = self._on_fd(lambda fd: os.lseek(fd, offset, whence))
         return self._pos
 
     def tell(self) -> int:
@@ -147,34 +168,38 @@ class RecordingFile:
             self.broken = f"[Errno {exc.errno}] {exc.strerror}"
             raise RecordingFileError(exc.errno, f"cannot open it: {exc.strerror}", str(self.path)) from exc
         self._fd = fd
-        self._regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        st = os.fstat(fd)
+        self._regular = stat.S_ISREG(st.st_mode)
+        self._ident = (st.st_dev, st.st_ino)
         try:
             self.container = av.open(self, "w", format=self.format_name, options=self.options)
         except (av.error.FFmpegError, ValueError) as exc:
-            self.broken = str(exc)
-            self._close_fd()
-            self._remove()
+            self.abandon(str(exc))
             raise RecordingFileError(errno.EINVAL, f"cannot open a {self.format_name} container: {exc}",
                                      str(self.path)) from exc  # fmt: skip
         return self.container
 
     def mux(self, packets: list[Any]) -> None:
-        """Write ``packets`` (the header first, the first time). Raises
-        :class:`RecordingFileError` when a write fails (the file is broken then)."""
-        if self.broken is not None:
+        """Write ``packets`` (the header first, the first time); each fragment they complete is
+        synced to the disk. Raises :class:`RecordingFileError` when a write fails (the file is
+        broken then)."""
+        container = self.container  # before the check: abandon() breaks it, then drops this
+        if self.broken is not None or container is None:
             raise RecordingFileError(
-                errno.EIO, f"the recording stopped earlier: {self.broken}", str(self.path)
+                errno.EIO, f"the recording stopped earlier: {self.broken or 'closed'}", str(self.path)
             )
         if not packets:
             return
         try:
             if self.muxed == 0 and self._header_bytes == 0:
-                self.container.start_encoding()  # apart, so that a failed header is known as one
+                container.start_encoding()  # apart, so that a failed header is known as one
                 self._header_bytes = self._whole_bytes = self._end
             for packet in packets:
                 before = self._end
-                self.container.mux_one(packet)
+                container.mux_one(packet)
                 if self._end > before:  # a fragment went out: every packet before this one is on disk
+                    if packet.is_keyframe:  # a fragment (a cluster; a second of TS) begins: about 1/s
+                        self._sync()
                     self.kept = Kept(*self._pending)
                 self.muxed += 1
                 self._pending = (self.muxed, _ms(packet))
@@ -183,61 +208,120 @@ class RecordingFile:
             self._break(exc)
 
     def close(self) -> Kept:
-        """Write the trailer (the last fragment and the index) and close the file; what the
-        file holds. Raises :class:`RecordingFileError` when that fails (the file is cut back to
-        its last whole fragment, or removed)."""
-        if self.broken is not None or self._fd is None:
+        """Write the trailer (the last fragment and the index), sync it, and close the file; what
+        the file holds. Raises :class:`RecordingFileError` when that fails (the file is cut
+        back to its last whole fragment, or removed)."""
+        container = self.container
+        if self.broken is not None or self._fd is None or container is None:
             return self.kept
         try:
             if self.muxed:
-                self.container.close()
+                container.close()
+                self._sync()
                 self.kept = Kept(*self._pending)
             else:  # no packet: no header either, and no file
-                self._end = 0
+                self._end = self._whole_bytes = 0
         except (av.error.FFmpegError, OSError) as exc:
             self._break(exc)
         finally:
             self.container = None
-        self._close_fd()
-        if not self.muxed:
-            self._remove()
+        with self._io:
+            self._cut_and_close()
         return self.kept
 
-    def abandon(self) -> None:
-        """Close the file without writing anything more (an error elsewhere)."""
-        self._close_fd()
-        self.container = None
+    def abandon(self, why: str | None = None) -> None:
+        """Stop here (an error elsewhere, or a stop that cannot wait): the file is broken
+        (``why``, unless it broke before), cut back to its last whole write and closed (removed
+        when it keeps no frame), the container dropped. Safe from any thread: a write under way
+        on the writer's thread is left to finish, and the file is closed when it returns (that
+        write then fails)."""
+        self.broken = self.broken or why or "abandoned"
+        self._close_pending = True
+        if self._io.acquire(timeout=ABANDON_WAIT_S):
+            try:
+                self._cut_and_close()
+            finally:
+                self._io.release()
+        self.container = None  # the writer's thread keeps it while it is under a call
 
-    def _break(self, exc: BaseException) -> None:
+    def _on_fd(self, call: Callable[[int], _T]) -> _T:
+        """``call(fd)``, the descriptor held open under it; raises once the file is closed or
+        abandoned (closing it then, if abandoned under this call)."""
+        with self._io:
+            if self._close_pending:
+                self._cut_and_close()
+            fd = self._fd
+            if fd is None:
+                why = f"the recording stopped: {self.broken}" if self.broken else "the file is closed"
+                raise RecordingFileError(errno.EBADF, why, str(self.path))
+            result = call(fd)
+            if self._close_pending:
+                self._cut_and_close()
+                raise RecordingFileError(errno.EBADF, f"the recording stopped: {self.broken}", str(self.path))
+            return result
+
+    def _sync(self) -> None:
+        """What the file holds onto the disk (its data and size), the first time its name too."""
+        if not self._regular:
+            return
+        self._on_fd(os.fdatasync)
+        if not self._folder_synced:
+            self._folder_synced = True
+            sync_folder(self.path.parent)
+
+    def _break(self, exc: BaseException) -> NoReturn:
         why = getattr(exc, "strerror", None) or str(exc)
         if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, RecordingFileError):
             why = f"[Errno {exc.errno}] {why}"
-        self.broken = why
-        if self._regular and self._fd is not None:
-            with contextlib.suppress(OSError):
-                if os.fstat(self._fd).st_nlink == 0:  # deleted: what it held is gone with it
-                    self.kept = Kept(0, None)
-                os.ftruncate(self._fd, self._whole_bytes if self.kept.frames else 0)
-        self._close_fd()
+        self.broken = self.broken or why
+        with self._io:
+            self._cut_and_close()
         # The container is dropped, never closed: with the file closed PyAV writes no trailer,
         # and a container whose header failed is never touched again.
         self.container = None
-        if not self.kept.frames:
-            self._remove()
         raise RecordingFileError(
-            exc.errno if isinstance(exc, OSError) else errno.EIO, why, str(self.path)
+            exc.errno if isinstance(exc, OSError) else errno.EIO, self.broken, str(self.path)
         ) from exc
 
-    def _close_fd(self) -> None:
+    def _cut_and_close(self) -> None:
+        """(``_io`` held) Cut the file back to its last whole write and close it; removed when
+        it keeps no frame (deleted under the recording: it keeps none)."""
         fd, self._fd = self._fd, None
-        if fd is not None:
+        self._close_pending = False
+        if fd is None:
+            return
+        if self._regular and self.broken is not None:
             with contextlib.suppress(OSError):
-                os.close(fd)
+                if os.fstat(fd).st_nlink == 0:  # deleted: what it held is gone with it
+                    self.kept = Kept(0, None)
+                os.ftruncate(fd, self._whole_bytes if self.kept.frames else 0)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        if not self.kept.frames and (self.broken is not None or not self.muxed):
+            self._remove()
 
     def _remove(self) -> None:
-        if self._regular:
-            with contextlib.suppress(OSError):
+        if not self._regular:
+            return
+        with contextlib.suppress(OSError):
+            st = os.stat(self.path)
+            if (st.st_dev, st.st_ino) == self._ident:
                 self.path.unlink()
+
+
+def sync_folder(folder: Path) -> None:
+    """Best effort: ``folder``'s entries onto the disk, so a file's new name survives a power
+    cut (a file system that cannot sync a folder keeps names as well as it does anyway)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write(fd: int, data: memoryview) -> int:
+    return os.write(fd, data)
 
 
 def _ms(packet: Any) -> int | None:

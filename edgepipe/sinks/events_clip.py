@@ -26,6 +26,7 @@ from typing import Any
 import av
 import av.error
 
+from edgepipe.media.recfile import sync_folder
 from edgepipe.sinks.events_encode import TIME_BASE
 
 log = logging.getLogger(__name__)
@@ -140,13 +141,19 @@ class ClipWriter:
         ok = self.frames > 0
         try:
             container.close()  # the index (moov): a full disk fails here too
-            self._file.close()  # what Python still buffers
+            self._file.flush()  # what Python still buffers
+            # On the disk before it takes its name: after a power cut, a clip under its name
+            # holds what was written (not zeros, not nothing). Its name is synced below.
+            if ok:
+                os.fdatasync(self._file.fileno())
+            self._file.close()
         except (av.error.FFmpegError, OSError) as exc:
             self.error = f"cannot finish the file: {reason(exc)}"
             ok = False
         if ok:
             try:
                 self.path = _place(self.part, self.path)
+                sync_folder(self.path.parent)
                 return self.path
             except OSError as exc:
                 self.error = f"cannot name the file: {reason(exc)}"

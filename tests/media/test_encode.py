@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import av
@@ -95,6 +96,12 @@ def test_timestamps_follow_media_time_and_never_repeat(tmp_path: Path) -> None:
         ("out.mp4", {"fps": float("nan")}, r"fps must be a finite number above 0, got nan"),
         ("out.mp4", {"fps": -15}, r"fps must be a finite number above 0, got -15"),
         ("out.mp4", {"crf": 99}, r"crf must be an integer in \[0, 51\]"),
+        (
+            "out.mp4",
+            {"encoder": "h264_nope"},
+            r"Recorder encoder 'h264_nope' is not a video encoder FFmpeg has here \(H\.264 ones: .*libx264",
+        ),
+        ("out.mp4", {"encoder": "aac"}, r"Recorder encoder 'aac' is not a video encoder"),
     ],
 )
 def test_nonsense_is_refused_when_the_recorder_is_made(
@@ -102,6 +109,38 @@ def test_nonsense_is_refused_when_the_recorder_is_made(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Recorder(path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_an_encoder_that_cannot_start_fails_the_recording_once_and_leaks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from edgepipe.media.encode import ENCODER_OPTIONS
+
+    fds = len(os.listdir("/proc/self/fd"))
+    unknown = Recorder(tmp_path / "unknown.mp4", fps=10)
+    unknown.encoder = "h264_nope"  # past the check at declaration: the stream cannot be made
+    monkeypatch.setitem(ENCODER_OPTIONS, "libx264", {"preset": "nope"})  # made, but does not open
+    refused = Recorder(tmp_path / "refused.mp4", fps=10, encoder="libx264")
+    for recorder, why in ((unknown, "h264_nope"), (refused, "libx264")):
+        recorder.start()
+        raised = []
+        for seq in range(50):
+            frame = from_rgb(np.zeros((48, 64, 3), np.uint8), seq=seq)
+            frame.t_decoded_ns += seq * 100_000_000
+            try:
+                recorder.process(frame)
+            except Exception as exc:  # what it raised, and how often, is the test
+                raised.append(f"{type(exc).__name__}: {exc}")
+        assert len(os.listdir("/proc/self/fd")) == fds  # not one descriptor per frame
+        recorder.stop()
+        assert len(raised) == 1, raised  # said once, not tried again for every frame
+        assert raised[0].startswith(
+            f"OutputError: {recorder.path}: cannot start the recording: the encoder {why}"
+        )
+        assert recorder.failed_output is not None
+        assert recorder.failed_output.startswith(f"{recorder.path}: nothing recorded of 50 frame(s): ")
+        assert not recorder.path.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_missing_folder_is_refused_at_start_not_created(tmp_path: Path) -> None:

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import re
 import shutil
-from collections.abc import Iterator
+import stat
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import av
@@ -21,6 +25,7 @@ from edgepipe.deploy.doctor_report import Diagnosis
 from edgepipe.deploy.doctor_structure import check
 from edgepipe.media.encode import Recorder
 from edgepipe.media.frame import Frame, from_planes, nv12_views
+from edgepipe.media.recfile import RecordingFile, RecordingFileError
 from edgepipe.media.synthetic import MATRIX, Scene
 from tests.disks import small_tmpfs
 
@@ -163,3 +168,76 @@ def test_other_containers_record_and_play(tmp_path: Path, suffix: str) -> None:
     recorder.stop()
     assert recorder.failed_output is None
     assert decoded_s(out)[0] == 20
+
+
+def test_a_file_abandoned_under_a_write_never_writes_into_the_file_that_takes_its_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "rec.mp4"
+    file = RecordingFile(path, "mp4")
+    file.open()
+    fds = len(os.listdir("/proc/self/fd"))
+    real_write = os.write
+    in_write, release = threading.Event(), threading.Event()
+    worker: threading.Thread | None = None
+
+    def slow_write(fd: int, data: bytes) -> int:
+        if threading.current_thread() is not worker:
+            return real_write(fd, data)
+        written = real_write(fd, bytes(data[:10]))  # a short write, then the rest on the next pass
+        in_write.set()
+        release.wait(5)
+        return written
+
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            file.write(b"x" * 100)
+        except OSError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=write)
+    monkeypatch.setattr(os, "write", slow_write)
+    try:
+        worker.start()
+        assert in_write.wait(5)
+        file.abandon()  # from another thread: a stop that could not wait for the write
+        other = tmp_path / "other"
+        fd = os.open(other, os.O_WRONLY | os.O_CREAT)  # the lowest free number: the recording's, if closed
+        release.set()
+        worker.join(5)
+        os.close(fd)
+    finally:
+        release.set()
+        monkeypatch.setattr(os, "write", real_write)
+    assert other.read_bytes() == b""
+    assert [type(e) for e in errors] == [RecordingFileError]
+    assert file.broken is not None
+    assert not path.exists()  # it held no frame: nothing half-written is left
+    assert len(os.listdir("/proc/self/fd")) == fds - 1  # and its descriptor was closed
+
+
+def test_every_whole_fragment_is_synced_to_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "rec.mp4"
+    synced: list[tuple[bool, int]] = []  # a folder?, the size synced
+    for name in ("fdatasync", "fsync"):
+        real = getattr(os, name)
+
+        def spy(fd: int, real: Callable[[int], None] = real) -> None:
+            st = os.fstat(fd)
+            synced.append((stat.S_ISDIR(st.st_mode), st.st_size))
+            real(fd)
+
+        monkeypatch.setattr(os, name, spy)
+    recorder = Recorder(out, fps=FPS)
+    recorder.start()
+    recorded(recorder, 50)
+    recorder.stop()
+    data = out.read_bytes()
+    # The end of each fragment as it is written (the next one's moof box starts 4 bytes before
+    # its name), and the file's end (the last fragment and the index, at stop).
+    ends = [m.start() - 4 for m in re.finditer(b"moof", data)][1:]
+    ends.append(len(data))
+    assert [size for is_dir, size in synced if not is_dir] == ends
+    assert [is_dir for is_dir, _ in synced].count(True) == 1  # its name, once (a new file's folder entry)

@@ -74,3 +74,27 @@ def test_a_name_being_written_by_any_process_is_taken(tmp_path: Path) -> None:
     t = time.mktime((2025, 1, 2, 3, 4, 5, 0, 0, 0)) - time.timezone
     (tmp_path / part_name("cam-20250102T030405Z.mp4", pid=1)).write_bytes(b"")
     assert clip_name(tmp_path, "cam", t) == "cam-20250102T030405Z-2.mp4"
+
+
+def test_a_clip_is_synced_to_the_disk_before_it_takes_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # After a power cut, a clip under its final name holds what was written (not zeros, not nothing).
+    encoder = ClipEncoder(encoder="libx264")
+    frame = from_rgb(np.full((48, 64, 3), 90, np.uint8), seq=0)
+    packets = encoder.encode(frame) + encoder.flush()
+    writer = ClipWriter(tmp_path, "cam-20250101T000000Z.mp4", 64, 48, base_pts=packets[0].pts)
+    for packet in packets:
+        writer.write(packet, packet.pts)
+    synced: list[tuple[int, int, bool]] = []  # inode, size, named yet?
+    real = os.fdatasync
+
+    def spy(fd: int) -> None:
+        real(fd)
+        st = os.fstat(fd)
+        synced.append((st.st_ino, st.st_size, writer.path.exists()))
+
+    monkeypatch.setattr(os, "fdatasync", spy)
+    path = writer.finish()
+    assert path is not None
+    assert synced == [(path.stat().st_ino, path.stat().st_size, False)]
