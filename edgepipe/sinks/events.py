@@ -190,6 +190,9 @@ class EventRecorder:
         # from it) is this node's encode.
         self._threads_tag = ticket_tag(self.engine.ticket)
         self._pool = DaemonThreadPool(1, "events", spare_workers=0, tag=self._threads_tag)
+        with self._lock:  # a restart (the node's error policy) after a stop cut short records again
+            self._cut, self._open = False, None
+        self.engine.resume()
         await self._run(self._prepare_folder)
 
     def _prepare_folder(self) -> None:

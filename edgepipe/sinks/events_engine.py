@@ -335,6 +335,10 @@ class RecorderEngine:
                     out.append(clip.closing)
         return out
 
+    def resume(self) -> None:
+        """Open clips again after :meth:`cut_short` (the recorder started again)."""
+        self._cut = False
+
     def _close_now(self, clip: ClipRecord, error: str) -> None:
         if clip.part is not None:
             with contextlib.suppress(OSError):

@@ -193,6 +193,11 @@ async def test_a_stop_cut_short_before_the_clip_is_finished_sends_its_removed_on
     assert not recorder._outbox  # its own "removed" is not a second closing waiting to go
     assert list((tmp_path / "events").iterdir()) == []
     assert recorder.failed_output == f"event clip {clip} lost: {CUT}"
+    await recorder.start()  # started again (the node's error policy): it records as before
+    messages = await _frames(recorder, 20, 20, cue_at=30)
+    assert [m.data["state"] for m in messages] == ["start"]
+    await recorder.stop()
+    assert [m["state"] for m in sent] == ["removed", "end"]
 
 
 @pytest.mark.parametrize("where", ["named, not yet said", "closed, not yet handed on"])
