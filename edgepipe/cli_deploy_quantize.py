@@ -112,8 +112,9 @@ def add_parser(sub: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     require("onnx", "deploy", "edgepipe quantize")
+    from edgepipe.core.errors import os_reason
     from edgepipe.deploy.calib import CalibError
-    from edgepipe.deploy.files import PathError, check_input, check_output, reason
+    from edgepipe.deploy.files import PathError, check_input, check_output
     from edgepipe.deploy.quantize import QuantizeOptions, quantize
     from edgepipe.deploy.quantize_model import ModelChoiceError, default_output, find_model
     from edgepipe.infer.errors import InferError
@@ -167,7 +168,7 @@ def main(args: argparse.Namespace) -> int:
             error(str(exc))
             return EXIT_USAGE
         except OSError as exc:  # the disk filled, the folder went away ...
-            error(f"{exc.filename or output}: {reason(exc)}"
+            error(f"{exc.filename or output}: {os_reason(exc)}"
                   + (" (nothing written: the INT8 model is written whole or not at all)"
                      if exc.filename == str(output) else ""))  # fmt: skip
             return EXIT_FAILED

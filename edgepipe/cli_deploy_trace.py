@@ -103,8 +103,8 @@ def _help(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from edgepipe.core.errors import EdgepipeError, PipelineError
-    from edgepipe.deploy.files import PathError, check_input, check_output, reason, write_output
+    from edgepipe.core.errors import EdgepipeError, PipelineError, os_reason
+    from edgepipe.deploy.files import PathError, check_input, check_output, write_output
     from edgepipe.deploy.plan_pipeline import load_graph
 
     extra = _split(args)
@@ -157,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
         summary["trace_file"] = str(args.trace_out)
     except OSError as exc:
         summary["trace_file"] = None
-        failed = f"cannot write {args.trace_out}: {reason(exc)} (no trace file written; "
+        failed = f"cannot write {args.trace_out}: {os_reason(exc)} (no trace file written; "
         failed += "the summary is on stdout)"
     if args.format == "json":
         print_json(summary)

@@ -111,7 +111,7 @@ def test_a_recorder_whose_writes_all_fail_is_exit_1_and_the_summary_names_it(tmp
     assert result.returncode == 1, result.stderr
     line = error_line(result.stderr)
     assert f"sink 'record': {out}: nothing recorded of" in line
-    assert "No such file or directory" in line
+    assert "no such file or directory" in line
     assert "; 1 output(s) failed (below)" in result.stderr  # the summary counts it: not "0 errors" alone
     assert "recorded 0 frames" not in result.stderr
     assert not any(noise in result.stderr for noise in NOISE), result.stderr

@@ -103,6 +103,17 @@ class EndOfStream(Exception):
     """Raised by ``Channel.get()`` when the channel is closed and drained."""
 
 
+def os_reason(exc: BaseException) -> str:
+    """An OSError's reason as it reads inside a sentence: ``no space left on device`` (its
+    ``strerror``, without the errno and the file name Python adds; FFmpeg's errors, which are no
+    OSErrors, carry one too). Without one, the error's text. The first letter is lowercased
+    unless it starts a capitalised word (``EOF``, ``I/O``)."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[:1].lower() + text[1:]
+    return text
+
+
 def error_text(exc: BaseException) -> str:
     """``Type: message`` for a log line or an error naming its cause."""
     text = str(exc)

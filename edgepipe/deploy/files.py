@@ -22,6 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgepipe.core.errors import os_reason
 from edgepipe.core.params import kind_of
 
 TEMP_SUFFIX = ".part"
@@ -37,12 +38,6 @@ class PathError(ValueError):
     """A path a command was given cannot be used as it is; the message is the one line to print."""
 
 
-def reason(exc: OSError) -> str:
-    """An OSError's reason as it reads inside a sentence: ``no space left on device``."""
-    text = exc.strerror or str(exc)
-    return text[:1].lower() + text[1:]
-
-
 def check_input(path: str | os.PathLike[str], label: str, *, give: str, folder: bool = False) -> Path:
     """``path`` (``~`` expanded) when it is a regular file, or a folder where ``folder`` allows
     one; else :class:`PathError`: ``LABEL: is a FIFO (named pipe), not a file; GIVE``, ``LABEL:
@@ -56,7 +51,7 @@ def check_input(path: str | os.PathLike[str], label: str, *, give: str, folder: 
     except FileNotFoundError:
         raise PathError(f"{label}: no such {wanted}; {give}") from None
     except OSError as exc:  # a folder on the way without permission, a name too long ...
-        raise PathError(f"{label}: cannot read it ({reason(exc)}); {give}") from None
+        raise PathError(f"{label}: cannot read it ({os_reason(exc)}); {give}") from None
     if stat.S_ISREG(mode) or (folder and stat.S_ISDIR(mode)):
         return target
     raise PathError(f"{label}: is {kind_of(mode)}, not a {wanted}; {give}")
@@ -91,7 +86,7 @@ def check_output(path: str | os.PathLike[str], flag: str, *, force: bool) -> Pat
         mode = None
     except OSError as exc:  # a name too long, a folder on the way without permission ...
         raise PathError(
-            f"{shown}: cannot write there ({reason(exc)}); give the path of a file to write"
+            f"{shown}: cannot write there ({os_reason(exc)}); give the path of a file to write"
         ) from None
     if mode is not None and not stat.S_ISREG(mode):
         via = f" (a symlink to {target})" if target != given else ""
@@ -108,7 +103,7 @@ def check_output(path: str | os.PathLike[str], flag: str, *, force: bool) -> Pat
         _new_temp(target).unlink()
     except OSError as exc:
         raise PathError(
-            f"{shown}: cannot write there ({reason(exc)}); give a path in a folder you can write"
+            f"{shown}: cannot write there ({os_reason(exc)}); give a path in a folder you can write"
         ) from None
     return target
 

@@ -47,6 +47,8 @@ from typing import Any, NoReturn, TypeVar
 import av
 import av.error
 
+from edgepipe.core.errors import os_reason
+
 log = logging.getLogger(__name__)
 
 KEYFRAME_INTERVAL_MS = 1000
@@ -165,8 +167,8 @@ class RecordingFile:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
         except OSError as exc:
-            self.broken = f"[Errno {exc.errno}] {exc.strerror}"
-            raise RecordingFileError(exc.errno, f"cannot open it: {exc.strerror}", str(self.path)) from exc
+            self.broken = os_reason(exc)
+            raise RecordingFileError(exc.errno, f"cannot open it: {os_reason(exc)}", str(self.path)) from exc
         self._fd = fd
         st = os.fstat(fd)
         self._regular = stat.S_ISREG(st.st_mode)
@@ -270,10 +272,7 @@ class RecordingFile:
             sync_folder(self.path.parent)
 
     def _break(self, exc: BaseException) -> NoReturn:
-        why = getattr(exc, "strerror", None) or str(exc)
-        if isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, RecordingFileError):
-            why = f"[Errno {exc.errno}] {why}"
-        self.broken = self.broken or why
+        self.broken = self.broken or os_reason(exc)
         with self._io:
             self._cut_and_close()
         # The container is dropped, never closed: with the file closed PyAV writes no trailer,

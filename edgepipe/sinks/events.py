@@ -26,9 +26,14 @@ no frame. After each clip the oldest clips are deleted until the folder's clips 
 It emits a ``Message("event", {"what": "recording", ...})`` when a clip starts (``state``:
 ``start``) and one when it ends: ``end`` when it is saved, ``removed`` when nothing could be
 kept (with the ``error`` when its file could not be opened, written or finished: a full disk, a
-folder removed). Every ``start`` gets exactly one of them, whatever happens. A clip lost to an
-error fails the run's output (:attr:`EventRecorder.failed_output`: exit 1, a line naming the
-clip and the cause), as a recording that could not be written does. Its ``path``,
+folder removed). Every ``start`` sent gets exactly one of them, whatever happens: when the stop's
+time (the node's hook timeout) runs out before the clip is finished, the stop itself sends
+``removed`` (``error``: :data:`CUT_SHORT`; the clip's hidden file is deleted), or ``end`` when
+the file was named just in time, and what the worker says of that clip later is not sent. The
+one exception: messages the stop could not hand on within :data:`SEND_GRACE_S` more (a results
+disk that hangs) are not sent, and a warning says how many. A clip lost to an error or to the
+stop's deadline fails the run's output (:attr:`EventRecorder.failed_output`: exit 1, a line
+naming the clip and the cause), as a recording that could not be written does. Its ``path``,
 ``source``, ``start_t``/``end_t`` (wall-clock seconds of its first and last frame),
 ``start_pts``/``end_pts`` (the recorder's 90 kHz timeline, ``time_base``), ``duration_s``,
 ``frames``, ``bytes``, the first ``trigger`` (kind, reason, source), the number of
@@ -49,14 +54,13 @@ import collections
 import contextlib
 import logging
 import math
-import os
-import tempfile
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from edgepipe.core.context import current_node
-from edgepipe.core.errors import OutputError
+from edgepipe.core.errors import OutputError, os_reason
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.params import check_writable_folder
 from edgepipe.core.results import Message
@@ -73,6 +77,10 @@ log = logging.getLogger(__name__)
 TICK_S = 0.25
 MAX_FPS = 60
 """The frame rate the ring's packet count is sized for."""
+CUT_SHORT = "the stop's deadline passed before the clip was finished"
+"""The ``error`` of a clip the stop had no time to finish."""
+SEND_GRACE_S = 0.5
+"""How long a stop whose deadline passed may still take to hand on the messages it has."""
 
 
 def _seconds(name: str, value: Any, *, zero: bool = False) -> float:
@@ -151,18 +159,17 @@ class EventRecorder:
         self._states: dict[str, str] = {}
         self._outbox: collections.deque[Message] = collections.deque()
         """Messages made and not yet sent (appended on the worker, taken on the loop)."""
-        self._cut_short: Path | None = None  # a clip the stop had no time to finish
+        self._lock = threading.Lock()
+        self._open: Message | None = None
+        """The ``start`` in the outbox, or sent, whose clip's closing is not (yet)."""
+        self._cut = False
+        """The stop's deadline passed: what the worker makes from now on is not sent."""
 
     @property
     def failed_output(self) -> str | None:
-        """The clips lost to an error (a full disk, a folder removed), naming the first and its
-        cause; ``None`` when none was (the run's report names it: exit 1)."""
-        lost, first, cut = self.engine.lost, self.engine.first_lost, self._cut_short
-        if cut is not None:  # the worker, finishing it later, may have counted it too
-            if first is None or first[0] != cut:
-                lost += 1
-            if first is None or first[0] == cut:
-                first = (cut, "the stop came before it was finished")
+        """The clips lost to an error (a full disk, a folder removed) or to the stop's deadline,
+        naming the first and its cause; ``None`` when none was (the run's report names it: exit 1)."""
+        lost, first = self.engine.lost, self.engine.first_lost
         if first is None:
             return None
         more = f"; {lost - 1} more lost (see the log)" if lost > 1 else ""
@@ -183,30 +190,27 @@ class EventRecorder:
         # from it) is this node's encode.
         self._threads_tag = ticket_tag(self.engine.ticket)
         self._pool = DaemonThreadPool(1, "events", spare_workers=0, tag=self._threads_tag)
+        with self._lock:  # a restart (the node's error policy) after a stop cut short records again
+            self._cut, self._open = False, None
+        self.engine.resume()
         await self._run(self._prepare_folder)
 
     def _prepare_folder(self) -> None:
         folder = self.events_dir
-        if folder.exists() and not folder.is_dir():
-            raise OutputError("expected a folder for event clips, found a file", path=str(folder))
-        if not folder.exists():
-            if not folder.parent.is_dir():
-                raise OutputError(f"cannot keep event clips here: {folder.parent} is not a folder",
-                                  path=str(folder))  # fmt: skip
-            try:
-                folder.mkdir()
-            except OSError as exc:
-                raise OutputError(f"cannot create the events folder: {exc}", path=str(folder)) from exc
-            log.info("event recordings: created the folder %s", folder)
         try:
             # Checked at declaration too; said again here for a folder changed since (a run that
             # cannot keep clips stops now, not at the first event).
-            fd, probe = tempfile.mkstemp(prefix=".edgepipe-probe-", dir=folder)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise OutputError(f"cannot write event clips in this folder: {exc.strerror or exc}",
-                              path=str(folder)) from exc  # fmt: skip
+            check_writable_folder(folder)
+        except ValueError as exc:
+            raise OutputError(f"event clips: expected {exc}", path=str(folder)) from None
+        if not folder.is_dir():
+            try:
+                folder.mkdir()
+            except OSError as exc:
+                raise OutputError(
+                    f"cannot create the events folder: {os_reason(exc)}", path=str(folder)
+                ) from exc
+            log.info("event recordings: created the folder %s", folder)
         try:
             remove_parts(folder)
             prune(folder, self.limits.max_bytes, self.limits.max_age_s)
@@ -217,40 +221,62 @@ class EventRecorder:
         """Finish a clip still being written (a forced stop), send what the stream could not (a
         clip's messages made while it was cancelled) as the node's events, and let the worker
         go. When the stop is cut short (the node's hook timeout) before the clip is finished,
-        its hidden file is removed: a process about to exit leaves nothing half-written behind
-        (the clip is lost: :attr:`failed_output`)."""
+        the clip is closed from here (:meth:`~edgepipe.sinks.events_engine.RecorderEngine.cut_short`:
+        its hidden file removed, as a process about to exit leaves nothing half-written behind;
+        ``removed`` with :data:`CUT_SHORT`, a lost clip: :attr:`failed_output`), and what the
+        worker makes later is not sent. Either way the messages made are sent, the last ones for
+        up to :data:`SEND_GRACE_S` past the deadline."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        part, clip_path = self.engine.part, self.engine.clip_path
         finished = False
         try:
             # Always through the worker, after what it is still doing: a trigger whose await was
             # cancelled with the stream may open a clip after this line (recording is False now).
             await asyncio.get_running_loop().run_in_executor(pool, self._call, self.engine.close, "stopped")
             finished = True
-            with contextlib.suppress(RuntimeError):
-                ctx = current_node()
-                while self._outbox:
-                    message = self._outbox.popleft()
-                    await ctx.emit_event(message.kind, message.data)
+            await self._send()
         finally:
             pool.shutdown(wait=False)
             if not finished:
-                # The worker may still be writing it: on POSIX it writes on into an unlinked
-                # file, and its rename then fails (and is logged).
-                for left in {p for p in (part, self.engine.part) if p is not None}:
-                    with contextlib.suppress(OSError):
-                        left.unlink()
-                    log.error("event recordings: the stop came before %s was finished; removed", left)
-                    self._cut_short = self.engine.clip_path or clip_path or left
+                with self._lock:
+                    self._cut = True
+                    sent, self._open = self._open, None
+                self._outbox.extend(self.engine.cut_short(sent, CUT_SHORT))
+            if self._outbox:  # the deadline passed: what is made still goes, for a moment more
+                await self._send(SEND_GRACE_S)
+
+    async def _send(self, limit_s: float | None = None) -> None:
+        """Send the outbox as the node's events (outside a pipeline, a unit test, it stays)."""
+        try:
+            ctx = current_node()
+        except RuntimeError:
+            return
+        try:
+            async with asyncio.timeout(limit_s):
+                while self._outbox:
+                    message = self._outbox.popleft()  # first: sent at most once, even if cut here
+                    await ctx.emit_event(message.kind, message.data)
+        finally:
+            if self._outbox and limit_s is not None:
+                log.warning("event recordings: %d event message(s) not sent: the stop's time ran out",
+                            len(self._outbox))  # fmt: skip
 
     # -- the stream -------------------------------------------------------------------------------
 
     def _call(self, fn: Callable[..., list[Message]], *args: Any) -> None:
         # On the worker: the messages wait in the outbox until sent, so that a call whose await
         # was cancelled (the stream closing) loses none of them: stop() sends what is left.
-        self._outbox.extend(fn(*args))
+        messages = fn(*args)
+        with self._lock:
+            if self._cut:  # the stop is over: it closed the open clip itself (cut_short)
+                if messages:
+                    log.debug("event recordings: %d message(s) made after the stop's deadline, not sent",
+                              len(messages))  # fmt: skip
+                return
+            for message in messages:
+                self._open = message if message.data.get("state") == "start" else None
+            self._outbox.extend(messages)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self._pool is not None, "EventRecorder is not started"

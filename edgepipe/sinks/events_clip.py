@@ -26,6 +26,7 @@ from typing import Any
 import av
 import av.error
 
+from edgepipe.core.errors import os_reason as reason
 from edgepipe.media.recfile import sync_folder
 from edgepipe.sinks.events_encode import TIME_BASE
 
@@ -177,10 +178,3 @@ class ClipWriter:
     @property
     def duration_s(self) -> float:
         return float((self.last_pts - self.base_pts) * TIME_BASE)
-
-
-def reason(exc: BaseException) -> str:
-    """An error's cause without the file name FFmpeg and ``OSError`` add (the hidden one)."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else exc.strerror
-    return str(exc)

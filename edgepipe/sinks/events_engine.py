@@ -13,10 +13,16 @@ goes on without it (later triggers extend it, no new clip opens) until it ends a
 then its one closing message says ``removed``, with the ``error``. Every ``start`` gets exactly
 one ``end`` or ``removed``, and a disk that stays full costs one failed file per event, not one
 per trigger. Clips lost that way are counted (:attr:`RecorderEngine.lost`).
+
+A stop whose time runs out while the worker is still busy (:meth:`RecorderEngine.cut_short`,
+from the event loop) closes the clips not closed yet itself; what the worker would say of them
+afterwards is not said, so that a clip still has one closing message, and no clip opens after.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import logging
 import threading
 import time
@@ -26,11 +32,13 @@ from typing import Any
 
 import av.error
 
+from edgepipe.core.errors import os_reason
 from edgepipe.core.results import Message
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
-from edgepipe.sinks.events_clip import ClipWriter, clip_name, reason
-from edgepipe.sinks.events_encode import TICKS_PER_S, TIME_BASE, ClipEncoder
+from edgepipe.sinks.events_clip import ClipWriter, clip_name
+from edgepipe.sinks.events_encode import TICKS_PER_S, ClipEncoder
+from edgepipe.sinks.events_message import ClipRecord
 from edgepipe.sinks.events_retention import prune
 from edgepipe.sinks.events_ring import PacketRing
 from edgepipe.sinks.events_trigger import Hit
@@ -55,45 +63,6 @@ class Limits:
     ring_packets: int
 
 
-class _Clip:
-    """The clip being written (or, once its file failed, the span it covers) and what its event
-    says."""
-
-    __slots__ = (
-        "base_pts",
-        "bytes",
-        "end_t",
-        "error",
-        "first",
-        "first_trigger_pts",
-        "frames",
-        "last_pts",
-        "last_trigger_pts",
-        "path",
-        "source",
-        "start_t",
-        "triggers",
-        "writer",
-    )
-
-    def __init__(self, folder: Path, first: Hit, source: str, start_t: float, trigger_pts: int,
-                 base_pts: int) -> None:  # fmt: skip
-        self.writer: ClipWriter | None = None
-        """Its file; ``None`` once it failed (``error`` says why)."""
-        self.path = folder
-        """Its file's name once it has one (the folder before)."""
-        self.error: str | None = None
-        self.first = first
-        self.source = source
-        self.start_t = self.end_t = start_t
-        self.base_pts = self.last_pts = base_pts
-        self.first_trigger_pts = self.last_trigger_pts = trigger_pts
-        self.triggers = 1
-        self.frames = 0
-        """Frames (packets) the clip took, written or, once its file failed, not."""
-        self.bytes = 0
-
-
 class RecorderEngine:
     """Encodes frames once into a :class:`PacketRing` and cuts clips from it into ``folder``."""
 
@@ -111,7 +80,7 @@ class RecorderEngine:
         self.skipped = 0
         """Frames not encoded: the CPU budget did not admit them in time, or the encoder failed."""
         self._lock = threading.Lock()  # one call at a time, whichever thread makes it
-        self._clip: _Clip | None = None
+        self._clip: ClipRecord | None = None
         self._pending: Hit | None = None  # a trigger before the first frame
         self._last_pts: int | None = None
         self._last_frame_mono = time.monotonic()
@@ -123,6 +92,13 @@ class RecorderEngine:
         self._failures = 0
         """Clip files that failed since one was last saved (a full disk, a folder made
         read-only): the first is logged as an error, the rest at debug level until one is saved."""
+        self._told = threading.Lock()
+        """Held while a clip's closing is made: the worker's and the stop's never both are."""
+        self._finishing: ClipRecord | None = None  # the clip _finish() is closing
+        self._closed_lately: collections.deque[ClipRecord] = collections.deque(maxlen=4)
+        """The last clips closed (one call closes one or two): the stop finds a closing made
+        by a call it did not see return."""
+        self._cut = False  # cut_short() ran: no clip opens any more
 
     @property
     def recording(self) -> bool:
@@ -225,33 +201,41 @@ class RecorderEngine:
         """A new clip starting at ``first_pts`` (a keyframe), with the ``preroll`` packets."""
         size = self.encoder.size
         assert size is not None
-        clip = self._clip = _Clip(self.folder, hit, self._source, first_wall, trigger_pts, first_pts)
+        if self._cut:
+            return []
+        clip = self._clip = ClipRecord(self.folder, hit, self._source, first_wall, trigger_pts, first_pts)
         try:
             name = clip_name(self.folder, self._source, first_wall)
             clip.path = self.folder / name
             clip.writer = ClipWriter(self.folder, name, *size, first_pts)
+            clip.part = clip.writer.part
         except (av.error.FFmpegError, OSError) as exc:
-            self._fail(clip, f"cannot open the file: {reason(exc)}")
+            self._fail(clip, f"cannot open the file: {os_reason(exc)}")
+        if self._cut and clip.writer is not None:
+            # cut_short() ran meanwhile and may not have seen this file: it goes now.
+            clip.writer.abandon()
+            clip.writer = None
         for packet, pts, _key, wall in preroll:
             self._write(clip, packet, pts, wall)
         if clip.writer is not None:
             log.info(
                 "event recordings: %s (%s %s): recording %s", self._source, hit.kind, hit.reason, clip.path
             )
-        return [self._message("start", clip, None)]
+        clip.start = clip.message("start", None)
+        return [clip.start]
 
-    def _write(self, clip: _Clip, packet: Any, pts: int, wall: float) -> None:
+    def _write(self, clip: ClipRecord, packet: Any, pts: int, wall: float) -> None:
         if clip.writer is not None:
             try:
                 clip.writer.write(packet, pts)
             except (av.error.FFmpegError, OSError, ValueError) as exc:
-                self._fail(clip, f"cannot write: {reason(exc)}")
+                self._fail(clip, f"cannot write: {os_reason(exc)}")
         clip.frames += 1
         clip.bytes += packet.size
         clip.last_pts = pts
         clip.end_t = wall
 
-    def _fail(self, clip: _Clip, why: str) -> None:
+    def _fail(self, clip: ClipRecord, why: str) -> None:
         """The clip's file failed: removed now; the clip goes on without it and ends ``removed``."""
         if clip.writer is not None:
             clip.writer.abandon()
@@ -278,18 +262,25 @@ class RecorderEngine:
             return out
 
     def _finish(self, why: str) -> list[Message]:
-        clip, self._clip = self._clip, None
+        clip = self._clip
         if clip is None:
             return []
+        # Always in _clip, _finishing or _closed_lately until its closing is made: cut_short()
+        # finds it wherever the worker is.
+        self._finishing, self._clip = clip, None
+        try:
+            return self._finish_clip(clip, why)
+        finally:
+            self._finishing = None
+
+    def _finish_clip(self, clip: ClipRecord, why: str) -> list[Message]:
         writer, clip.writer = clip.writer, None
         path = writer.finish() if writer is not None else None
         if path is None:
-            if writer is not None and writer.error is not None:
+            # Told by the stop already: its rename failed because the stop removed the file.
+            if writer is not None and writer.error is not None and clip.closing is None:
                 self._fail(clip, writer.error)
-            if clip.error is not None:
-                self.lost += 1
-                self.first_lost = self.first_lost or (clip.path, clip.error)
-            return [self._message("removed", clip, why)]
+            return self._closed("removed", clip, why)
         assert writer is not None
         clip.path = path
         self.clips += 1
@@ -304,28 +295,60 @@ class RecorderEngine:
             prune(self.folder, self.limits.max_bytes, self.limits.max_age_s, keep=path.name)
         except OSError as exc:
             log.warning("event recordings: cannot apply retention in %s: %s", self.folder, exc)
-        return [self._message("end", clip, why)]
+        return self._closed("end", clip, why)
 
-    def _message(self, state: str, clip: _Clip, why: str | None) -> Message:
-        ended = state != "start"
-        data = {
-            "what": "recording",
-            "state": state,
-            "path": str(clip.path),
-            "source": clip.source,
-            "start_t": clip.start_t,
-            "start_pts": clip.base_pts,
-            "end_t": clip.end_t if ended else None,
-            "end_pts": clip.last_pts if ended else None,
-            "trigger_pts": clip.first_trigger_pts,
-            "last_trigger_pts": clip.last_trigger_pts,
-            "time_base": str(TIME_BASE),
-            "duration_s": round((clip.last_pts - clip.base_pts) / TICKS_PER_S, 3) if ended else None,
-            "frames": clip.frames,
-            "bytes": clip.bytes,
-            "trigger": clip.first.to_dict(),
-            "triggers": clip.triggers,
-            "ended_by": why,
-            "error": clip.error,
-        }
-        return Message("event", data)
+    def _closed(self, state: str, clip: ClipRecord, why: str) -> list[Message]:
+        """The clip's closing message (counted lost when ``removed`` with an error), or none
+        when the stop made it already (:meth:`cut_short`)."""
+        with self._told:
+            if clip.closing is not None:
+                log.debug("event recordings: %s: closed by the stop already; its %s is not said", clip.path,
+                          state)  # fmt: skip
+                return []
+            if state == "removed" and clip.error is not None:
+                self.lost += 1
+                self.first_lost = self.first_lost or (clip.path, clip.error)
+            clip.closing = clip.message(state, why)
+            self._closed_lately.append(clip)
+            return [clip.closing]
+
+    def cut_short(self, sent: Message | None, error: str) -> list[Message]:
+        """Close now, from any thread, every clip not closed yet: the stop's time ran out while
+        the worker may still be in any call (writing, finishing, naming a clip). ``sent``: the
+        ``start`` message of the clip open as far as the stop's listeners know.
+
+        Each clip's hidden file is removed first (the worker writes on into an unlinked file,
+        and its rename then fails); a clip whose file was named in time is saved (``end``),
+        any other is lost (``removed`` with its own error or ``error``, counted in :attr:`lost`).
+        Returns the closing of ``sent``'s clip (made now, or made by the worker and not yet
+        passed on); the worker's later closings of these clips are not made again
+        (:meth:`_closed`), and no clip opens after this."""
+        self._cut = True
+        out: list[Message] = []
+        with self._told:
+            clips = (*self._closed_lately, self._finishing, self._clip)
+            for clip in dict.fromkeys(c for c in clips if c is not None):
+                said = sent is not None and clip.start is sent
+                if clip.closing is None:
+                    self._close_now(clip, error)
+                if said and clip.closing is not None:
+                    out.append(clip.closing)
+        return out
+
+    def resume(self) -> None:
+        """Open clips again after :meth:`cut_short` (the recorder started again)."""
+        self._cut = False
+
+    def _close_now(self, clip: ClipRecord, error: str) -> None:
+        if clip.part is not None:
+            with contextlib.suppress(OSError):
+                clip.part.unlink()
+        if clip.path != self.folder and clip.path.is_file():  # named just before: saved
+            log.info("event recordings: saved %s just before the stop's deadline", clip.path)
+            clip.closing = clip.message("end", "stopped")
+            return
+        clip.error = clip.error or error
+        self.lost += 1
+        self.first_lost = self.first_lost or (clip.path, clip.error)
+        log.error("event recordings: %s: %s; removed", clip.path, clip.error)
+        clip.closing = clip.message("removed", "stopped")

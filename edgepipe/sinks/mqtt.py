@@ -24,9 +24,11 @@ fit (what it drops is counted by kind). The sink's gauges (``--stats``, ``/metri
 
 At the stop the sink flushes the outbox for up to ``flush_s`` (after one more attempt to
 connect when the broker is away). What was not delivered then (left in the outbox, or dropped
-from it when full) is said: messages of a QoS 1 or 2 kind (events, states, counts: delivery was
-asked for) fail the run (:attr:`MqttSink.failed_output`, exit 1: "N messages not delivered to
-mqtt://HOST:PORT"); QoS 0 ones (each frame's detections) are one log line, not a failure.
+from it when full) is said (:mod:`~edgepipe.sinks.mqtt_undelivered`): messages of a QoS 1 or 2
+kind (events, states, counts: delivery was asked for) fail the run
+(:attr:`MqttSink.failed_output`, exit 1: "N messages not delivered to mqtt://HOST:PORT", how
+many were still queued, how many dropped during the run and when); QoS 0 ones (each frame's
+detections) are one log line, not a failure.
 
 Camera states come from the ``sources`` given (read twice a second: a
 :class:`~edgepipe.media.VideoSource`'s ``state_info``), from ``source_state`` results fed to
@@ -51,6 +53,7 @@ from edgepipe.sinks.messages import SCHEMA_VERSION, message_of
 from edgepipe.sinks.mqtt_config import (
     MqttConfigError,
     checked_level,
+    checked_timing,
     client_id,
     default_device,
     parse_broker_url,
@@ -58,6 +61,7 @@ from edgepipe.sinks.mqtt_config import (
 from edgepipe.sinks.mqtt_discovery import discovery_publications
 from edgepipe.sinks.mqtt_outbox import Outbox
 from edgepipe.sinks.mqtt_topics import NO_SOURCE, PayloadFormat, Publication, Topics
+from edgepipe.sinks.mqtt_undelivered import best_effort_line, failed_line, undelivered
 from edgepipe.vision.detection import Detections
 
 if TYPE_CHECKING:
@@ -120,17 +124,7 @@ class MqttSink:
             discovery = payload == "json"
         elif discovery and payload != "json":
             raise MqttConfigError("Home Assistant discovery needs JSON payloads (it cannot read msgpack)")
-        if backoff_initial_s is None:
-            backoff_initial_s = min(0.5, backoff_max_s) if isinstance(backoff_max_s, int | float) else 0.5
-        for what, seconds in (("backoff_initial_s", backoff_initial_s), ("backoff_max_s", backoff_max_s)):
-            if not (isinstance(seconds, int | float) and 0 < seconds < float("inf")):
-                raise MqttConfigError(f"MQTT {what} must be a number of seconds above 0, not {seconds!r}")
-        if backoff_max_s < backoff_initial_s:
-            raise MqttConfigError(f"MQTT backoff_max_s ({backoff_max_s}) is below backoff_initial_s")
-        if not (isinstance(keepalive_s, int) and 5 <= keepalive_s <= 65535):
-            raise MqttConfigError(
-                f"MQTT keepalive_s must be an integer of 5-65535 seconds, not {keepalive_s!r}"
-            )
+        backoff_initial_s = checked_timing(keepalive_s, backoff_initial_s, backoff_max_s)
         try:
             self.topics = Topics(
                 self.device, self.pipeline, prefix=prefix, payload=payload, qos=qos, retain=retain
@@ -233,10 +227,9 @@ class MqttSink:
                 )
             finally:
                 self._report()
-                asked, best_effort = self.undelivered()
-                if best_effort and not asked:  # asked for: the run's error line (failed_output)
-                    log.warning("%s not delivered to %s (%s: QoS 0, dropped without failing the run)",
-                                _messages(best_effort), self.broker.shown, _by_kind(best_effort))  # fmt: skip
+                line = best_effort_line(self.outbox, self.topics, self.broker.shown)
+                if line is not None:
+                    log.warning("%s", line)
 
     # -- results ------------------------------------------------------------------------------
 
@@ -359,41 +352,19 @@ class MqttSink:
             gauges[f"dropped_{kind}"] = n
 
     def undelivered(self) -> tuple[Counter[str], Counter[str]]:
-        """``(asked, best_effort)``: the messages not delivered (left in the outbox, or dropped
-        from it when full), by kind; ``asked`` those of a kind with QoS 1 or 2."""
-        lost = self.outbox.waiting() + self.outbox.dropped
-        asked = Counter({kind: n for kind, n in lost.items() if self.topics.policy(kind).qos >= 1})
-        return asked, lost - asked
+        """``(asked, best_effort)``: the messages not delivered, by kind
+        (:func:`~edgepipe.sinks.mqtt_undelivered.undelivered`)."""
+        return undelivered(self.outbox, self.topics)
 
     @property
     def failed_output(self) -> str | None:
         """After the run: the messages of QoS 1 or 2 not delivered, in one line (the run's
         report names the sink with it, and the run exits 1); None when every one was."""
-        asked, best_effort = self.undelivered()
-        if not asked:
-            return None
-        dropped = sum(n for kind, n in self.outbox.dropped.items() if kind in asked)
         stats = self.connection.stats if self.connection is not None else None
-        error = f"last error: {stats.last_error}" if stats is not None and stats.last_error else ""
-        if stats is not None and stats.takeover:
-            error = f"another client used the client id {self.client_id} (give each its own --mqtt-device)"
-        elif error and stats is not None and not stats.connects:
-            error = f"never connected: {stats.last_error}"
-        why = [f"QoS 1-2: {_by_kind(asked)}", f"{dropped} dropped from the full outbox" if dropped else "",
-               f"and {sum(best_effort.values())} of QoS 0" if best_effort else "", error]  # fmt: skip
-        return f"{_messages(asked)} not delivered to {self.broker.shown} ({'; '.join(w for w in why if w)})"
+        return failed_line(self.outbox, self.topics, self.broker.shown, self.client_id, stats)
 
     @property
     def gauges(self) -> dict[str, Any]:
         """The sink's figures, as its gauges show them."""
         self._report()
         return dict(self._gauges)
-
-
-def _messages(counts: Counter[str]) -> str:
-    n = sum(counts.values())
-    return f"{n} message" if n == 1 else f"{n} messages"
-
-
-def _by_kind(counts: Counter[str]) -> str:
-    return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))

@@ -21,7 +21,8 @@ dropped within :data:`TAKEOVER_SHORT_S` of being made :data:`TAKEOVER_CUTS` time
 one warning says so (naming the id and ``--mqtt-device``), ``stats.takeover`` is set, and each
 reconnect waits at least :data:`TAKEOVER_BACKOFF_S`, so the two do not take the id from each
 other (and flip the status) several times a second. A connection that then stays up for
-:data:`TAKEOVER_WINDOW_S` ends that.
+:data:`TAKEOVER_WINDOW_S` ends that, as soon as it has (one line says so; the gauge goes back to 0
+and connections are logged again), without waiting for it to be lost.
 
 :meth:`Connection.close` (the sink's ``stop()``) publishes what the outbox holds for up to
 ``flush_s``, then ``offline`` (retained), and disconnects cleanly (so the broker does not send
@@ -247,12 +248,27 @@ class Connection:
             try:
                 async with asyncio.TaskGroup() as group:
                     watcher = group.create_task(self._watch(client), name=f"{self.node_id}:mqtt-watch")
+                    calm = None
+                    if self.stats.takeover:
+                        calm = group.create_task(self._held(), name=f"{self.node_id}:mqtt-held")
                     await self._drain(client)
                     watcher.cancel()
+                    if calm is not None:
+                        calm.cancel()
             except* aiomqtt.MqttError as errors:
                 raise errors.exceptions[0] from None
             # Closing: say so (retained) before the clean disconnect, which sends no will.
             await self._publish(client, self.topics.status_publication(online=False))
+
+    async def _held(self) -> None:
+        """While a takeover is seen: a connection that stays up :data:`TAKEOVER_WINDOW_S` ends it."""
+        await asyncio.sleep(TAKEOVER_WINDOW_S)
+        self._cuts.clear()
+        self.stats.takeover = False
+        log.info("[%s] the MQTT broker %s kept this client connected for %g s: no other client takes "
+                 "the id %s any more", self.node_id, self.broker.shown, TAKEOVER_WINDOW_S,
+                 self.client_id)  # fmt: skip
+        self.on_change()
 
     def _announce(self) -> None:
         # First in the outbox, in their order; one whose topic already has a message waiting

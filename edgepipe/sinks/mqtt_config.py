@@ -140,6 +140,21 @@ def checked_level(what: str, text: str) -> str:
     return text
 
 
+def checked_timing(keepalive_s: int, backoff_initial_s: float | None, backoff_max_s: float) -> float:
+    """``backoff_initial_s``, or its default when ``None`` (0.5 s, at most ``backoff_max_s``);
+    raises :class:`MqttConfigError` for a keepalive or a backoff that cannot work."""
+    if backoff_initial_s is None:
+        backoff_initial_s = min(0.5, backoff_max_s) if isinstance(backoff_max_s, int | float) else 0.5
+    for what, seconds in (("backoff_initial_s", backoff_initial_s), ("backoff_max_s", backoff_max_s)):
+        if not (isinstance(seconds, int | float) and 0 < seconds < float("inf")):
+            raise MqttConfigError(f"MQTT {what} must be a number of seconds above 0, not {seconds!r}")
+    if backoff_max_s < backoff_initial_s:
+        raise MqttConfigError(f"MQTT backoff_max_s ({backoff_max_s}) is below backoff_initial_s")
+    if not (isinstance(keepalive_s, int) and 5 <= keepalive_s <= 65535):
+        raise MqttConfigError(f"MQTT keepalive_s must be an integer of 5-65535 seconds, not {keepalive_s!r}")
+    return float(backoff_initial_s)
+
+
 def default_device(env: Mapping[str, str] | None = None) -> str:
     """The device id of a sink given none: ``EDGEPIPE_DEVICE`` when set (checked, as a device
     given on purpose is), else this machine's host name as a topic level (its first label:

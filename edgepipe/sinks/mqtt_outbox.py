@@ -3,7 +3,8 @@
 :meth:`Outbox.put` never waits: when the box holds ``size`` messages, one goes — the oldest of
 the lowest rank (a frame's detections before an event, an event before a camera's state; see
 :class:`~edgepipe.sinks.mqtt_topics.KindPolicy`), or the new one itself when it ranks below
-everything held. Each drop is counted by kind. A retained message (a state: only the latest
+everything held. Each drop is counted by kind (and, for a QoS 1 or 2 one, timed: when the first
+and the last were). A retained message (a state: only the latest
 matters) replaces the one for the same topic still waiting, so a camera flapping during an
 outage leaves one message, not a backlog.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import Counter, deque
 
 from edgepipe.sinks.mqtt_topics import Publication
@@ -36,6 +38,9 @@ class Outbox:
         self._ready = asyncio.Event()
         self.dropped: Counter[str] = Counter()
         """Publications dropped to stay within ``size``, by kind."""
+        self.dropped_asked_t: tuple[float, float] | None = None
+        """When the first and the last publication of QoS 1 or 2 (delivery was asked for) were
+        dropped, in wall-clock seconds; ``None`` while none was."""
         self.replaced = 0
         """Retained publications superseded by a newer one for their topic before they went."""
 
@@ -58,11 +63,11 @@ class Outbox:
         if self._len >= self.size:
             lowest = min(rank for rank, lane in self._lanes.items() if lane)
             if pub.rank < lowest:
-                self.dropped[pub.kind] += 1
+                self._drop(pub)
                 return
             _, gone = self._lanes[lowest].popleft()
             self._len -= 1
-            self.dropped[gone.kind] += 1
+            self._drop(gone)
         lane = self._lanes.setdefault(pub.rank, deque())
         if lane and entry[0] < lane[0][0]:
             lane.appendleft(entry)
@@ -70,6 +75,12 @@ class Outbox:
             lane.append(entry)
         self._len += 1
         self._ready.set()
+
+    def _drop(self, pub: Publication) -> None:
+        self.dropped[pub.kind] += 1
+        if pub.qos >= 1:
+            now = time.time()
+            self.dropped_asked_t = (self.dropped_asked_t[0] if self.dropped_asked_t else now, now)
 
     def _replace(self, pub: Publication, *, newer: bool) -> bool:
         """True when a message on ``pub``'s topic is waiting: a ``newer`` ``pub`` takes its

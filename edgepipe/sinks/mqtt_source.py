@@ -18,8 +18,12 @@ skipped: the source never fails, so it never subscribes again for a message and 
 retained ones twice because of one.
 
 A retained message the feed has already passed on, sent again by the broker after a reconnect,
-is skipped (``repeated``). Messages the broker sends faster than the pipeline takes them, beyond
-:data:`INBOX_SIZE` waiting, are dropped by the client and counted (``dropped``; logged once).
+is skipped (``repeated``). Messages received wait in a bounded inbox (:class:`Inbox`) until the
+pipeline takes them: a payload over :data:`MAX_PAYLOAD_BYTES` is a bad message (``too_large``)
+before it is queued, and messages the broker sends faster than the pipeline takes them, beyond
+:data:`INBOX_SIZE` waiting or :data:`INBOX_BYTES` of payloads, are dropped and counted
+(``dropped``; logged once). The inbox never holds more than :data:`INBOX_BYTES` of payloads,
+whatever the publishers send.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ INBOX_SIZE = 10_000
 """Messages received and not yet taken by the pipeline (a few MB of the sink's messages, each
 under 1 KiB); more are dropped and counted. Every retained message comes at once when the feed
 subscribes: some 4 per camera."""
+INBOX_BYTES = 32 * 1024 * 1024
+"""Payload bytes received and not yet taken: :data:`INBOX_SIZE` of the sink's messages fit
+three times over, while 10,000 payloads just under :data:`MAX_PAYLOAD_BYTES` (640 MB) do not."""
 MAX_REMEMBERED = 4096
 """Topics whose last payload is remembered (a retained one the broker resends is then skipped)."""
 FAULTS = {
@@ -158,12 +165,7 @@ class FleetFeed:
         a retained one already passed on)."""
         parsed = parse(topic, payload, self.prefix)
         if isinstance(parsed, BadMessage):
-            self.bad[parsed.fault] += 1
-            if self.bad[parsed.fault] == 1:
-                log.warning("skipped a bad MQTT message on %s: %s (%s); payload %s. Further ones are "
-                            "counted in the 'bad_messages' gauge", _short(ascii(topic), 120),
-                            FAULTS[parsed.fault], parsed.detail, preview(payload))  # fmt: skip
-            self._report()
+            self.skip(topic, payload, parsed)
             return None
         # A reconnect makes the broker send every retained message again: one already passed on
         # (the same payload on its topic) is not news.
@@ -176,14 +178,24 @@ class FleetFeed:
             self._seen[topic] = digest
         return parsed
 
+    def skip(self, topic: str, payload: bytes, bad: BadMessage) -> None:
+        """Count a bad message (the first of its fault logged, with a preview of its payload)."""
+        self.bad[bad.fault] += 1
+        if self.bad[bad.fault] == 1:
+            log.warning("skipped a bad MQTT message on %s: %s (%s); payload %s. Further ones are "
+                        "counted in the 'bad_messages' gauge", _short(ascii(topic), 120),
+                        FAULTS[bad.fault], bad.detail, preview(payload))  # fmt: skip
+        self._report()
+
     def _report(self) -> None:
         self._gauges.update(bad_messages=sum(self.bad.values()), repeated=self.repeated, dropped=self.dropped)
 
     def _dropped_one(self) -> None:
         self.dropped += 1
         if self.dropped == 1:
-            log.warning("the broker sends more than the pipeline takes (%d messages waiting); the "
-                        "excess is dropped and counted in the 'dropped' gauge", INBOX_SIZE)  # fmt: skip
+            log.warning("the broker sends more than the pipeline takes (%d messages or %d MiB waiting); "
+                        "the excess is dropped and counted in the 'dropped' gauge", INBOX_SIZE,
+                        INBOX_BYTES >> 20)  # fmt: skip
         self._report()
 
     async def __aiter__(self) -> AsyncIterator[Message]:
@@ -196,21 +208,16 @@ class FleetFeed:
         self._report()
         feed = self
 
-        class Inbox(asyncio.Queue[Any]):
-            """aiomqtt's incoming queue, bounded: what does not fit is counted, not logged each time."""
-
-            def put_nowait(self, item: Any) -> None:
-                if self.full():
-                    feed._dropped_one()
-                    return
-                super().put_nowait(item)
+        class FeedInbox(Inbox):
+            owner = feed
 
         tls = ssl.create_default_context(cafile=self.broker.ca_file) if self.broker.tls else None
         warned = False
         while True:
             try:
                 async with aiomqtt.Client(self.broker.host, self.broker.port, username=self.broker.username,
-                                          password=self.broker.password, tls_context=tls, queue_type=Inbox,
+                                          password=self.broker.password, tls_context=tls,
+                                          queue_type=FeedInbox,
                                           max_queued_incoming_messages=INBOX_SIZE) as client:  # fmt: skip
                     log.info("following the fleet on %s", self.broker.shown)
                     warned = False
@@ -227,3 +234,42 @@ class FleetFeed:
                     log.warning("MQTT broker %s: %s; retrying", self.broker.shown, exc)
                     warned = True
                 await asyncio.sleep(2.0)
+
+
+def _size(payload: Any) -> int:
+    return len(payload) if isinstance(payload, bytes | bytearray | str) else 0
+
+
+class Inbox(asyncio.Queue[Any]):
+    """aiomqtt's queue of messages received (its ``queue_type``; a subclass names the
+    :class:`FleetFeed` as ``owner``), bounded in messages and in payload bytes. A payload over
+    :data:`MAX_PAYLOAD_BYTES` is a bad message, counted before it is queued; one that does not
+    fit is dropped and counted (neither is logged each time, as aiomqtt would)."""
+
+    owner: FleetFeed
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self.payload_bytes = 0
+        """The payloads waiting, in bytes (at most :data:`INBOX_BYTES`)."""
+
+    def put_nowait(self, item: Any) -> None:
+        payload = getattr(item, "payload", None)
+        size = _size(payload)
+        if size > MAX_PAYLOAD_BYTES:  # said before it takes room (aiomqtt queues whole payloads)
+            whole = payload if isinstance(payload, bytes) else str(payload).encode()
+            self.owner.skip(str(getattr(item, "topic", "")), whole, BadMessage("too_large", f"{size} bytes"))
+            return
+        if self.full() or self.payload_bytes + size > INBOX_BYTES:
+            self.owner._dropped_one()
+            return
+        super().put_nowait(item)
+
+    def _put(self, item: Any) -> None:
+        super()._put(item)
+        self.payload_bytes += _size(getattr(item, "payload", None))
+
+    def _get(self) -> Any:
+        item = super()._get()
+        self.payload_bytes -= _size(getattr(item, "payload", None))
+        return item

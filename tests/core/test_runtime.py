@@ -124,7 +124,7 @@ async def test_the_report_names_a_sink_that_wrote_nothing_it_was_given() -> None
             self.failed_output = "out.mp4: nothing recorded of 6 frame(s): I/O error"
 
     class ClipLost:  # a stage that writes files of its own (event clips): it can lose output too
-        failed_output = "event clip c.mp4 lost: cannot write: [Errno 28] No space left on device"
+        failed_output = "event clip c.mp4 lost: cannot write: no space left on device"
 
         def process(self, x: int) -> int:
             return x
@@ -140,7 +140,7 @@ async def test_the_report_names_a_sink_that_wrote_nothing_it_was_given() -> None
         "sink 'disk': every write failed (5 of 5; 1 more skipped while its circuit was open); nothing it was "
         "given was written (errors logged above)",
         "sink 'recorder': out.mp4: nothing recorded of 6 frame(s): I/O error",
-        "sink 'events': event clip c.mp4 lost: cannot write: [Errno 28] No space left on device",
+        "sink 'events': event clip c.mp4 lost: cannot write: no space left on device",
     )
     assert report.output_failed
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.deploy import files
+from edgepipe.core.errors import os_reason
 from edgepipe.deploy.files import PathError, check_input, check_model, check_output, replacing, write_output
 from tests.disks import full_device, small_tmpfs
 
@@ -154,7 +154,7 @@ def test_a_full_disk_names_the_output_and_leaves_nothing_half_written(tmp_path: 
             write_output(out, "x" * 1_000_000)
         assert caught.value.errno == errno.ENOSPC
         assert caught.value.filename == str(out)  # the target, not the temporary file
-        assert files.reason(caught.value) == "no space left on device"
+        assert os_reason(caught.value) == "no space left on device"
         assert out.read_text() == '{"old": true}'
         assert [p.name for p in disk.iterdir()] == ["trace.json"]
 

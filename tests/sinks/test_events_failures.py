@@ -4,8 +4,11 @@ opened, a stop racing a trigger, a clip larger than the folder's limit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +110,142 @@ async def test_a_clip_over_max_bytes_by_itself_is_kept_and_its_event_names_a_fil
     assert [m["state"] for m in ends] == ["end"]
     # old code: the clip was deleted by retention right after it was saved
     assert await asyncio.to_thread(Path(ends[0]["path"]).exists)
+
+
+# -- a stop cut short by its deadline (the node's hook timeout) -----------------------------------
+
+CUT = "the stop's deadline passed before the clip was finished"
+
+
+class Held:
+    """Holds the recorder's worker inside a call until released (the stop's deadline passes
+    meanwhile), and says when that call returned."""
+
+    def __init__(self) -> None:
+        self.reached, self.release, self.done = threading.Event(), threading.Event(), threading.Event()
+
+    def hold(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def held(*args: Any, **kwargs: Any) -> Any:
+            self.reached.set()
+            assert self.release.wait(10)
+            return fn(*args, **kwargs)
+
+        return held
+
+    def mark_done(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def marked(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            finally:
+                self.done.set()
+
+        return marked
+
+
+def _then(fn: Callable[..., Any], after: Callable[[], None]) -> Callable[..., Any]:
+    def both(*args: Any) -> Any:
+        out = fn(*args)
+        after()
+        return out
+
+    return both
+
+
+async def _recording(tmp_path: Path, sent: list[dict[str, Any]]) -> EventRecorder:
+    """A recorder writing a clip, in a node whose events go to ``sent``."""
+
+    async def emit_event(kind: str, data: dict[str, Any]) -> None:
+        sent.append(data)
+
+    set_current(NodeContext("events", 1, emit_event))
+    recorder = EventRecorder(tmp_path / "events", pre_s=1.0, post_s=60.0)
+    await recorder.start()
+    await _frames(recorder, 0, 20, cue_at=10)  # its start: yielded by the stream, as in a run
+    assert recorder.engine.part is not None
+    return recorder
+
+
+async def _stop_cut_short(recorder: EventRecorder, held: Held) -> None:
+    """stop(), cancelled (as its hook timeout does) while the worker is held."""
+    stopping = asyncio.create_task(recorder.stop())
+    assert await asyncio.to_thread(held.reached.wait, 10)
+    stopping.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stopping
+
+
+async def test_a_stop_cut_short_before_the_clip_is_finished_sends_its_removed_once(tmp_path: Path) -> None:
+    sent: list[dict[str, Any]] = []
+    recorder = await _recording(tmp_path, sent)
+    clip, part = recorder.engine.clip_path, recorder.engine.part
+    held = Held()
+    recorder.engine.close = held.mark_done(held.hold(recorder.engine.close))  # type: ignore[method-assign]
+    await _stop_cut_short(recorder, held)
+    # old code: nothing sent, and the worker's "removed" stayed in the outbox for ever
+    assert [(m["state"], m["ended_by"], m["error"], m["path"]) for m in sent] == [
+        ("removed", "stopped", CUT, str(clip))
+    ]
+    assert part is not None
+    assert not part.exists()
+    held.release.set()
+    assert await asyncio.to_thread(held.done.wait, 10)  # the worker finishes: it cannot name the clip
+    assert len(sent) == 1
+    assert not recorder._outbox  # its own "removed" is not a second closing waiting to go
+    assert list((tmp_path / "events").iterdir()) == []
+    assert recorder.failed_output == f"event clip {clip} lost: {CUT}"
+    await recorder.start()  # started again (the node's error policy): it records as before
+    messages = await _frames(recorder, 20, 20, cue_at=30)
+    assert [m.data["state"] for m in messages] == ["start"]
+    await recorder.stop()
+    assert [m["state"] for m in sent] == ["removed", "end"]
+
+
+@pytest.mark.parametrize("where", ["named, not yet said", "closed, not yet handed on"])
+async def test_a_clip_named_just_before_the_stops_deadline_ends_saved_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    sent: list[dict[str, Any]] = []
+    recorder = await _recording(tmp_path, sent)
+    held = Held()
+    close = recorder.engine.close
+    if where == "named, not yet said":  # retention runs after the rename, before the message
+        monkeypatch.setattr(events_engine, "prune", held.hold(events_engine.prune))
+    else:
+        close = _then(close, held.hold(lambda: None))
+    recorder.engine.close = held.mark_done(close)  # type: ignore[method-assign]
+    await _stop_cut_short(recorder, held)
+    names = [p.name for p in (tmp_path / "events").iterdir()]
+    assert len(names) == 1, names
+    assert [(m["state"], m["ended_by"], m["error"]) for m in sent] == [("end", "stopped", None)]  # old: none
+    assert sent[0]["path"] == str(tmp_path / "events" / names[0])
+    assert sent[0]["frames"] > 10
+    assert recorder.failed_output is None  # old code: "event clip … lost: the stop came before …"
+    held.release.set()
+    assert await asyncio.to_thread(held.done.wait, 10)
+    assert len(sent) == 1
+    assert not recorder._outbox
+    assert recorder.failed_output is None
+
+
+async def test_a_stop_cut_short_while_sending_still_sends_what_was_made(tmp_path: Path) -> None:
+    sent: list[dict[str, Any]] = []
+    emitting, never = asyncio.Event(), asyncio.Event()
+
+    async def emit_event(kind: str, data: dict[str, Any]) -> None:
+        sent.append(data)
+        if len(sent) == 1:  # the first one: the results' disk is slow, and the deadline passes
+            emitting.set()
+            await never.wait()
+
+    set_current(NodeContext("events", 1, emit_event))
+    recorder = EventRecorder(tmp_path / "events", pre_s=1.0, post_s=60.0)
+    await recorder.start()
+    await _frames(recorder, 0, 20)
+    await recorder._feed(Message("event", {"what": "cue", "source": "image"}))  # its start waits
+    stopping = asyncio.create_task(recorder.stop())
+    await emitting.wait()
+    stopping.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stopping
+    assert [m["state"] for m in sent] == ["start", "end"]  # old code: ["start"], the end dropped
+    assert not recorder._outbox

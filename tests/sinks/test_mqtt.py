@@ -200,8 +200,8 @@ async def test_messages_not_delivered_fail_the_run_when_delivery_was_asked_for(
     report = await run_async(p)
     # The count (QoS 1, retained: the latest one) and the event (QoS 1) were asked for.
     assert report.failed_sinks == (
-        f"sink 'mqtt': 2 messages not delivered to {url} (QoS 1-2: count 1, event 1; and 6 of QoS 0; "
-        "never connected: [Errno 111] Connection refused)",
+        f"sink 'mqtt': 2 messages not delivered to {url} (QoS 1-2: count 1, event 1; 2 still queued at "
+        "the stop; and 6 of QoS 0; never connected: [Errno 111] Connection refused)",
     )
     assert report.output_failed  # exit 1
     p, _ = results_pipeline(url, items[:6], interval_s=0.01, discovery=False, qos={"count": 0})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -16,6 +18,7 @@ from edgepipe.sinks.mqtt_config import parse_broker_url
 from edgepipe.sinks.mqtt_outbox import Outbox
 from edgepipe.sinks.mqtt_topics import Topics
 from tests.sinks.broker import Mosquitto, subscribed
+from tests.sinks.waiting import until
 
 TOLD = "another client uses the same client id edgepipe-cam1-test"
 
@@ -53,6 +56,50 @@ def test_a_session_ended_by_a_bug_of_ours_is_no_takeover() -> None:
     conn.stats.connected, conn._t_connected = True, time.monotonic()
     conn._failed(aiomqtt.MqttError("Disconnected during message iteration"), dropped=True)
     assert len(conn._cuts) == 1
+
+
+class _Broker:
+    """A client whose connection holds until closed (aiomqtt's Client, as far as a session uses it)."""
+
+    def __init__(self) -> None:
+        self.held = asyncio.Event()
+
+    async def __aenter__(self) -> _Broker:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+    async def publish(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    @property
+    def messages(self) -> AsyncIterator[Any]:
+        async def none() -> AsyncIterator[Any]:
+            await self.held.wait()
+            yield
+
+        return none()
+
+
+async def test_a_connection_that_stays_up_ends_the_takeover_while_it_is_up(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    conn = connection()
+    for _ in range(3):
+        conn._lost_after(0.5)
+    assert conn.stats.takeover
+    monkeypatch.setattr(mqtt_client, "TAKEOVER_WINDOW_S", 0.3)  # 60 s in earnest
+    monkeypatch.setattr(conn, "_client", _Broker)
+    task = asyncio.create_task(conn.run())
+    assert await until(lambda: conn.stats.connected, 5)
+    assert conn.stats.takeover  # not yet: the other client may take the id back
+    with caplog.at_level(logging.INFO, logger="edgepipe.sinks"):
+        assert await until(lambda: not conn.stats.takeover, 5)  # old code: only once it is lost
+    assert conn.stats.connected
+    assert "no other client takes the id edgepipe-cam1-test any more" in caplog.text
+    await conn.close(task, 1.0)
+    assert task.done()
 
 
 @pytest.mark.slow

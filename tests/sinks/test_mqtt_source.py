@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from typing import Any
 
+import aiomqtt
 import pytest
 
 from edgepipe.core.results import Message
 from edgepipe.sinks.mqtt_config import MqttConfigError
-from edgepipe.sinks.mqtt_source import BadMessage, FleetFeed, parse
+from edgepipe.sinks.mqtt_source import INBOX_BYTES, MAX_PAYLOAD_BYTES, BadMessage, FleetFeed, parse
 from edgepipe.sinks.mqtt_topics import Topics
 
 ROOT = "edgepipe/cam1/face_privacy"
@@ -100,3 +103,67 @@ def test_a_retained_state_sent_again_after_a_reconnect_is_not_news() -> None:
 def test_a_prefix_of_several_levels_is_refused_at_declaration() -> None:
     with pytest.raises(MqttConfigError, match="topic prefix 'site/edgepipe' cannot be a topic level"):
         FleetFeed("mqtt://127.0.0.1", "site/edgepipe")
+
+
+class _Ended(Exception):
+    pass
+
+
+async def _inbox(monkeypatch: pytest.MonkeyPatch, feed: FleetFeed) -> asyncio.Queue[Any]:
+    """The queue the feed gives aiomqtt for the messages it receives (made as aiomqtt makes it)."""
+    made: list[asyncio.Queue[Any]] = []
+
+    class Client:
+        def __init__(
+            self, *args: Any, queue_type: Any, max_queued_incoming_messages: int, **kwargs: Any
+        ) -> None:
+            made.append(queue_type(maxsize=max_queued_incoming_messages))
+
+        async def __aenter__(self) -> None:
+            raise _Ended  # the inbox is made: the test fills it as paho's callback would
+
+        async def __aexit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr(aiomqtt, "Client", Client)
+    with pytest.raises(_Ended):
+        await anext(aiter(feed))
+    return made[0]
+
+
+def _received(payload: bytes, topic: str = f"{ROOT}/camera/event") -> aiomqtt.Message:
+    return aiomqtt.Message(topic, payload, qos=1, retain=False, mid=1, properties=None)
+
+
+async def test_a_payload_over_the_limit_is_a_bad_message_before_it_is_queued(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    feed = FleetFeed("mqtt://127.0.0.1:1")
+    inbox = await _inbox(monkeypatch, feed)
+    huge = b'{"what": "' + b"x" * 10_000_000 + b'"}'
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            inbox.put_nowait(_received(huge))
+    assert inbox.qsize() == 0  # old code: each queued whole (10,000 of them: 100 GB)
+    assert feed.bad == {"too_large": 3}
+    assert feed._gauges["bad_messages"] == 3
+    [line] = [r.getMessage() for r in caplog.records]
+    assert ROOT in line
+    assert "10000012 bytes" in line
+    assert len(line) < 600
+    inbox.put_nowait(_received(b'{"what": "a face"}'))
+    assert inbox.qsize() == 1
+
+
+async def test_the_inbox_holds_a_bounded_number_of_payload_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    feed = FleetFeed("mqtt://127.0.0.1:1")
+    inbox = await _inbox(monkeypatch, feed)
+    payload = b"{}" + b" " * (MAX_PAYLOAD_BYTES - 2)  # the largest a message may be
+    fit = INBOX_BYTES // MAX_PAYLOAD_BYTES
+    for _ in range(fit + 20):
+        inbox.put_nowait(_received(payload))
+    assert inbox.qsize() == fit  # old code: every one (10,000 of them: 640 MB)
+    assert feed.dropped == 20
+    inbox.get_nowait()  # the pipeline takes one: room for one more
+    inbox.put_nowait(_received(payload))
+    assert (inbox.qsize(), feed.dropped) == (fit, 20)
