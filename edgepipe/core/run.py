@@ -13,7 +13,7 @@ from edgepipe.core.loop import run as run_on_loop
 from edgepipe.core.pipeline import Graph, Pipeline
 from edgepipe.core.results import ResultsWriter
 from edgepipe.core.runtime import RunReport, Runtime, Scheduler, Watcher
-from edgepipe.core.stopsignals import STOP_SIGNALS, after_run
+from edgepipe.core.stopsignals import STOP_SIGNALS, after_run, kept_ignored
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,8 @@ async def run_async(
 
     ``duration_s`` stops it (draining) after that long. ``handle_signals`` makes SIGINT,
     SIGTERM and SIGHUP (what a closing ssh session sends) stop it the same way, and a second
-    signal cancel everything at once; a signal the process inherited as ignored (``nohup``)
-    stays ignored, and each handler found before is put back after. Raises
+    signal cancel everything at once; SIGHUP inherited as ignored (``nohup``) stays ignored,
+    and each handler found before is put back after. Raises
     ``ValueError`` for a duration or deadline that is not a finite number of seconds (above 0
     for ``duration_s``, at least 0 for the others), :class:`GraphError` before anything starts,
     or :class:`NodeError` if a node stopped the run.
@@ -72,12 +72,9 @@ async def run_async(
 
     if handle_signals:
         for signum in STOP_SIGNALS:
-            before = signal.getsignal(signum)
-            if (
-                before is signal.SIG_IGN
-            ):  # inherited as ignored: `nohup edgepipe run` outlives its ssh session
+            if kept_ignored(signum):  # `nohup edgepipe run` outlives its ssh session
                 continue
-            installed.append((signum, before))
+            installed.append((signum, signal.getsignal(signum)))
             loop.add_signal_handler(signum, on_interrupt, signum)
     try:
         return await runtime.run(watchers)

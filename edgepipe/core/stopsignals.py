@@ -50,19 +50,27 @@ def _finishing(signum: int, frame: types.FrameType | None) -> None:
     sys.stderr.write(f"edgepipe: {name}: already stopping ({name} again to exit at once)\n")
 
 
+def kept_ignored(signum: int) -> bool:
+    """Whether ``signum`` stays as the process inherited it: SIGHUP inherited as ignored is
+    ``nohup``'s request to outlive the session, and is kept. SIGINT and SIGTERM are always
+    stops: a shell ignores SIGINT in the background jobs of a script by habit, not as a
+    request, and ``kill -INT`` must still stop the run."""
+    return signum == signal.SIGHUP and signal.getsignal(signum) is signal.SIG_IGN
+
+
 def _install(handler: Callable[[int, types.FrameType | None], None]) -> bool:
     if threading.current_thread() is not threading.main_thread():
         return False
     for signum in STOP_SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's SIGHUP, a script's `cmd &` SIGINT
+        if not kept_ignored(signum):
             signal.signal(signum, handler)
     return True
 
 
 def raise_on_stop() -> bool:
-    """Make every stop signal raise :class:`StopRequested` in the main thread, except one the
-    process inherited as ignored (``nohup edgepipe run ...`` keeps running when the ssh session
-    that started it closes). Returns False (and changes nothing) off the main thread, where
+    """Make every stop signal raise :class:`StopRequested` in the main thread, except SIGHUP
+    inherited as ignored (``nohup edgepipe run ...`` keeps running when the ssh session that
+    started it closes; :func:`kept_ignored`). Returns False (and changes nothing) off the main thread, where
     Python cannot install handlers."""
     return _install(_raise)
 

@@ -24,10 +24,12 @@ def handlers() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def test_a_signal_inherited_as_ignored_stays_ignored(handlers: None) -> None:
+def test_sighup_inherited_as_ignored_stays_ignored_sigint_does_not(handlers: None) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a shell does to a script's `cmd &`: a habit
     assert raise_on_stop()
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is stopsignals._raise  # `kill -INT` still stops it
     with pytest.raises(StopRequested) as stop:
         signal.raise_signal(signal.SIGTERM)
     assert stop.value.name == "SIGTERM"
