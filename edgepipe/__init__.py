@@ -7,36 +7,30 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from edgepipe.core import (
-    Channel,
+from edgepipe.core.channel import Channel, Policy
+from edgepipe.core.errors import (
     EdgepipeError,
-    ErrorPolicy,
     GraphError,
-    Input,
-    Message,
     NodeError,
     NodeTimeout,
-    OnError,
     ParameterError,
-    Pipeline,
     PipelineError,
     PipelineFileError,
-    Policy,
-    Range,
-    RunReport,
-    Snapshot,
-    WritableFile,
-    WritableFolder,
-    load_pipeline,
 )
-from edgepipe.core.run import run, run_async
+from edgepipe.graph.pipeline import Pipeline
+from edgepipe.graph.spec import ErrorPolicy, Input, OnError
+from edgepipe.pipefile.loader import load_pipeline
+from edgepipe.pipefile.params import Range, WritableFile, WritableFolder
+from edgepipe.runtime.engine import RunReport, Snapshot
+from edgepipe.runtime.run import run, run_async
+from edgepipe.wire.results import Message
 
 # The media and vision layers import PyAV and ONNX Runtime (~0.1-0.3 s): loaded on first use, so
 # `import edgepipe` and the CLI stay quick for pipelines that do not touch video or models.
 _LAZY = {
     "VideoSource": "edgepipe.media",
     "Frame": "edgepipe.media",
-    "Recorder": "edgepipe.media.encode",
+    "Recorder": "edgepipe.media.recording.encode",
     "Detector": "edgepipe.vision",
     "Detections": "edgepipe.vision",
 }

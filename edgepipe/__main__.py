@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from edgepipe.cli import entry
+from edgepipe.cli.main import entry
 
 entry()

@@ -20,9 +20,9 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
-from edgepipe.core.pipeline import Pipeline
-from edgepipe.core.run import run
-from edgepipe.core.runtime import RunReport, Watcher
+from edgepipe.graph.pipeline import Pipeline
+from edgepipe.runtime.engine import RunReport, Watcher
+from edgepipe.runtime.run import run
 
 T = TypeVar("T")
 

@@ -41,8 +41,8 @@ import numpy as np
 from edgepipe import Input, Message, Pipeline, Range, WritableFile, WritableFolder
 from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
 from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
-from edgepipe.media.encode import Recorder
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.media.recording.encode import Recorder
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.sinks.wiring import add_mqtt_and_events
 from edgepipe.vision import Detections, Detector
 

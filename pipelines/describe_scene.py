@@ -41,7 +41,7 @@ from edgepipe import Message, Pipeline, Range, WritableFolder
 from edgepipe.lm import Describe, ModelFolder
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.sinks.wiring import add_mqtt_and_events
 from edgepipe.vision import Detector
 

@@ -53,8 +53,8 @@ from typing import Annotated
 
 from edgepipe import Pipeline, Range, WritableFile, WritableFolder
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
-from edgepipe.media.encode import Recorder
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.media.recording.encode import Recorder
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.sinks.wiring import add_mqtt_and_events
 from edgepipe.vision import Detections, Detector
 from edgepipe.vision.overlay import Redact

@@ -11,7 +11,7 @@ seconds. With ``--results`` each message is also a JSON line (``kind`` ``fleet_s
 ``source``, taken from the topic). The broker being away is not an error: the subscriber
 reconnects by itself. A message that cannot be read (not JSON, a field that contradicts its
 topic, ...) is skipped, counted (``bad_messages`` in ``--stats``) and logged once per fault:
-see :mod:`edgepipe.sinks.mqtt_source`.
+see :mod:`edgepipe.sinks.mqtt.source`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from typing import Annotated, Any
 
 from edgepipe import Message, Pipeline, Range
-from edgepipe.sinks.mqtt_source import FleetFeed
+from edgepipe.sinks.mqtt.source import FleetFeed
 
 log = logging.getLogger("fleet_events")
 

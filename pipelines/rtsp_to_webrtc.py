@@ -23,7 +23,7 @@ from typing import Annotated
 
 from edgepipe import Pipeline, Range
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision import Detector
 
 

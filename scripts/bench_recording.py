@@ -55,10 +55,10 @@ from typing import Any
 import av
 import numpy as np
 
-from edgepipe.media.encode import Recorder
 from edgepipe.media.frame import Frame, from_av, from_planes, nv12_views
-from edgepipe.media.recfile import KEYFRAME_INTERVAL_MS
-from edgepipe.media.synthetic import MATRIX, Scene
+from edgepipe.media.recording.encode import Recorder
+from edgepipe.media.recording.file import KEYFRAME_INTERVAL_MS
+from edgepipe.media.sources.synthetic import MATRIX, Scene
 
 MAX_LOSS_MS = KEYFRAME_INTERVAL_MS
 """Plus one frame interval."""
@@ -216,7 +216,7 @@ def main(argv: list[str]) -> int:
     os.fdatasync = timed_fdatasync
     width, height = (int(v) for v in args.size.split("x"))
     frames = make_frames(width, height, args.fps, args.seconds)
-    from edgepipe.media.encode import ENCODER_OPTIONS
+    from edgepipe.media.recording.encode import ENCODER_OPTIONS
 
     same = ENCODER_OPTIONS["libx264"] | {"crf": "23"}
     baseline = measure(

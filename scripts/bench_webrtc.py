@@ -4,7 +4,7 @@ per frame with 1 and with 4 viewers, at 720p30.
 
 The server (``scripts/webrtc_pipeline.py``) runs as ``python -m edgepipe run ... --port N`` (so
 the PID measured is the pipeline's own): a ``synthetic://1280x720@30`` camera paced like a real
-one, a :class:`~edgepipe.serve.stream.WebRTCStream` video of it (one shared H.264 encode per
+one, a :class:`~edgepipe.serve.webrtc_stream.WebRTCStream` video of it (one shared H.264 encode per
 frame however many viewers) and its ``results`` fed by a stage that makes one fixed box a frame
 (no model: the figure is about the streaming path, and a detector would take the CPU it
 measures). The viewers (``scripts/webrtc_viewers.py``) are real aiortc peers in a second process

@@ -6,7 +6,7 @@ code and the first line of stderr are printed next to the code the README promis
                                                          # in most runs of a start-up failure once)
     .venv/bin/python scripts/check_exits.py -k signal    # the cases whose name has "signal"
 
-The rule (``edgepipe/core/exits.py``): 0 done or stopped on request at any moment; 1 something
+The rule (``edgepipe/cli/exits.py``): 0 done or stopped on request at any moment; 1 something
 failed while running (or a deployment command found problems); 2 wrong before anything ran.
 The README's table "Exit codes, case by case" lists the same cases with the same codes (a test
 keeps the two in step). Cases that need root (a small full tmpfs) say "skipped" elsewhere.

@@ -30,9 +30,9 @@ import tracemalloc
 from pathlib import Path
 
 from edgepipe import Pipeline
-from edgepipe.core.loader import load_module
 from edgepipe.lm.describe import Describe
 from edgepipe.lm.sampling import SamplingParams
+from edgepipe.pipefile.loader import load_module
 
 FACE_PRIVACY = Path(__file__).resolve().parents[1] / "pipelines" / "face_privacy.py"
 TEMPLATE = "Camera: {state}. Last {seconds:.0f} s: {summary}.\nReport:"

@@ -3,7 +3,7 @@
     edgepipe run scripts/webrtc_pipeline.py --port 8080 --duration 60
 
 The camera is ``synthetic://1280x720@30`` (paced like a camera: a frame every 1/30 s whether or
-not anyone keeps up). One :class:`~edgepipe.serve.stream.WebRTCStream` video of it (a
+not anyone keeps up). One :class:`~edgepipe.serve.webrtc_stream.WebRTCStream` video of it (a
 ``latest`` lane of one frame: the shared encoder, once per frame however many viewers), and
 its ``results`` fed by :class:`FixedBox`, a stage that makes a ``Detections`` for every frame
 with one fixed box. It stands in for a detector on purpose: the benchmark measures the
@@ -17,7 +17,7 @@ import time
 
 from edgepipe import Pipeline
 from edgepipe.media import Frame, VideoSource
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision import Detection, Detections
 
 SOURCE = "synthetic://1280x720@30"

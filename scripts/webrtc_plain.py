@@ -7,7 +7,7 @@ What aiortc's own server example does: each viewer gets a frame track (``recv()`
 (``H264Encoder``: libx264 at x264's default preset, zerolatency, baseline, 1 Mbit/s to start,
 then what the viewer's REMB asks), not edgepipe's (``veryfast``, 2 Mbit/s): the plain path as
 one gets it, not edgepipe's encoder run once per viewer. The frames are the benchmark's camera: the
-same synthetic scene (:class:`edgepipe.media.synthetic.Scene`), 1280x720, paced at 30 fps, drawn
+same synthetic scene (:class:`edgepipe.media.sources.synthetic.Scene`), 1280x720, paced at 30 fps, drawn
 once per frame and shared by every viewer's track (as aiortc's ``MediaRelay`` shares them). No
 edgepipe pipeline, no shared encoder: what edgepipe's streaming path is compared with.
 
@@ -33,7 +33,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpSender, RTCSession
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcdatachannel import RTCDataChannel
 
-from edgepipe.media.synthetic import Scene
+from edgepipe.media.sources.synthetic import Scene
 from edgepipe.serve import ice, messages
 
 WIDTH, HEIGHT, FPS = 1280, 720, 30

@@ -138,7 +138,7 @@ def test_the_ignore_matcher_reads_patterns_as_docker_does() -> None:
     assert excluded(".cache/wheels/x.whl", patterns)
     assert excluded("top.log", patterns)
     assert not excluded("sub/deep.log", patterns)  # anchored at the top, as in Docker
-    assert not excluded("edgepipe/cli.py", patterns)
+    assert not excluded("edgepipe/cli/main.py", patterns)
 
 
 def test_every_copy_source_exists_and_gets_through_dockerignore() -> None:

@@ -49,7 +49,7 @@ def test_core_never_imports_pyav_onnxruntime_or_aiortc() -> None:
     import subprocess
     import sys
 
-    code = "import sys, edgepipe, edgepipe.core, edgepipe.cli; print(sorted(m for m in ('av', 'onnxruntime', 'aiortc') if m in sys.modules))"
+    code = "import sys, edgepipe, edgepipe.core, edgepipe.cli.main; print(sorted(m for m in ('av', 'onnxruntime', 'aiortc') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
     assert edgepipe.VideoSource is edgepipe.media.VideoSource  # loaded on first use

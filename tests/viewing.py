@@ -13,13 +13,13 @@ import aiohttp
 from aiortc import RTCSessionDescription
 
 from edgepipe import Pipeline
-from edgepipe.core.run import run_async
-from edgepipe.core.runtime import RunReport, Runtime
 from edgepipe.media.frame import Frame
-from edgepipe.media.source import VideoSource
+from edgepipe.media.sources.video import VideoSource
+from edgepipe.runtime.engine import RunReport, Runtime
+from edgepipe.runtime.run import run_async
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.serve.encoder import WebRTCOut
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from tests.serve.peers import Peer
 
 

@@ -12,7 +12,7 @@ Every drop is counted. A dropped :class:`~edgepipe.core.lease.Leased` item (a po
 released, so a pool is never starved by a queue. There is no unbounded queue anywhere.
 
 A node with several inputs has one channel per input in its
-:class:`~edgepipe.core.inbox.Inbox`, each with its own policy and size: frames arriving on a
+:class:`~edgepipe.runtime.inbox.Inbox`, each with its own policy and size: frames arriving on a
 ``latest`` lane never push a detection out of a ``block`` lane.
 
 A channel ends when its producer calls :meth:`Channel.close`: the consumer drains what is
@@ -112,7 +112,7 @@ class Channel(Generic[T]):
     """A bounded channel with a drop policy: one lane of an inbox.
 
     ``Channel(name, size, policy)`` alone is a channel of its own (``put``/``get``); a node's
-    lanes are made by :meth:`~edgepipe.core.inbox.Inbox.add`, sharing the inbox's wake-ups.
+    lanes are made by :meth:`~edgepipe.runtime.inbox.Inbox.add`, sharing the inbox's wake-ups.
     """
 
     __slots__ = (

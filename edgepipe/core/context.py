@@ -35,7 +35,7 @@ class NodeContext:
     lane: str = ""
     """In a stream stage, the lane the item just received came from."""
     priority: int = 1
-    """The node's :class:`~edgepipe.core.spec.Priority` (0 low, 1 normal, 2 high): heavy calls
+    """The node's :class:`~edgepipe.graph.spec.Priority` (0 low, 1 normal, 2 high): heavy calls
     it makes (model runs) are admitted to the CPU budget with it."""
     stop_timeout_s: float = 5.0
     """How long its ``stop()`` hook may take before the runtime abandons it."""

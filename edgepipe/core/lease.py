@@ -71,7 +71,7 @@ def hand_on(item: Any, out: Any, emits: bool) -> bool:
 
 
 class Batch(Leased):
-    """The items of one batched call (:mod:`edgepipe.core.batched`). Holds their references:
+    """The items of one batched call (:mod:`edgepipe.runtime.batched`). Holds their references:
     an abandoned call (past its deadline) keeps them leased until its thread finishes, as a
     single item would be."""
 

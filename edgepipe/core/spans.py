@@ -1,6 +1,6 @@
 """Per-call spans of every node, for ``edgepipe trace``: off unless a recorder is started.
 
-When off (always, outside a trace) a node's :attr:`~edgepipe.core.metrics.NodeMetrics.spans`
+When off (always, outside a trace) a node's :attr:`~edgepipe.runtime.metrics.NodeMetrics.spans`
 is None and the per-item paths pay one attribute test. When on, each call of a node's code
 adds ``(start, duration, step)`` to its node's :class:`SpanLog`: three integers appended to
 preallocated-growth arrays (no Python object per span), up to a limit per node, past which

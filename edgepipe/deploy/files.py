@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from edgepipe.core.errors import os_reason
-from edgepipe.core.params import kind_of
+from edgepipe.pipefile.params import kind_of
 
 TEMP_SUFFIX = ".part"
 """The temporary file is ``.NAME.RANDOM.part`` beside the target (hidden, and named after it)."""

@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgepipe.core.redact import redact_text
+from edgepipe.wire.redact import redact_text
 
 WIDTH = 100
 """Tables are built to fit 100 columns where stdout is not a terminal."""

@@ -19,11 +19,12 @@ from pathlib import Path
 import onnxruntime as ort
 
 from edgepipe.core import native
-from edgepipe.infer import cache_limit, onnxfile, providers
-from edgepipe.infer.cache import cache_dir
+from edgepipe.infer import onnxfile, providers
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.diagnose import load_error
 from edgepipe.infer.errors import InferError, ModelLoadError
+from edgepipe.infer.model_cache import limit as cache_limit
+from edgepipe.infer.model_cache.folder import cache_dir
 from edgepipe.sched import affinity
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgepipe.infer import cache_limit
-from edgepipe.infer.cache import cache_dir
 from edgepipe.infer.errors import ModelNotFound, ModelPullError
+from edgepipe.infer.model_cache import limit as cache_limit
+from edgepipe.infer.model_cache.folder import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from edgepipe.core.memory import memory_plan
 from edgepipe.core.threadname import named
 from edgepipe.infer import providers
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.errors import ModelNotFound
+from edgepipe.infer.footprint import device_label, weights_bytes
 from edgepipe.infer.loading import load_session
-from edgepipe.infer.planning import device_label, weights_bytes
 from edgepipe.infer.running import GuardedRuns, SessionStats
 from edgepipe.infer.spec import TensorSpec, spec_of
+from edgepipe.planning.memory import memory_plan
 from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.gate import Ticket
 from edgepipe.sched.ledger import ticket_tag

@@ -34,7 +34,7 @@ class ContextFigures:
 
 
 class Meter(Protocol):
-    """Measures something over the timed runs (an energy meter: ``edgepipe.deploy.power_meter``)."""
+    """Measures something over the timed runs (an energy meter: ``edgepipe.deploy.power.meter``)."""
 
     def start(self) -> None: ...
     def stop(self) -> object: ...

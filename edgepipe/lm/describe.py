@@ -38,15 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.core.context import current_node
-from edgepipe.core.memory import MemoryPlan
-from edgepipe.core.planning import PlanNode
-from edgepipe.core.results import Message
 from edgepipe.infer.session import SessionConfig
-from edgepipe.lm.planning import plan_language_model
+from edgepipe.lm.reservations import plan_language_model
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.scene import FIELDS, SceneWindow
 from edgepipe.lm.worker import LMWorker
+from edgepipe.planning.memory import MemoryPlan
+from edgepipe.runtime.plan import PlanNode
 from edgepipe.sched.knobs import PaceKnob
+from edgepipe.wire.results import Message
 
 DEFAULT_TEMPLATE = "Camera report for the last {seconds:.0f} seconds: {summary}.\nDescription:"
 
@@ -114,7 +114,7 @@ class Describe:
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> None:
         """What :meth:`start` would reserve: the model's weights and KV cache (see
-        :mod:`edgepipe.lm.planning`)."""
+        :mod:`edgepipe.lm.reservations`)."""
         worker = self.worker
         plan_language_model(plan, node, model=worker.model, max_seq_len=worker.max_seq_len,
                             session=worker.session_config)  # fmt: skip

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from edgepipe.core.memory import memory_plan
 from edgepipe.infer.session import Session, SessionConfig
-from edgepipe.lm.cache import KVCache
 from edgepipe.lm.errors import ContextOverflow, KVCacheAllocationError, LMError
+from edgepipe.lm.kv_cache import KVCache
+from edgepipe.lm.kv_sizing import cache_length, kv_cache_size, model_files, reserve_kv_cache, settle_layout
 from edgepipe.lm.layout import DecoderLayout, InputNames, read_layout
-from edgepipe.lm.sizing import cache_length, kv_cache_size, model_files, reserve_kv_cache, settle_layout
+from edgepipe.planning.memory import memory_plan
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ import av.error
 
 from edgepipe.core import threadname
 from edgepipe.core.native import Native
-from edgepipe.core.redact import redact_url
 from edgepipe.media import hw
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.url import SourceURL
 from edgepipe.sched.budget import cpu_budget
+from edgepipe.wire.redact import redact_url
 
 log = logging.getLogger(__name__)
 

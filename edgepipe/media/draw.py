@@ -56,7 +56,7 @@ def writable_copy(frame: Frame, pool: FramePool | None = None) -> Frame:
     copy's last holder releases it), a new one otherwise: a stage that copies every frame then
     refills the same few buffers instead of touching fresh pages for each one (a frame-sized
     allocation is a new mapping every time under edgepipe's fixed mmap threshold, see
-    :mod:`edgepipe.core.malloc`: at 720p that cost more than the copy itself)."""
+    :mod:`edgepipe.runtime.malloc`: at 720p that cost more than the copy itself)."""
     w, h = frame.width, frame.height
     nbytes = w * h * 3 // 2
     slot = pool.try_acquire() if pool is not None else None

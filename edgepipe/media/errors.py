@@ -14,7 +14,7 @@ missing file, a file that is not video or a codec with no decoder will not chang
 from __future__ import annotations
 
 from edgepipe.core.errors import EdgepipeError
-from edgepipe.core.redact import redact_text
+from edgepipe.wire.redact import redact_text
 
 
 class SourceError(EdgepipeError):

@@ -21,8 +21,8 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from edgepipe.core.lease import Leased
-from edgepipe.core.memory import Reservation, memory_plan
 from edgepipe.media.colour import AVCOL_RANGE_JPEG, Matrix, YCbCr, guess_matrix, matrix_of, ycbcr
+from edgepipe.planning.memory import Reservation, memory_plan
 
 NV12 = "nv12"
 I420 = "i420"
@@ -72,7 +72,7 @@ class FramePool:
     def plan(self, width: int, height: int) -> None:
         """Count ``capacity`` 4:2:0 frames of this size in the memory plan (when the size changes;
         the decoder allocates them, the pool bounds how many exist). Raises
-        :class:`~edgepipe.core.memory.MemoryBudgetError`."""
+        :class:`~edgepipe.planning.memory.MemoryBudgetError`."""
         if (width, height) == self._planned:
             return
         _release_all(self._reservation)

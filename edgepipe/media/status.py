@@ -32,7 +32,7 @@ class SourceStatus:
         self.corrupt = 0
         self.reconnects = 0
         self.failovers = 0
-        """Decoders replaced mid-stream because they failed on it (see :mod:`~edgepipe.media.failover`)."""
+        """Decoders replaced mid-stream because they failed on it (media.sources.failover)."""
         self.decoder_used = ""
         """What decodes: ``h264+cuda``, ``h264 (software)``, ``synthetic`` (empty before start)."""
         self.state_info: tuple[str, str] = ("idle", "")

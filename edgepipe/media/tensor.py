@@ -31,9 +31,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edgepipe.core.memory import memory_plan
 from edgepipe.media.colour import AVCOL_RANGE_JPEG, AVCOL_RANGE_MPEG, SWS_CS_OF, YCbCr
 from edgepipe.media.frame import NV12, Frame, plane_view
+from edgepipe.planning.memory import memory_plan
 
 Method = Literal["auto", "swscale", "numpy"]
 

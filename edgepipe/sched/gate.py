@@ -42,7 +42,7 @@ from edgepipe.core import cputime
 from edgepipe.sched import affinity
 
 WEIGHTS = {0: 1.0, 1: 4.0, 2: 8.0}
-"""Share weights by :class:`~edgepipe.core.spec.Priority` (low, normal, high)."""
+"""Share weights by :class:`~edgepipe.graph.spec.Priority` (low, normal, high)."""
 
 
 class AdmissionTimeout(TimeoutError):

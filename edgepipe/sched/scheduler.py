@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.channel import Policy
-from edgepipe.core.spec import NodeKind, NodeSpec
+from edgepipe.graph.spec import NodeKind, NodeSpec
 from edgepipe.sched import affinity
 from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, cpu_budget, set_budget, usable_cores
 from edgepipe.sched.gate import Gate, gate, set_gate
@@ -33,8 +33,8 @@ from edgepipe.sched.ledger import CpuLedger
 from edgepipe.sched.load import Load, LoadMeter, accelerator_busy, temperature_c
 
 if TYPE_CHECKING:
-    from edgepipe.core.graph import Graph
-    from edgepipe.core.runtime import Runtime
+    from edgepipe.graph.check import Graph
+    from edgepipe.runtime.engine import Runtime
 
 log = logging.getLogger("edgepipe.sched")
 

@@ -1,12 +1,12 @@
 """Serving a running pipeline: over HTTP (``/`` the viewer page, ``/metrics``, ``/health``,
 ``/graph``) and over WebRTC (one shared encoder per source and codec:
-:mod:`~edgepipe.serve.encoder`, :mod:`~edgepipe.serve.webrtc`, :mod:`~edgepipe.serve.stream`).
+:mod:`~edgepipe.serve.encoder`, :mod:`~edgepipe.serve.webrtc`, :mod:`~edgepipe.serve.webrtc_stream`).
 
 ``edgepipe run FILE --port N`` starts it; in code, pass ``HttpServer(ServeConfig(port=N))`` as a
 watcher of the run.
 
 Nothing heavy is imported until it is used: a pipeline that declares a
-:class:`~edgepipe.serve.stream.WebRTCStream` but runs without ``--port`` never loads aiohttp,
+:class:`~edgepipe.serve.webrtc_stream.WebRTCStream` but runs without ``--port`` never loads aiohttp,
 aiortc or prometheus-client (about 30 MB on an edge box).
 """
 

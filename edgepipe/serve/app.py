@@ -2,7 +2,7 @@
 WebRTC signalling (``/offer``, ``/whep``: :mod:`~edgepipe.serve.signalling`).
 
 :func:`build_app` makes the :class:`aiohttp.web.Application` for a running
-:class:`~edgepipe.core.runtime.Runtime` (routes are registered in :func:`add_routes`, the one
+:class:`~edgepipe.runtime.engine.Runtime` (routes are registered in :func:`add_routes`, the one
 place to add more); :class:`HttpServer` is the runtime watcher that serves it while the nodes
 run and closes the socket when they are done (``edgepipe run --port N``).
 
@@ -21,8 +21,8 @@ import socket
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from edgepipe.core.graph_json import graph_dict
-from edgepipe.core.runtime import Runtime
+from edgepipe.graph.as_data import graph_dict
+from edgepipe.runtime.engine import Runtime
 from edgepipe.serve import ice
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig, ServeError
 from edgepipe.serve.health import SAMPLE_S, ProgressTracker
@@ -30,8 +30,8 @@ from edgepipe.serve.metrics import MetricsText, SnapshotCache
 from edgepipe.serve.page import add_page
 from edgepipe.serve.security import ServerLog, middlewares
 from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
-from edgepipe.serve.stream import streams_of
-from edgepipe.serve.stream_metrics import StreamCollector
+from edgepipe.serve.viewer_metrics import StreamCollector
+from edgepipe.serve.webrtc_stream import streams_of
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from edgepipe.core.errors import EdgepipeError, PipelineError
-from edgepipe.sinks.exposure import DEFAULT_HOST, TOKEN_ENV, is_loopback
+from edgepipe.wire.exposure import DEFAULT_HOST, TOKEN_ENV, is_loopback
 
 __all__ = [
     "DEFAULT_HOST",

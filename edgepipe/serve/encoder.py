@@ -37,8 +37,8 @@ from av.video.frame import PictureType
 from edgepipe.core import threadname
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
-from edgepipe.media.encode import Colour, to_av_nv12
 from edgepipe.media.frame import Frame
+from edgepipe.media.recording.encode import Colour, to_av_nv12
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
 from edgepipe.sched.ledger import ticket_tag
 from edgepipe.serve.codecs import open_live
@@ -280,7 +280,7 @@ class WebRTCOut:
         self.encoder = encoder
         self.fallback = fallback
         self.stream: Any = None
-        """The :class:`~edgepipe.serve.stream.WebRTCStream` it belongs to, if any (the app
+        """The :class:`~edgepipe.serve.webrtc_stream.WebRTCStream` it belongs to, if any (the app
         finds the viewers there)."""
 
     def start(self) -> None:

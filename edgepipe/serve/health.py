@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from edgepipe.core.redact import redact, redact_text
-from edgepipe.core.runtime import Snapshot
+from edgepipe.runtime.engine import Snapshot
+from edgepipe.wire.redact import redact, redact_text
 
 SAMPLE_S = 0.5
 ENDED_STATES = frozenset({"done", "stopped", "cancelled", "failed"})

@@ -2,7 +2,7 @@
 
 One :class:`SnapshotCollector` per app, in a registry of its own (never prometheus-client's
 global one: two pipelines in one process, or a test after another, must not share metrics).
-Every label value goes through :func:`~edgepipe.core.redact.redact_text`.
+Every label value goes through :func:`~edgepipe.wire.redact.redact_text`.
 
 Families (all prefixed ``edgepipe_``): per node ``node_items_in_total``,
 ``node_items_out_total``, ``node_errors_total``, ``node_skipped_total``, ``node_restarts_total``,
@@ -32,8 +32,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from edgepipe.core.redact import redact_text
-from edgepipe.core.runtime import Snapshot
+from edgepipe.runtime.engine import Snapshot
+from edgepipe.wire.redact import redact_text
 
 P = "edgepipe_"
 NODE = ["node", "kind"]

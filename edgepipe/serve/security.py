@@ -36,8 +36,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.log import server_logger
 from aiohttp.typedefs import Middleware
 
-from edgepipe.core.redact import redact_text
 from edgepipe.serve.config import MAX_REQUEST_BYTES, ServeConfig
+from edgepipe.wire.redact import redact_text
 
 log = logging.getLogger(__name__)
 

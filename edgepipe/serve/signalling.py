@@ -3,7 +3,7 @@
 standard WebRTC player connects too.
 
 Answers carry every ICE candidate (aiortc gathers before it answers: no trickle). A pipeline
-without a :class:`~edgepipe.serve.stream.WebRTCStream` answers 404; one viewer past the limit,
+without a :class:`~edgepipe.serve.webrtc_stream.WebRTCStream` answers 404; one viewer past the limit,
 503; an offer that cannot be answered (no H.264, not SDP), 400 with one log line.
 """
 
@@ -13,8 +13,8 @@ import logging
 
 from aiohttp import web
 
-from edgepipe.serve.stream import WebRTCStream
 from edgepipe.serve.webrtc import OfferError, ViewerLimitError
+from edgepipe.serve.webrtc_stream import WebRTCStream
 
 log = logging.getLogger(__name__)
 

@@ -34,11 +34,11 @@ from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationEr
 from aiortc.rtcdatachannel import RTCDataChannel
 
 from edgepipe.core.errors import EdgepipeError
-from edgepipe.core.results import Message
 from edgepipe.serve import ice, messages
 from edgepipe.serve.encoder import SharedEncoder
 from edgepipe.serve.inbound import ViewerInbox
 from edgepipe.serve.tracks import PacketTrack, forward_keyframe_requests
+from edgepipe.wire.results import Message
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ class Viewers:
             loop.call_soon_threadsafe(self._send_all, message)
 
     def hear(self, event: Message) -> None:
-        """A runtime event (:meth:`~edgepipe.core.runtime.Runtime.add_listener`, on the loop):
+        """A runtime event (:meth:`~edgepipe.runtime.engine.Runtime.add_listener`, on the loop):
         sent to every viewer; a source's state is also kept for viewers that join later."""
         message = messages.message_of(event)
         if event.kind == "source_state" and isinstance(source := message.get("source"), str):

@@ -12,15 +12,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edgepipe.sinks.events import EventRecorder
-    from edgepipe.sinks.mqtt import MqttSink
+    from edgepipe.sinks.events.recorder import EventRecorder
+    from edgepipe.sinks.mqtt.sink import MqttSink
     from edgepipe.sinks.streams import JsonLines, TcpStream, UdpStream
 
 __all__ = ["EventRecorder", "JsonLines", "MqttSink", "TcpStream", "UdpStream"]
 
 _HOMES = {
-    "EventRecorder": "edgepipe.sinks.events",
-    "MqttSink": "edgepipe.sinks.mqtt",
+    "EventRecorder": "edgepipe.sinks.events.recorder",
+    "MqttSink": "edgepipe.sinks.mqtt.sink",
     "JsonLines": "edgepipe.sinks.streams",
     "TcpStream": "edgepipe.sinks.streams",
     "UdpStream": "edgepipe.sinks.streams",

@@ -34,7 +34,7 @@ a description finished, a node failed)::
 Any other result (a ``Message(kind, data)``, a dict with a ``kind``, an object) becomes
 ``{"v": 1, "kind": kind, "node": node, **data}`` when its data is a map, else
 ``{"v": 1, "kind": kind, "node": node, "data": data}``: the same kinds and payloads as the
-JSON lines of ``--results`` (:mod:`edgepipe.core.results`). ``node`` (the node that emitted
+JSON lines of ``--results`` (:mod:`edgepipe.wire.results`). ``node`` (the node that emitted
 it) is there when it is known: the runtime's own messages (``source_state``, a node's
 ``error``) always say it.
 
@@ -66,9 +66,9 @@ from typing import Any
 
 import msgpack
 
-from edgepipe.core.redact import redact, redact_text
-from edgepipe.core.results import message_parts, to_jsonable
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire.redact import redact, redact_text
+from edgepipe.wire.results import message_parts, to_jsonable
 
 SCHEMA_VERSION = 1
 """The ``v`` of every message; raised when a field changes meaning or goes away."""

@@ -17,9 +17,9 @@ import logging
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from edgepipe.core.pipeline import Pipeline
-from edgepipe.core.results import Message
-from edgepipe.core.spec import Input, NodeRef
+from edgepipe.graph.pipeline import Pipeline
+from edgepipe.graph.spec import Input, NodeRef
+from edgepipe.wire.results import Message
 
 log = logging.getLogger("edgepipe.sinks")
 
@@ -57,8 +57,8 @@ def add_mqtt_and_events(
     Raises ``ValueError`` for a setting that cannot work (at declaration: exit 2)."""
     events: NodeRef | None = None
     if events_dir:
-        from edgepipe.sinks.events import EventRecorder
-        from edgepipe.sinks.events_trigger import Trigger
+        from edgepipe.sinks.events.recorder import EventRecorder
+        from edgepipe.sinks.events.trigger import Trigger
 
         if triggers is None:
             raise ValueError(
@@ -71,7 +71,7 @@ def add_mqtt_and_events(
         events = p.stage("events", recorder, inputs={"frames": lane, "triggers": triggers}, queue_size=16)
         p.sink("event_log", log_recording, inputs=events, queue_size=16)
     if mqtt:
-        from edgepipe.sinks.mqtt import MqttSink
+        from edgepipe.sinks.mqtt.sink import MqttSink
 
         sink = MqttSink(mqtt, device or None, pipeline=p, sources=sources, object_name=object_name)
         inputs = [*results, *([events] if events is not None else [])]

@@ -1,7 +1,7 @@
 """Model runs for a detector's input tensors: one at a time, or several of one size in one run.
 
 Frames from several cameras that wait in one inbox (``Detector(batch_size=N)``, see
-:mod:`edgepipe.core.batched`) are grouped by tensor shape; each group of two or more goes
+:mod:`edgepipe.runtime.batched`) are grouped by tensor shape; each group of two or more goes
 through the model as one batch when its batch dimension is free, and each image's share of the
 outputs is cut back out as a batch of one, so that the adapters see what a single run gives.
 """

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 
 from edgepipe.core.context import current_node
-from edgepipe.core.memory import MemoryPlan
-from edgepipe.core.params import Range
-from edgepipe.core.planning import PlanNode
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.media.frame import Frame
 from edgepipe.media.tensor import Method, TensorFormat
+from edgepipe.pipefile.params import Range
+from edgepipe.planning.memory import MemoryPlan
+from edgepipe.runtime.plan import PlanNode
 from edgepipe.sched.knobs import EveryKnob
 from edgepipe.sched.stagger import phases
 from edgepipe.vision import adapters
@@ -47,8 +47,8 @@ from edgepipe.vision.decoding import DetectionDecoder
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.vision.keepup import KeepUp
 from edgepipe.vision.model import LoadedModel, load_model
-from edgepipe.vision.planning import plan_detector
 from edgepipe.vision.preprocess import Normalize, Prepared, TensorCache
+from edgepipe.vision.reservations import plan_detector
 from edgepipe.vision.tracker import SourceTrackers
 
 __all__ = ["Detector", "Normalize", "Prepared"]
@@ -246,7 +246,7 @@ class Detector:
         return [knob]
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> None:
-        """What :meth:`open` and the first frames would reserve (:mod:`edgepipe.vision.planning`)."""
+        """What :meth:`open` and the first frames would reserve (:mod:`edgepipe.vision.reservations`)."""
         plan_detector(plan, node, model=self.model, session=self.session_config, input_size=self.input_size,
                       batch_size=self.batch_size)  # fmt: skip
 
@@ -255,7 +255,7 @@ class Detector:
     def prepare(self, frame: Frame) -> Prepared:
         """Step one (a worker thread, CPU): decide whether the model sees this frame, and if so
         fill an input tensor from it. The runtime overlaps it with the previous frame's
-        :meth:`process` where that keeps the output the same (see :mod:`edgepipe.core.prepared`)."""
+        :meth:`process` where that keeps the output the same (see :mod:`edgepipe.runtime.prepared`)."""
         if self._steps is None:
             self.open()
         assert self._steps is not None
@@ -313,7 +313,7 @@ class Detector:
 
     def process_batch(self, items: list[Frame | Prepared]) -> list[Detections]:
         """Detections for several frames (those already waiting in the inbox, when
-        ``batch_size`` > 1: see :mod:`edgepipe.core.batched`), with one model run per input
+        ``batch_size`` > 1: see :mod:`edgepipe.runtime.batched`), with one model run per input
         size when the model takes a batch, one run per frame otherwise."""
         prepared = [item if isinstance(item, Prepared) else self.prepare(item) for item in items]
         try:

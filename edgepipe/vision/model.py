@@ -19,7 +19,7 @@ import numpy as np
 
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.infer.errors import ModelLoadError
-from edgepipe.infer.planning import read_io
+from edgepipe.infer.footprint import read_io
 from edgepipe.infer.registry import resolve
 from edgepipe.infer.spec import ONNX_ELEM_TYPES
 from edgepipe.vision import adapters
@@ -99,7 +99,7 @@ def load_model(
 def read_input(file: Path, free_image_dims: bool) -> tuple[Layout, tuple[int, int] | None, Any]:
     """(layout, fixed ``(height, width)`` or None, numpy dtype) of the image input as
     :func:`load_model` would find them, read from the file without loading it (``free_image_dims``:
-    as the session would make them). Raises what :func:`~edgepipe.infer.planning.read_io` does."""
+    as the session would make them). Raises what :func:`~edgepipe.infer.footprint.read_io` does."""
     inputs, _ = read_io(file)
     if not inputs:
         raise ModelLoadError("the model declares no input", model=str(file))

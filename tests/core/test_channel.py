@@ -7,8 +7,8 @@ import pytest
 
 from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.errors import ChannelClosed, EndOfStream
-from edgepipe.core.inbox import Inbox
 from edgepipe.core.lease import Leased
+from edgepipe.runtime.inbox import Inbox
 
 N_ITEMS = 600
 

@@ -9,8 +9,8 @@ import pytest
 
 from edgepipe import Pipeline
 from edgepipe.core import spans
-from edgepipe.core.metrics import NodeMetrics
 from edgepipe.core.spans import CALL, NEXT_ITEM, PREPARE, PROCESS, STEPS, SpanLog
+from edgepipe.runtime.metrics import NodeMetrics
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 

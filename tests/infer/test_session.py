@@ -9,8 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgepipe.core import memory
-from edgepipe.core.memory import MemoryPlan
 from edgepipe.infer import (
     InferError,
     InferTimeout,
@@ -21,6 +19,8 @@ from edgepipe.infer import (
     SessionConfig,
     UnsupportedOperator,
 )
+from edgepipe.planning import memory
+from edgepipe.planning.memory import MemoryPlan
 from tests.onnx_builders import add_model, slow_when_bright, unsupported_op
 
 NO_CACHE = SessionConfig(cache_optimized=False, threads=1)

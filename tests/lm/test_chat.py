@@ -11,12 +11,12 @@ import pytest
 from tiny_tokenizer import byte_tokenizer_json
 
 from edgepipe import Pipeline
-from edgepipe.core.results import Message
 from edgepipe.lm import Describe, LanguageModel, SamplingParams
 from edgepipe.lm.chat import load_chat
 from edgepipe.lm.tokenizer import load_tokenizer
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire.results import Message
 from tests.lm import bpe
 from tests.lm.chat_templates import CASES, QWEN25, TODAY, USER
 

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from edgepipe import ErrorPolicy, OnError, Pipeline
-from edgepipe.core import memory
-from edgepipe.core.memory import MemoryPlan
-from edgepipe.core.results import Message
-from edgepipe.core.run import run_async
-from edgepipe.core.runtime import Runtime
 from edgepipe.lm import SamplingParams
 from edgepipe.lm.describe import Describe
+from edgepipe.planning import memory
+from edgepipe.planning.memory import MemoryPlan
+from edgepipe.runtime.engine import Runtime
+from edgepipe.runtime.run import run_async
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire.results import Message
 
 
 def frame_detections(seq: int, faces: int) -> Detections:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.core import memory
-from edgepipe.core.memory import MemoryBudgetError, MemoryPlan
 from edgepipe.lm import DecoderRunner, LanguageModel, SamplingParams
+from edgepipe.planning import memory
+from edgepipe.planning.memory import MemoryBudgetError, MemoryPlan
 
 
 def rss_mb() -> float:

@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from edgepipe.core.results import Message
 from edgepipe.lm.scene import SceneWindow
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire.results import Message
 
 
 def faces(source: str, seq: int, n: int) -> Detections:

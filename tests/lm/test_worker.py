@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from edgepipe.core import memory
-from edgepipe.core.memory import MemoryPlan
 from edgepipe.lm import LanguageModel, LMError, SamplingParams
 from edgepipe.lm.worker import LMWorker
+from edgepipe.planning import memory
+from edgepipe.planning.memory import MemoryPlan
 from edgepipe.sched.gate import gate
 
 PARAMS = SamplingParams(max_new_tokens=16, ignore_eos=True)

@@ -89,13 +89,13 @@ RUNTIME_ONLY = textwrap.dedent(
     for name in ("onnx", "tokenizers"):  # dev dependencies and the lm extra: as if not installed
         sys.modules[name] = None
     import edgepipe
-    from edgepipe.core.loader import load_module
+    from edgepipe.pipefile.loader import load_module
     for info in pkgutil.walk_packages(edgepipe.__path__, "edgepipe."):
         if info.name != "edgepipe.__main__":  # that one runs the command
             importlib.import_module(info.name)
     for path in sorted(pathlib.Path("pipelines").glob("*.py")):
         load_module(path)
-    from edgepipe.cli import main
+    from edgepipe.cli.main import main
     sys.exit(main(sys.argv[1:]))
     """
 )

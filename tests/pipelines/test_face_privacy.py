@@ -12,7 +12,7 @@ import pytest
 
 from edgepipe import load_pipeline
 from edgepipe.media.frame import from_rgb
-from edgepipe.media.synthetic import Scene
+from edgepipe.media.sources.synthetic import Scene
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
 from tests.viewing import connect, messages_of, served, video_feeds

@@ -10,8 +10,8 @@ import aiomqtt
 import pytest
 
 from edgepipe import Message, load_pipeline
-from edgepipe.core.run import run_async
-from edgepipe.core.runtime import Runtime
+from edgepipe.runtime.engine import Runtime
+from edgepipe.runtime.run import run_async
 from tests.sinks.broker import Mosquitto
 
 FLEET = Path(__file__).resolve().parents[2] / "pipelines" / "fleet_events.py"

@@ -14,7 +14,7 @@ import pytest
 import tiny_lm
 
 from edgepipe import Message, load_pipeline
-from edgepipe.sinks.mqtt_config import default_device
+from edgepipe.sinks.mqtt.config import default_device
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections
 from tests.sinks.broker import Mosquitto, subscribed

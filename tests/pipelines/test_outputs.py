@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe import WritableFile, WritableFolder, load_pipeline
-from edgepipe.core.loader import load_module
+from edgepipe.pipefile.loader import load_module
 
 REPO_PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 PIPELINES = sorted(REPO_PIPELINES.glob("*.py"))

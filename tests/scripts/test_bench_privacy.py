@@ -40,7 +40,10 @@ async def test_progress_lines_are_read_as_face_privacy_writes_them(caplog: pytes
     caplog.set_level(logging.INFO, logger="face_privacy")
     await module.FaceLog().process(Detections("camera", 31, 31, 1.0, 1280, 720, "centerface", []))
     assert [progress_frame(r.getMessage()) for r in caplog.records] == [31]
-    assert progress_frame("edgepipe.media.source: [camera] clip.mp4: ended (600 frames, 0 corrupt)") is None
+    assert (
+        progress_frame("edgepipe.media.sources.video: [camera] clip.mp4: ended (600 frames, 0 corrupt)")
+        is None
+    )
 
 
 def test_proc_stat_fields_are_counted_after_the_name() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import check_exits
 
-from edgepipe.core.exits import TABLE
+from edgepipe.cli.exits import TABLE
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

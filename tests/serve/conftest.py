@@ -10,7 +10,7 @@ from typing import Any
 
 from edgepipe import Pipeline
 from edgepipe.core.context import current_node
-from edgepipe.core.runtime import Runtime
+from edgepipe.runtime.engine import Runtime
 from edgepipe.serve import ServeConfig
 from tests.viewing import served
 

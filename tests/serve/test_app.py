@@ -194,7 +194,7 @@ async def test_a_handler_that_fails_on_bad_input_answers_400_with_one_log_line(
 ) -> None:
     from aiohttp import web
 
-    from edgepipe.core.runtime import Runtime
+    from edgepipe.runtime.engine import Runtime
     from edgepipe.serve import build_app
 
     from .conftest import pipeline
@@ -227,7 +227,7 @@ async def test_a_handler_that_fails_on_bad_input_answers_400_with_one_log_line(
 async def test_a_port_in_use_stops_the_run_with_an_error_naming_the_address() -> None:
     import socket
 
-    from edgepipe.core.run import run_async
+    from edgepipe.runtime.run import run_async
     from edgepipe.serve import HttpServer, ServeError
 
     from .conftest import pipeline

@@ -19,10 +19,10 @@ import msgpack
 import pytest
 
 from edgepipe import Pipeline
-from edgepipe.core.run import run_async
-from edgepipe.media.source import VideoSource
+from edgepipe.media.sources.video import VideoSource
+from edgepipe.runtime.run import run_async
 from edgepipe.serve import HttpServer, ServeConfig
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.webrtc_stream import WebRTCStream
 
 from .peers import Peer
 from .watcher import Watcher

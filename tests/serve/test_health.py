@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from edgepipe.core.metrics import NodeStats
-from edgepipe.core.runtime import Snapshot
+from edgepipe.runtime.engine import Snapshot
+from edgepipe.runtime.metrics import NodeStats
 from edgepipe.serve.health import ProgressTracker
 
 

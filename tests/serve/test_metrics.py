@@ -5,8 +5,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from edgepipe.core.channel import ChannelStats
-from edgepipe.core.metrics import NodeStats
-from edgepipe.core.runtime import Snapshot
+from edgepipe.runtime.engine import Snapshot
+from edgepipe.runtime.metrics import NodeStats
 from edgepipe.serve.metrics import MetricsText, SnapshotCache, registry_for
 
 SCHED = {
@@ -122,7 +122,7 @@ async def test_a_scraper_hammering_metrics_and_health_does_not_load_the_pipeline
     import aiohttp
     from aiohttp import web
 
-    from edgepipe.core.runtime import Runtime
+    from edgepipe.runtime.engine import Runtime
     from edgepipe.serve import build_app
     from edgepipe.serve.app import METRICS, SNAPSHOTS
 

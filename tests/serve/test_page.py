@@ -21,7 +21,7 @@ import pytest
 
 from edgepipe.media.frame import Frame
 from edgepipe.serve import ServeConfig, messages
-from edgepipe.serve.stream import WebRTCStream
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
 from tests.viewing import camera_pipeline
 from tests.viewing import served as serve

@@ -19,13 +19,13 @@ import aiohttp
 import pytest
 
 from edgepipe import Pipeline
-from edgepipe.core.run import run_async
-from edgepipe.core.runtime import Runtime
 from edgepipe.media.frame import Frame
-from edgepipe.media.source import VideoSource
+from edgepipe.media.sources.video import VideoSource
+from edgepipe.runtime.engine import Runtime
+from edgepipe.runtime.run import run_async
 from edgepipe.serve import HttpServer, ServeConfig, messages
-from edgepipe.serve.stream import WebRTCStream
 from edgepipe.serve.webrtc import Viewer
+from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
 
 from .watcher import Watcher

@@ -12,9 +12,9 @@ import pytest
 from aiortc.rtp import RTCP_PSFB_PLI, RtcpPsfbPacket
 
 from edgepipe import Pipeline
-from edgepipe.core.run import run_async
 from edgepipe.media.frame import Frame, from_rgb
-from edgepipe.media.source import VideoSource
+from edgepipe.media.sources.video import VideoSource
+from edgepipe.runtime.run import run_async
 from edgepipe.serve import messages
 from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
 from edgepipe.serve.webrtc import OfferError, ViewerLimitError, Viewers

@@ -8,11 +8,11 @@ import logging
 from typing import Any
 
 from edgepipe import Pipeline
-from edgepipe.core.results import Message
 from edgepipe.media import VideoSource
 from edgepipe.media.draw import writable_copy
 from edgepipe.media.frame import Frame
-from edgepipe.sinks.events import EventRecorder
+from edgepipe.sinks.events.recorder import EventRecorder
+from edgepipe.wire.results import Message
 
 log = logging.getLogger("paint_events")
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgepipe.core.results import Message
 from edgepipe.sinks import messages
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire.results import Message
 
 
 def test_detections_message_round_trips_with_version() -> None:

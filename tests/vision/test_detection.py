@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import json
 
-from edgepipe.core.results import to_jsonable
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire.results import to_jsonable
 
 
 def sample() -> Detections:

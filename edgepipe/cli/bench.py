@@ -1,0 +1,87 @@
+"""``edgepipe bench lm MODEL``: a language model's prefill and decode speeds, and its roofline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+
+def add_parser(sub: Any) -> None:
+    bench_p = sub.add_parser(
+        "bench",
+        help="measure a model on this machine",
+        description="Measure a model here, against what the hardware allows.",
+        allow_abbrev=False,
+    )
+    kinds = bench_p.add_subparsers(dest="kind", metavar="KIND", required=True)
+    lm_p = kinds.add_parser(
+        "lm",
+        help="a decoder language model: prefill tok/s, time to first token, time per token, roofline",
+        description="Greedy generation after random prompts of each context length. Decode speed is "
+        "set against the memory roofline: read bandwidth measured here / weight bytes read per token.",
+    )
+    lm_p.add_argument(
+        "model", help="a folder with model.onnx (and tokenizer.json, config.json) or an .onnx file"
+    )
+    lm_p.add_argument(
+        "--contexts", default="128,512", help="prompt lengths, comma-separated (default 128,512)"
+    )
+    lm_p.add_argument("--tokens", type=int, default=32, help="tokens to generate after each prompt")
+    lm_p.add_argument("--max-seq-len", type=int, default=None)
+    lm_p.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads (default: 70%% of the cores)"
+    )
+    lm_p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def main(args: argparse.Namespace) -> int:
+    from edgepipe.deploy.power.meter import EnergyMeter, energy_json, energy_lines
+    from edgepipe.infer import InferError
+    from edgepipe.infer.session import SessionConfig
+    from edgepipe.lm.bench import report
+    from edgepipe.lm.generate import LanguageModel
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    try:
+        contexts = [int(c) for c in args.contexts.split(",") if c.strip()]
+        if not contexts or min(contexts) < 1:
+            raise ValueError
+    except ValueError:
+        print(
+            f"edgepipe: error: --contexts takes numbers like 128,512, not {args.contexts!r}", file=sys.stderr
+        )
+        return EXIT_USAGE
+    max_seq = args.max_seq_len or max(contexts) + args.tokens + 1
+    try:
+        lm = LanguageModel(
+            args.model, max_seq_len=max_seq, session=SessionConfig(threads=args.threads, timeout_s=300)
+        )
+        meter = EnergyMeter()
+        figures = report(lm, contexts, args.tokens, meter=meter)
+    except (InferError, ValueError) as exc:
+        print(f"edgepipe: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    # Energy of the timed runs (prefill included), per generated token.
+    figures["energy"] = energy_json(meter, meter.energies, args.tokens * len(contexts), "token")
+    if args.format == "json":
+        print(json.dumps(figures))
+        return EXIT_OK
+    print(f"model {figures['model']} ({figures['cache']} KV cache, {figures['kv_cache_mb']} MB, "
+          f"{figures['threads']} thread(s))")  # fmt: skip
+    print(f"{'context':>8} {'prefill ms':>11} {'prefill tok/s':>14} {'TTFT ms':>9} {'TPOT ms':>9} "
+          f"{'p95 ms':>8} {'decode tok/s':>13} {'roofline':>9}")  # fmt: skip
+    for row in figures["contexts"]:
+        print(f"{row['context']:>8} {row['prefill_ms']:>11.1f} {row['prefill_tokens_per_s']:>14.1f} "
+              f"{row['ttft_ms']:>9.1f} {row['tpot_ms']:>9.2f} {row['tpot_p95_ms']:>8.2f} "
+              f"{row['decode_tokens_per_s']:>13.1f} {row['roofline_fraction']:>9.0%}")  # fmt: skip
+    print(f"\nmemory read bandwidth {figures['memory_gb_per_s']} GB/s; weights read per token "
+          f"{figures['weight_mb_per_token']} MB; "
+          f"roofline {figures['roofline_tokens_per_s']} tok/s")  # fmt: skip
+    for line in energy_lines(figures["energy"], "token"):
+        print(line)
+    return EXIT_OK

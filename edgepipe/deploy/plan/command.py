@@ -1,0 +1,352 @@
+"""``edgepipe plan``: the sums before choosing hardware (see :mod:`edgepipe.deploy.plan.capacity`).
+
+    edgepipe plan --param-count 3e9 --dtype fp16 --tokens-per-s 20 --device jetson-orin-nano-8gb
+    edgepipe plan ./model-dir --tokens-per-s 10 --device rk3588 --streams 4 --codec h265
+    edgepipe plan pipelines/describe_scene.py --model ./model-dir --device raspberry-pi-5
+
+A pipeline file's own parameters follow it, as for ``edgepipe run``. Exit 0: it fits; 1: a
+limit is passed (bandwidth, compute, memory, decoder); 2: the command line or an input (a model
+file, a pipeline file or its parameters) is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+from edgepipe.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import POSITIVE, add_format, error, numbers_not_options, print_json, whole
+
+PIPELINE_SUFFIX = ".py"
+PARAM_COUNT = whole(1, what="a count of parameters: a positive whole number (3e9, 7241732096)")
+"""A parameter count is an integer: ``3.5`` is refused, never planned as 3."""
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--param-count", type=PARAM_COUNT, metavar="N", help="parameters of the model (3e9)")
+    p.add_argument(
+        "--dtype",
+        choices=("fp32", "fp16", "bf16", "int8", "int4"),
+        help="weight dtype (default: the model file's; fp16 with --param-count)",
+    )
+    p.add_argument("--tokens-per-s", type=POSITIVE, metavar="R", help="target decode rate")
+    p.add_argument("--device", metavar="NAME", help="a device of the table (--list-devices)")
+    p.add_argument(
+        "--bandwidth-gb-s", type=POSITIVE, metavar="GB_S", help="memory bandwidth (overrides the table)"
+    )
+    p.add_argument(
+        "--tops", type=POSITIVE, metavar="TOPS", help="peak compute, tera-ops/s (overrides the table)"
+    )
+    p.add_argument("--ram-gb", type=POSITIVE, metavar="GB", help="memory (overrides the table)")
+    p.add_argument(
+        "--max-seq-len",
+        type=whole(1),
+        metavar="N",
+        help="positions per sequence (default: the model's, 2048 with --param-count)",
+    )
+    p.add_argument(
+        "--sequences", type=whole(1), default=1, metavar="N", help="concurrent sequences (default 1)"
+    )
+    p.add_argument("--layers", type=whole(1), metavar="N", help="with --param-count: decoder layers")
+    p.add_argument("--kv-heads", type=whole(1), metavar="N", help="with --param-count: KV heads")
+    p.add_argument("--head-dim", type=whole(1), metavar="N", help="with --param-count: head dimension")
+    p.add_argument("--heads", type=whole(1), metavar="N", help="with --param-count: attention heads")
+    p.add_argument("--streams", type=whole(1), metavar="N", help="video streams to decode")
+    p.add_argument(
+        "--resolution", default="1920x1080", metavar="WxH", help="of each stream (default 1920x1080)"
+    )
+    p.add_argument("--fps", type=POSITIVE, default=30.0, help="of each stream (default 30)")
+    p.add_argument("--codec", default="h264", help="of the streams (h264, h265, av1, vp9; default h264)")
+    p.add_argument("--params", metavar="PATH", help="a pipeline's parameters from a TOML file")
+    p.add_argument("--list-devices", action="store_true", help="list the device table and exit")
+    p.add_argument("--debug", action="store_true", help="full tracebacks")
+    add_format(p)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="capacity sums: bandwidth, compute, KV cache, memory and decode against a device",
+        description="The sums before choosing hardware: bytes read per token, bandwidth and compute "
+        "needed, the KV cache term by term, the memory plan against the device's RAM with 30% kept "
+        "free, video decode load, and what to change. TARGET is an ONNX decoder (file or folder) or "
+        "a pipeline file, whose own parameters follow it.",
+        allow_abbrev=False,
+    )
+    p.add_argument(
+        "target", nargs="?", metavar="TARGET", help="model.onnx, a model folder, or pipelines/X.py"
+    )
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    _add_options(p)
+    p.set_defaults(plan_parser=p)
+
+
+KEPT_FLAGS = ("--params", "--format", "--debug", "--list-devices", "-h", "--help")
+"""The options a pipeline file's parameters may not take. Any other option of ``plan`` with the
+flag of one of the pipeline's parameters (``hello.py``'s ``--fps``) is the pipeline's there."""
+
+
+def _reserved() -> dict[str, str]:
+    return dict.fromkeys(KEPT_FLAGS, "an option of edgepipe plan")
+
+
+def _pipeline_flags(target: str | None) -> set[str]:
+    """The flags of the pipeline file's parameters (none if it cannot be read: its error comes
+    later, where it is planned)."""
+    from edgepipe.core.errors import PipelineError
+    from edgepipe.pipefile.loader import flags_of, read_pipeline
+
+    if target is None or not target.endswith(PIPELINE_SUFFIX):
+        return set()
+    try:
+        return {f for param in read_pipeline(target, reserved=_reserved()).params for f in flags_of(param)}
+    except PipelineError:
+        return set()
+
+
+def _split_rest(
+    rest: list[str], theirs: AbstractSet[str] = frozenset()
+) -> tuple[argparse.Namespace, list[str]]:
+    """Options of ``plan`` given after TARGET, and the rest: the pipeline's own parameters
+    (``theirs``: a flag both have is the pipeline's)."""
+    options = numbers_not_options(
+        argparse.ArgumentParser(prog="edgepipe plan", add_help=False, allow_abbrev=False)
+    )
+    _add_options(options)
+    flags = {f: a for f, a in options._option_string_actions.items() if f not in theirs}
+    mine: list[str] = []
+    extra: list[str] = []
+    i = 0
+    while i < len(rest):
+        flag = rest[i].split("=", 1)[0]
+        action = flags.get(flag)
+        if action is None:
+            extra.append(rest[i])
+            i += 1
+            continue
+        takes = 0 if action.nargs == 0 or "=" in rest[i] else 1
+        mine += rest[i : i + 1 + takes]
+        i += 1 + takes
+    return options.parse_args(mine), extra
+
+
+def main(args: argparse.Namespace) -> int:
+    from edgepipe.deploy.files import PathError
+    from edgepipe.deploy.plan.devices import UnknownDevice, devices
+
+    extra: list[str] = []
+    try:
+        _check_target(args.target)  # before its flags are read: a FIFO named x.py would block
+    except PathError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    if args.rest:
+        later, extra = _split_rest(args.rest, _pipeline_flags(args.target))
+        for key, value in vars(later).items():
+            if value != _default(key):
+                setattr(args, key, value)
+    if args.list_devices:
+        return _list(args, devices())
+    is_pipeline = args.target is not None and args.target.endswith(PIPELINE_SUFFIX)
+    if {"-h", "--help"} & set(extra):
+        return _help(args)
+    if extra and not is_pipeline:
+        error(f"unrecognized arguments: {' '.join(extra)}")
+        return EXIT_USAGE
+    try:
+        return _plan(args, extra, is_pipeline)
+    except (UnknownDevice, ValueError) as exc:
+        if args.debug:
+            raise
+        error(str(exc))
+        return EXIT_USAGE
+
+
+def _check_target(target: str | None) -> None:
+    """TARGET is a pipeline file, or a model file or folder: PathError for one that is missing,
+    empty or not a file (a FIFO, a device)."""
+    from edgepipe.deploy.files import check_input, check_model
+
+    if target is None:
+        return
+    if target.endswith(PIPELINE_SUFFIX):
+        check_input(target, target, give="give the path of a pipeline file (.py)")
+    elif os.path.isdir(target) and os.path.lexists(inside := os.path.join(target, "model.onnx")):
+        check_model(inside, f"model {inside}", give="give an ONNX decoder: its .onnx file or folder")
+    else:
+        check_model(
+            target, f"model {target}", give="give an ONNX decoder: its .onnx file or folder", folder=True
+        )
+
+
+def _help(args: argparse.Namespace) -> int:
+    """``edgepipe plan FILE --help``: the options, then the pipeline's parameters."""
+    from edgepipe.cli import params_help as cli_params
+    from edgepipe.core.errors import PipelineError
+    from edgepipe.pipefile.loader import read_pipeline
+
+    parser: argparse.ArgumentParser = args.plan_parser
+    if args.target is not None and args.target.endswith(PIPELINE_SUFFIX):
+        try:
+            spec = read_pipeline(args.target, reserved=_reserved())
+            theirs = _pipeline_flags(args.target)  # a flag both have is the pipeline's (KEPT_FLAGS)
+            shadowed = [(f, a) for f, a in parser._option_string_actions.items() if f in theirs]
+            parser._handle_conflict_resolve(None, shadowed)  # type: ignore[arg-type]
+            cli_params.add_parameters(parser, spec)
+        except PipelineError as exc:
+            parser.print_help()
+            error(f"{exc} (so its parameters cannot be listed)")
+            return EXIT_USAGE
+    parser.print_help()
+    return EXIT_OK
+
+
+def _default(key: str) -> Any:
+    return {
+        "sequences": 1,
+        "resolution": "1920x1080",
+        "fps": 30.0,
+        "codec": "h264",
+        "format": "text",
+        "list_devices": False,
+        "debug": False,
+    }.get(key)
+
+
+def _list(args: argparse.Namespace, table: dict[str, Any]) -> int:
+    if args.format == "json":
+        print_json([dataclasses.asdict(d) for d in table.values()])
+        return EXIT_OK
+    from edgepipe.deploy.output import console
+    from edgepipe.deploy.output import table as make_table
+
+    rows = [
+        (d.name, d.bandwidth_gb_s, d.compute_tops or "-", d.ram_gb, ", ".join(d.unsure) or "-")
+        for d in table.values()
+    ]
+    console().print(
+        make_table(
+            "devices (figures marked unsure are derived: see each file's source)",
+            ("name", "GB/s", "TOPS", "RAM GB", "unsure"),
+            rows,
+            right=("GB/s", "TOPS", "RAM GB"),
+        )
+    )
+    return EXIT_OK
+
+
+def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
+    from edgepipe.cli import run_plan as cli_plan
+    from edgepipe.core.errors import EdgepipeError
+    from edgepipe.deploy.plan import device_plan as planning
+    from edgepipe.deploy.plan.decode import CODECS, StreamSet, parse_resolution
+    from edgepipe.deploy.plan.text import closing, render
+
+    if args.params is not None:
+        from edgepipe.deploy.files import check_input
+
+        check_input(
+            args.params, f"--params {args.params}", give="give a TOML file of the pipeline's parameters"
+        )
+    codec = CODECS.get(args.codec.lower())
+    if codec is None:
+        raise ValueError(f"--codec: unknown codec {args.codec!r}; use one of {', '.join(CODECS)}")
+    try:
+        width, height = parse_resolution(args.resolution)
+    except ValueError as exc:
+        raise ValueError(f"--resolution {args.resolution}: {exc}") from None
+    target = _target(args)
+    streams = [StreamSet(args.streams, width, height, args.fps, codec)] if args.streams else []
+    notes: list[str] = []
+    try:
+        if is_pipeline:
+            from edgepipe.deploy.plan.pipeline import load_graph, plan_pipeline
+
+            graph = load_graph(args.target, extra, _reserved(), args.params)
+            report, models, found, notes = plan_pipeline(
+                graph, target, args.tokens_per_s, args.sequences, codec, streams
+            )
+            streams += found
+        else:
+            models = _models(args, target)
+            memory = planning.memory_plan(target)
+            for m in models:
+                planning.reserve_model(memory, m.model, m.owner, m.kv, m.sequences)
+            planning.reserve_streams(memory, streams)
+            report = planning.report_of(memory, "plan", [m.owner for m in models])
+    except EdgepipeError as exc:
+        if args.debug:
+            raise
+        error(str(exc))  # a missing model, not a decoder, a wrong pipeline file or parameter
+        return EXIT_USAGE
+    result = planning.build(target, models, report, streams)
+    if args.format == "json":
+        print_json(planning.as_dict(result) | {"notes": notes})
+    else:
+        print("\n".join(render(result, notes)))
+        cli_plan.print_plan(report)
+        print("\n".join(closing(result)))
+    if report.failures:
+        return EXIT_PROBLEMS
+    return EXIT_OK if result.fits else EXIT_PROBLEMS
+
+
+def _pick(flag: float | None, table: float | None) -> float | None:
+    return flag if flag is not None else table
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from edgepipe.deploy.plan.device_plan import Target
+    from edgepipe.deploy.plan.devices import find_device
+
+    device = find_device(args.device) if args.device is not None else None
+    return Target(
+        name=device.name if device else "the flags' device",
+        bandwidth_gb_s=_pick(args.bandwidth_gb_s, device.bandwidth_gb_s if device else None),
+        tops=_pick(args.tops, device.compute_tops if device else None),
+        ram_gb=_pick(args.ram_gb, device.ram_gb if device else None),
+        device=device,
+    )
+
+
+def _models(args: argparse.Namespace, target: Any) -> list[Any]:
+    from pathlib import Path
+
+    from edgepipe.deploy.plan.capacity import DTYPE_BYTES, ModelFacts
+    from edgepipe.deploy.plan.device_plan import model_plan
+    from edgepipe.deploy.plan.model import cache_positions, read_model
+
+    if args.target is not None:
+        if args.param_count is not None:
+            raise ValueError("give a model file or --param-count, not both")
+        facts = read_model(Path(args.target))
+        if args.dtype is not None:  # planned as if quantized to it
+            facts = dataclasses.replace(
+                facts, dtype=args.dtype, weight_bytes=int(facts.params * DTYPE_BYTES[args.dtype])
+            )
+        positions = cache_positions(Path(args.target), args.max_seq_len)
+    elif args.param_count is not None:
+        facts = ModelFacts.from_count(
+            args.param_count,
+            args.dtype or "fp16",
+            layers=args.layers,
+            kv_heads=args.kv_heads,
+            head_dim=args.head_dim,
+            heads=args.heads,
+        )
+        positions = args.max_seq_len or 2048
+    else:
+        if args.streams:
+            return []
+        raise ValueError(
+            "nothing to plan: give --param-count N, a model (file or folder), a pipeline file, or --streams N"
+        )
+    return [model_plan(facts, "model", target, args.tokens_per_s, positions, args.sequences)]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run it as: edgepipe plan ...")

@@ -1,0 +1,171 @@
+"""``edgepipe trace FILE --duration S``: where a pipeline's time goes (see
+:mod:`edgepipe.deploy.trace.run`).
+
+    edgepipe trace pipelines/face_privacy.py --duration 3
+    edgepipe trace pipelines/face_privacy.py --duration 10 -o run.json --source clip.mp4
+
+The pipeline file's own parameters follow it, as for ``edgepipe run``. Writes a Chrome-trace
+JSON (``-o``, default ``trace.json``, replaced whole or not at all: see
+:mod:`edgepipe.deploy.files`) and prints the summary. Exit 0: traced, nothing wrong; 1: the run
+failed, a node had errors, a buffer was rebuilt during the run, an expected fusion is missing,
+or the trace file could not be written (a full disk); 2: the command line, the file, its
+parameters or ``-o`` are wrong (before anything runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.deploy.output import add_format, error, number, numbers_not_options, print_json, progress
+
+DEFAULT_OUTPUT = "trace.json"
+_SECONDS = number("a finite number of seconds above 0", above=0)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--duration", type=_SECONDS, metavar="SECONDS", help="how long to run (required)")
+    p.add_argument("-o", "--trace-out", dest="trace_out", default=DEFAULT_OUTPUT, metavar="PATH",
+                   help=f"the Chrome-trace JSON to write (default {DEFAULT_OUTPUT})")  # fmt: skip
+    p.add_argument("--params", metavar="PATH", help="the pipeline's parameters from a TOML file")
+    p.add_argument("--debug", action="store_true", help="full tracebacks")
+    add_format(p)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "trace",
+        help="run a pipeline with per-step timing and ONNX Runtime profiling; a Chrome trace",
+        description="Run FILE's pipeline for --duration seconds with every node's calls timed and "
+        "ONNX Runtime profiling on; print time per step (the slowest named), operators per "
+        "provider, the fusions expected and found, buffers rebuilt during the run, where the time "
+        "went and energy per frame; write a Chrome-trace JSON for Perfetto (ui.perfetto.dev). "
+        "The pipeline's own parameters follow FILE.",
+        allow_abbrev=False,
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="a pipeline file, e.g. pipelines/face_privacy.py")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    _add_options(p)
+    p.set_defaults(trace_parser=p)
+
+
+def _split(args: argparse.Namespace) -> list[str]:
+    """Options of ``trace`` given after FILE go to ``args``; the rest is the pipeline's."""
+    options = numbers_not_options(
+        argparse.ArgumentParser(prog="edgepipe trace", add_help=False, allow_abbrev=False)
+    )
+    _add_options(options)
+    flags = options._option_string_actions
+    mine: list[str] = []
+    extra: list[str] = []
+    rest = list(args.rest or [])
+    i = 0
+    while i < len(rest):
+        action = flags.get(rest[i].split("=", 1)[0])
+        if action is None:
+            extra.append(rest[i])
+            i += 1
+            continue
+        takes = 0 if action.nargs == 0 or "=" in rest[i] else 1
+        mine += rest[i : i + 1 + takes]
+        i += 1 + takes
+    later = options.parse_args(mine)
+    for key, value in vars(later).items():
+        if value != options.get_default(key):
+            setattr(args, key, value)
+    return extra
+
+
+def _reserved() -> dict[str, str]:
+    options = argparse.ArgumentParser(add_help=False)
+    _add_options(options)
+    return {flag: "an option of edgepipe trace" for flag in options._option_string_actions}
+
+
+def _help(args: argparse.Namespace) -> int:
+    """``edgepipe trace FILE --help``: the options, then the pipeline's parameters."""
+    from edgepipe.cli import params_help as cli_params
+    from edgepipe.core.errors import PipelineError
+    from edgepipe.pipefile.loader import read_pipeline
+
+    parser: argparse.ArgumentParser = args.trace_parser
+    if args.file is not None:
+        try:
+            cli_params.add_parameters(parser, read_pipeline(args.file, reserved=_reserved()))
+        except PipelineError as exc:
+            parser.print_help()
+            error(f"{exc} (so its parameters cannot be listed)")
+            return EXIT_USAGE
+    parser.print_help()
+    return EXIT_OK
+
+
+def main(args: argparse.Namespace) -> int:
+    from edgepipe.core.errors import EdgepipeError, PipelineError, os_reason
+    from edgepipe.deploy.files import PathError, check_input, check_output, write_output
+    from edgepipe.deploy.plan.pipeline import load_graph
+
+    extra = _split(args)
+    try:
+        if args.file is not None:  # before --help reads it: a FIFO would block
+            check_input(args.file, args.file, give="give a pipeline file, e.g. pipelines/face_privacy.py")
+    except PathError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    if {"-h", "--help"} & set(extra):
+        return _help(args)
+    if args.file is None:
+        error("give a pipeline file: edgepipe trace pipelines/NAME.py --duration 3")
+        return EXIT_USAGE
+    if args.duration is None:
+        error(f"give --duration SECONDS: how long to run {args.file}")
+        return EXIT_USAGE
+    try:
+        if args.params is not None:
+            check_input(
+                args.params, f"--params {args.params}", give="give a TOML file of the pipeline's parameters"
+            )
+        out = check_output(args.trace_out, "-o", force=True)  # trace.json is replaced, run after run
+    except PathError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    try:
+        graph = load_graph(args.file, extra, _reserved(), args.params)
+    except PipelineError as exc:
+        if args.debug:
+            raise
+        error(str(exc))
+        return EXIT_USAGE
+    from edgepipe.deploy.trace.chrome import chrome_trace
+    from edgepipe.deploy.trace.run import run_traced
+    from edgepipe.deploy.trace.summary import summarize
+
+    try:
+        with progress(f"tracing {graph.name}", None, enabled=args.format == "text"):  # time elapsed
+            run = run_traced(graph, args.duration, debug=args.debug)
+    except EdgepipeError as exc:  # a node stopped the run
+        if args.debug:
+            raise
+        error(f"{args.file}: the run failed: {exc}")
+        return EXIT_PROBLEMS
+    summary = summarize(run)
+    failed = ""
+    try:  # whole or not at all: a full disk leaves no truncated JSON, and the old file as it was
+        write_output(out, json.dumps(chrome_trace(run)))
+        summary["trace_file"] = str(args.trace_out)
+    except OSError as exc:
+        summary["trace_file"] = None
+        failed = f"cannot write {args.trace_out}: {os_reason(exc)} (no trace file written; "
+        failed += "the summary is on stdout)"
+    if args.format == "json":
+        print_json(summary)
+    else:
+        from edgepipe.deploy.trace.text import print_summary
+
+        print_summary(summary)
+    if failed:
+        error(failed)
+        return EXIT_FAILED
+    return EXIT_PROBLEMS if summary["problems"] else EXIT_OK

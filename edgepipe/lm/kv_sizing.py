@@ -1,0 +1,70 @@
+"""A decoder's KV cache in numbers: its layout settled, its length, its name and bytes in the
+memory plan. The runner allocates what these say, and a plan made before the run
+(:mod:`edgepipe.lm.reservations`) reserves the same, without a session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from edgepipe.infer.footprint import device_label
+from edgepipe.lm.errors import DecoderLayoutError
+from edgepipe.lm.layout import DecoderLayout, check_config, shares_buffer
+from edgepipe.planning.memory import MemoryPlan, Reservation
+
+DEFAULT_MAX_SEQ_LEN = 4096
+"""The longest cache made unless asked for more: a model's own context may be 128k positions."""
+
+
+def model_files(model: Path) -> tuple[Path, Path]:
+    """(folder, .onnx file) of a model given as a folder with ``model.onnx`` or as the file."""
+    return (model, model / "model.onnx") if model.is_dir() else (model.parent, model)
+
+
+def settle_layout(
+    layout: DecoderLayout, file: Path, folder: Path, model: str
+) -> tuple[DecoderLayout, dict[str, Any]]:
+    """The layout as the runner uses it, and the model's merged config (see
+    :func:`~edgepipe.lm.layout.check_config`): a concat model whose attention writes into its
+    past buffer is run as ``shared``, on a buffer of the length the runner chooses."""
+    config = check_config(layout, folder, model)
+    if layout.cache == "concat" and shares_buffer(file, config):
+        layout = dataclasses.replace(layout, cache="shared")
+    return layout, config
+
+
+def cache_length(
+    layout: DecoderLayout, config: dict[str, Any], max_seq_len: int | None, model: str
+) -> tuple[int, int]:
+    """(positions a request may fill, positions the cache buffers are made for). Raises
+    :class:`DecoderLayoutError` for a ``max_seq_len`` past a fixed buffer's length."""
+    default_len = min(int(config.get("max_position_embeddings", 2048)), DEFAULT_MAX_SEQ_LEN)
+    if layout.cache == "shared" and layout.model_max_seq is not None:
+        if max_seq_len is not None and max_seq_len > layout.model_max_seq:
+            raise DecoderLayoutError(
+                f"max_seq_len={max_seq_len} is longer than the model's cache buffer "
+                f"({layout.model_max_seq} positions)",
+                model=model,
+            )
+        return max_seq_len or layout.model_max_seq, layout.model_max_seq  # the graph fixes the buffer
+    length = max_seq_len or default_len
+    return length, length
+
+
+def kv_cache_size(layout: DecoderLayout, length: int) -> tuple[str, int]:
+    """What the cache of ``length`` positions is called in the memory plan, and its bytes (both
+    buffers of the concat layout)."""
+    copies = 1 if layout.cache == "shared" else 2
+    return f"KV cache ({layout.cache}, {length} positions)", layout.kv_bytes(length) * copies
+
+
+def reserve_kv_cache(
+    plan: MemoryPlan, owner: str, layout: DecoderLayout, length: int, device: tuple[str, int]
+) -> Reservation:
+    """Reserve the cache in ``plan``: against the budget on the host, named only on a device
+    (whose memory the budget does not cover). Raises
+    :class:`~edgepipe.planning.memory.MemoryBudgetError` naming it when it does not fit."""
+    what, nbytes = kv_cache_size(layout, length)
+    return plan.reserve(owner, what, nbytes, hint="pass a smaller max_seq_len", device=device_label(device))

@@ -1,0 +1,246 @@
+"""Turning whatever the user declared into one of a few shapes the runtime knows how to drive.
+
+Sources become an ``open()`` that returns a fresh async iterator (called again on restart).
+Stages and sinks become a per-item call in one of three modes, chosen once per node rather than
+tested per item (code with a second parameter named ``lane`` is also given the name of the
+inbox lane each item came from):
+
+- ``async``: ``await fn(item)`` on the event loop (async functions and methods);
+- ``thread``: the call runs on the node's resource executor (sync code, the default for it);
+- ``inline``: a plain call on the loop (sync code declared ``blocking=False``: cheap and pure);
+
+or, for a stage written as an async generator function over its input stream, ``stream``.
+
+Objects may also have ``start()`` and ``stop()`` hooks, sync (run on the executor) or async,
+a sync ``prepare(item)`` whose result their sync ``process()`` takes (two steps that the
+runtime may overlap: :mod:`edgepipe.runtime.prepared`), and ``process_batch(items)`` with a
+``batch_size`` for micro-batching (:mod:`edgepipe.runtime.batched`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from edgepipe.core.cputime import CODE, SETUP, run_counted
+from edgepipe.core.errors import GraphError
+from edgepipe.core.markers import END
+from edgepipe.graph.spec import NodeKind, NodeSpec
+from edgepipe.graph.types import takes_lane, unwrap
+
+
+def _invalid(spec: NodeSpec, message: str) -> GraphError:
+    return GraphError(message, node_id=spec.node_id, where=spec.where)
+
+
+Hook = Callable[[], Awaitable[None]]
+
+
+async def _no_hook() -> None:
+    return None
+
+
+def _is_async_fn(fn: Any) -> bool:
+    fn = unwrap(fn)
+    return inspect.iscoroutinefunction(fn) or (
+        callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
+    )
+
+
+def _is_async_gen_fn(fn: Any) -> bool:
+    return inspect.isasyncgenfunction(unwrap(fn))
+
+
+def _to_thread(executor: Any, fn: Callable[..., Any], key: tuple[str, str]) -> Callable[..., Awaitable[Any]]:
+    def call(*args: Any) -> Awaitable[Any]:
+        # In the node's context: a sync start() may ask current_node() who it works for (a
+        # Recorder names itself as its encodes' owner).
+        run = contextvars.copy_context().run
+        return asyncio.get_running_loop().run_in_executor(executor, run, run_counted, key, fn, *args)
+
+    return call
+
+
+def _hook(obj: Any, name: str, executor: Any, node_id: str) -> Hook:
+    """``obj.name()`` as an awaitable hook; sync hooks run on ``executor`` (the hooks pool),
+    their CPU counted as the node's ``setup``."""
+    method = getattr(obj, name, None)
+    if method is None or inspect.isfunction(obj) or inspect.ismethod(obj):
+        return _no_hook
+    if not callable(method):
+        return _no_hook
+    if _is_async_fn(method):
+        return method  # type: ignore[no-any-return]
+    run = _to_thread(executor, method, (node_id, SETUP))
+
+    async def sync_hook() -> None:
+        await run()
+
+    return sync_hook
+
+
+@dataclass(slots=True)
+class SourceAdapter:
+    open: Callable[[], AsyncIterator[Any]]
+    start: Hook
+    stop: Hook
+    restartable: bool
+
+
+@dataclass(slots=True)
+class ProcessAdapter:
+    mode: str
+    """``async``, ``thread``, ``inline`` or ``stream``."""
+    call: Callable[..., Any]
+    """Per item: returns an awaitable (async), a value (inline; thread, where the runner calls it
+    on the node's executor) or, for stream, an async iterator when called with the input stream."""
+    start: Hook
+    stop: Hook
+    prepare: Callable[[Any], Any] | None = None
+    """``thread`` mode only: the object's sync ``prepare(item)``, whose result ``call`` takes
+    (see :mod:`edgepipe.runtime.prepared`)."""
+    process_batch: Callable[[list[Any]], Any] | None = None
+    """``thread`` mode only: the object's ``process_batch(items)``, used when its ``batch_size``
+    is above 1 (see :mod:`edgepipe.runtime.batched`)."""
+    batch_size: int = 1
+    takes_lane: bool = False
+    """Per-item modes: the code is called as ``call(item, lane)`` (it has a second parameter
+    named ``lane``) with the name of the inbox lane the item came from."""
+
+
+async def _aiter_inline(items: Iterable[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
+async def _aiter_thread(iterator: Iterator[Any], executor: Any, node_id: str) -> AsyncIterator[Any]:
+    loop = asyncio.get_running_loop()
+    key = (node_id, CODE)
+    while True:
+        # next() with a default: a StopIteration must not cross the executor's future.
+        item = await loop.run_in_executor(executor, run_counted, key, next, iterator, END)
+        if item is END:
+            return
+        yield item
+
+
+def _as_async_iterator(value: Any, spec: NodeSpec, executor: Any) -> AsyncIterator[Any]:
+    if hasattr(value, "__aiter__"):
+        return value.__aiter__()  # type: ignore[no-any-return]
+    if isinstance(value, Sequence | range | set | frozenset | dict) and not spec.blocking:
+        return _aiter_inline(value)
+    if hasattr(value, "__iter__"):
+        if spec.blocking is False:
+            return _aiter_inline(value)
+        return _aiter_thread(iter(value), executor, spec.node_id)
+    raise _invalid(
+        spec,
+        f"a source must be an async iterable, an iterable, or a function returning one; got "
+        f"{type(value).__name__}",
+    )
+
+
+def adapt_source(spec: NodeSpec, executor: Any, hooks_executor: Any) -> SourceAdapter:
+    target = spec.target
+    start, stop = (
+        _hook(target, "start", hooks_executor, spec.node_id),
+        _hook(target, "stop", hooks_executor, spec.node_id),
+    )
+    if _is_async_gen_fn(target):
+        return SourceAdapter(lambda: target().__aiter__(), start, stop, restartable=True)
+    if inspect.isasyncgen(target) or inspect.isgenerator(target):
+        # A generator object can be iterated once: it cannot be restarted.
+        used = False
+
+        def open_once() -> AsyncIterator[Any]:
+            nonlocal used
+            if used:
+                raise RuntimeError("a generator object cannot restart; pass the generator function instead")
+            used = True
+            return _as_async_iterator(target, spec, executor)
+
+        return SourceAdapter(open_once, start, stop, restartable=False)
+    if hasattr(target, "__aiter__") or hasattr(target, "__iter__"):
+        return SourceAdapter(lambda: _as_async_iterator(target, spec, executor), start, stop, True)
+    if callable(target):
+        if _is_async_fn(target):
+
+            async def from_coroutine() -> AsyncIterator[Any]:
+                async for item in _as_async_iterator(await target(), spec, executor):
+                    yield item
+
+            return SourceAdapter(from_coroutine, start, stop, restartable=True)
+        if spec.blocking is False:
+            return SourceAdapter(lambda: _as_async_iterator(target(), spec, executor), start, stop, True)
+
+        async def from_function() -> AsyncIterator[Any]:
+            # A plain function may open a camera or read a file: call it off the loop.
+            value = await asyncio.get_running_loop().run_in_executor(
+                executor, run_counted, (spec.node_id, CODE), target
+            )
+            async for item in _as_async_iterator(value, spec, executor):
+                yield item
+
+        return SourceAdapter(from_function, start, stop, restartable=True)
+    raise _invalid(
+        spec,
+        f"cannot use a {type(target).__name__} as a source; give an async generator function, "
+        "an iterable, or a function returning one",
+    )
+
+
+def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> ProcessAdapter:
+    target = spec.target
+    if isinstance(target, type):
+        raise _invalid(
+            spec,
+            f"got the class {target.__name__}; pass an instance, e.g. {target.__name__}()",
+        )
+    fn = getattr(target, "process", None)
+    if fn is None or inspect.isfunction(target) or isinstance(target, functools.partial):
+        fn = target
+    if not callable(fn):
+        raise _invalid(
+            spec,
+            f"cannot use a {type(target).__name__} as a {spec.kind.value}; give a function or an "
+            "object with a process(item) method",
+        )
+    start, stop = (
+        _hook(target, "start", hooks_executor, spec.node_id),
+        _hook(target, "stop", hooks_executor, spec.node_id),
+    )
+    if _is_async_gen_fn(fn):
+        if spec.kind is not NodeKind.STAGE:
+            raise _invalid(
+                spec,
+                "an async generator function can only be a stage (it maps the input stream)",
+            )
+        if spec.timeout_s is not None:
+            raise _invalid(
+                spec,
+                "timeout_s applies to per-item calls, not to a stream stage",
+            )
+        return ProcessAdapter("stream", fn, start, stop)
+    lane = takes_lane(fn)
+    if _is_async_fn(fn):
+        return ProcessAdapter("async", fn, start, stop, takes_lane=lane)
+    if spec.blocking is False:
+        if spec.timeout_s is not None:
+            raise _invalid(
+                spec,
+                "timeout_s cannot interrupt code that runs on the event loop; drop blocking=False",
+            )
+        return ProcessAdapter("inline", fn, start, stop, takes_lane=lane)
+    prepare = getattr(target, "prepare", None)
+    if fn is target or not callable(prepare) or _is_async_fn(prepare):
+        prepare = None
+    process_batch = getattr(target, "process_batch", None)
+    batch_size = getattr(target, "batch_size", 1)
+    if fn is target or not callable(process_batch) or not isinstance(batch_size, int) or batch_size < 2:
+        process_batch, batch_size = None, 1
+    return ProcessAdapter("thread", fn, start, stop, prepare, process_batch, batch_size, lane)

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgepipe.deploy.plan.model import cache_positions, read_model
+from edgepipe.infer.errors import ModelNotFound
+from edgepipe.lm import DecoderLayoutError
+from tests.deploy.conftest import CONFIG
+from tests.onnx_builders import add_model
+
+
+@pytest.mark.parametrize("layout", ["concat", "gqa"])
+def test_the_facts_are_read_from_the_onnx_file(tiny_lm_dirs: dict[str, Path], layout: str) -> None:
+    facts = read_model(tiny_lm_dirs[layout] / "model.onnx")
+    assert (facts.layers, facts.kv_heads, facts.head_dim, facts.heads) == (
+        CONFIG.layers,
+        CONFIG.kv_heads,
+        CONFIG.head_dim,
+        CONFIG.heads,
+    )
+    # The weights, plus the few small tables (rotary cos/sin) the graph keeps as initializers.
+    assert CONFIG.parameters() <= facts.params < CONFIG.parameters() * 1.01
+    assert facts.dtype == "fp32"
+    assert facts.kv_dtype == "fp32"
+    assert facts.weight_bytes == pytest.approx(4 * facts.params, rel=0.01)
+    concat_note = any("two buffers" in n for n in facts.notes)
+    assert concat_note == (layout == "concat")
+
+
+def test_positions_are_what_the_runner_would_make(tiny_lm_dirs: dict[str, Path]) -> None:
+    assert cache_positions(tiny_lm_dirs["concat"], None) == CONFIG.max_seq_len
+    assert cache_positions(tiny_lm_dirs["concat"], 40) == 40
+    assert cache_positions(tiny_lm_dirs["gqa"], 40) == CONFIG.max_seq_len  # the graph fixes the buffer
+
+
+def test_what_is_not_a_decoder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFound):
+        read_model(tmp_path / "missing.onnx")
+    with pytest.raises(DecoderLayoutError, match="not a decoder with a KV cache"):
+        read_model(add_model(tmp_path / "add.onnx"))

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def quantize(
+    *args: str | Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edgepipe", "quantize", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=180, env=env)  # fmt: skip
+
+
+def errors(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_centerface_quantized_on_a_real_clip_is_smaller_and_finds_the_same_faces(
+    tmp_path: Path, centerface: Path, make_clip: Callable[..., Path]
+) -> None:
+    # The clip's scene: scikit-image's photos (the astronaut among them) and the astronaut's
+    # face walking through; 320x192 keeps it quick.
+    clip = make_clip("faces.mp4", width=320, height=192, fps=15, seconds=2)
+    out = tmp_path / "cf.int8.onnx"
+    done = quantize("centerface", "--calib", clip, "-o", out, "--frames", "8", "--held-out", "8",
+                    "--format", "json", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["size_bytes"] == {"fp32": centerface.stat().st_size, "int8": out.stat().st_size}
+    assert out.stat().st_size < centerface.stat().st_size / 2
+    assert report["calibration"]["frames"] == 8
+    assert report["calibration"]["input_shape"] == [1, 3, 192, 320]
+    assert report["held_out_frames"] == 8
+    faces = report["detections"]
+    assert faces["fp32"] >= 3, "the clip's frames show faces"
+    assert faces["matched"] / faces["fp32"] >= 0.9
+    assert faces["agreement"] == faces["matched"] / faces["fp32"]
+    assert report["latency_ms"]["fp32"] > 0
+    assert report["latency_ms"]["int8"] > 0
+    assert len(report["outputs"]) == 4
+    for output in report["outputs"]:
+        assert 0 < output["mean_abs_error"] <= output["max_abs_error"]  # INT8 is close, not equal
+    assert report["ok"] is True
+    assert not list(tmp_path.glob(".*.part"))
+
+    # Never overwritten without --force.
+    before = out.read_bytes()
+    again = quantize("centerface", "--calib", clip, "-o", out, cwd=tmp_path)
+    assert again.returncode == 2
+    assert errors(again) == [f"edgepipe: error: {out} exists; pass --force to replace it, or -o another path"]
+    assert out.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_text_output_names_size_latency_and_agreement(
+    tmp_path: Path, centerface: Path, make_clip: Callable[..., Path]
+) -> None:
+    clip = make_clip("faces_text.mp4", width=320, height=192, fps=15, seconds=2)
+    done = quantize("centerface", "--calib", clip, "--frames", "4", "--held-out", "4",
+                    "--exclude", "Sigmoid", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "centerface.int8.onnx").is_file()  # a registry model's INT8 lands here
+    out = done.stdout
+    assert "kept in FP32: Sigmoid_" in out
+    for words in (
+        "size",
+        "latency (median)",
+        "error on 4 held-out frames",
+        "FP32 detections have an INT8 match",
+    ):
+        assert words in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["centerface"], "quantize needs calibration frames: --calib VIDEO"),
+        (["centerface", "--calib", "missing.mp4"], "--calib missing.mp4: no such file or folder"),
+        (["missing.onnx", "--calib", "x.mp4"], "missing.onnx: no such file"),
+        (["centerface", "--calib", ".", "-o", "."], "is a folder"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, centerface: Path, args: list[str], message: str
+) -> None:
+    done = quantize(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = errors(done)
+    assert line.startswith("edgepipe: error: ")
+    assert message in line
+
+
+@pytest.mark.slow
+def test_without_the_onnx_package_it_names_the_extra(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocked" / "onnx"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('onnx is not installed here')\n")
+    env = dict(os.environ, PYTHONPATH=str(blocker.parent))
+    done = quantize("centerface", "--calib", "clip.mp4", cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    assert errors(done) == [
+        "edgepipe: error: edgepipe quantize needs the 'onnx' package: pip install 'edgepipe[deploy]'"
+    ]
+
+
+@pytest.mark.slow
+def test_a_model_that_is_no_detector_is_exit_2_naming_the_adapter_flag(tmp_path: Path, clip: Path) -> None:
+    from tests.onnx_builders import add_model
+
+    model = add_model(tmp_path / "add.onnx", shape=(1, 3, "H", "W"))
+    done = quantize(model, "--calib", clip, "--frames", "2", "--held-out", "1", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = errors(done)
+    assert line.startswith("edgepipe: error: add.onnx: quantize takes a detector")
+    assert "--adapter" in line
+    assert not (tmp_path / "add.int8.onnx").exists()  # refused before anything was written
+
+
+def test_an_output_that_cannot_be_written_is_exit_2_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgepipe.cli.main import main
+    from tests.onnx_builders import add_model
+
+    model = add_model(tmp_path / "add.onnx", shape=(1, 3, "H", "W"))
+    out = tmp_path / ("m" * 300 + ".onnx")  # a name no Linux file system takes; root gets it too
+    assert main(["quantize", str(model), "--calib", str(model), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"edgepipe: error: -o {out}: cannot write there (file name too long); give the path of a file to write"
+    ]
+    assert list(tmp_path.iterdir()) == [model]  # nothing left behind
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_held_out_frames_without_a_face_are_not_an_agreement(tmp_path: Path, centerface: Path) -> None:
+    import av
+    import numpy as np
+
+    clip = tmp_path / "grey.mp4"
+    with av.open(str(clip), "w") as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 320, 192, "yuv420p"
+        grey = np.full((192, 320, 3), 128, np.uint8)
+        for _ in range(10):
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(grey, format="rgb24")))
+        container.mux(stream.encode())
+    out = tmp_path / "cf.int8.onnx"
+    done = quantize("centerface", "--calib", clip, "-o", out, "--frames", "4", "--held-out", "4",
+                    cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert errors(done)[-1].startswith(
+        f"edgepipe: error: FP32 found nothing in the held-out frames of {clip}"
+    )
+    assert out.exists()  # written all the same, as the message says

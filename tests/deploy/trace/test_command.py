@@ -1,0 +1,82 @@
+"""``edgepipe trace``: a real pipeline with the real CenterFace, its Chrome trace and summary,
+and the exit codes of a wrong command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def trace(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edgepipe", "trace", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    done = trace(REPO / "pipelines/face_privacy.py", "--duration", "3", "-o", out, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    events = json.loads(out.read_text())["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in complete)
+    assert all(
+        isinstance(e[k], int | float | str | dict) for e in complete for k in ("name", "pid", "tid", "args")
+    )
+    nodes = {e["args"]["node"] for e in complete if e.get("cat") == "node"}
+    assert nodes == {"camera", "faces", "blur", "log", "view_results", "view"}
+    ort_ops = {e["args"]["op_name"] for e in complete if "op_name" in e["args"]}
+    assert "FusedConv" in ort_ops  # CenterFace's Conv+Relu, fused on the CPU
+    assert {e["args"]["provider"] for e in complete if "provider" in e["args"]} == {"CPUExecutionProvider"}
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"edgepipe: face_privacy", "onnxruntime: centerface"}
+    # The slowest step is the one with the most time in it, whichever that was here.
+    work = [s for s in summary["steps"] if s["step"] != "next item"]
+    slowest = max(work, key=lambda s: s["total_ms"])
+    assert summary["slowest_step"] == f"{slowest['node']} {slowest['step']}"
+    [model] = summary["models"]
+    assert model["node"] == "faces"
+    assert model["operator_runs"] > 0
+    assert any(f["fusion"].endswith("FusedConv") and f["ok"] for f in model["fusions"])
+    assert {(b["owner"], b["buffer"]): b["rebuilt"] for b in summary["buffers"]} == {
+        ("camera", "frame pool"): 0, ("faces", "input tensors"): 0,
+    }  # fmt: skip
+    assert summary["frames"] > 0
+    energy = summary["energy"]
+    assert energy["measurable"] or energy["reason"].startswith("not measurable here (")
+    assert summary["problems"] == []
+
+
+def test_file_help_lists_the_pipelines_parameters() -> None:
+    done = trace("pipelines/face_privacy.py", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "--duration SECONDS" in done.stdout
+    assert "--threshold" in done.stdout  # one of face_privacy's own
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pipelines/face_privacy.py"], "give --duration SECONDS"),
+        (["pipelines/face_privacy.py", "--duration", "0"], "expected a finite number of seconds above 0"),
+        (
+            ["pipelines/face_privacy.py", "--duration", "1", "-o", "no/such/dir/t.json"],
+            "-o no/such/dir/t.json",
+        ),
+        (["pipelines/face_privacy.py", "--duration", "1", "--no-such-param", "3"], "no-such-param"),
+        (["pipelines/nope.py", "--duration", "1"], "nope.py"),
+        (["--duration", "1"], "give a pipeline file"),
+    ],
+)
+def test_a_wrong_command_line_is_exit_2_in_one_line(args: list[str], message: str) -> None:
+    done = trace(*args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (REPO / "trace.json").exists()

@@ -1,0 +1,98 @@
+"""The MQTT sink's own tasks: a stop cut short by the node's timeout ends them; one that fails
+degrades the sink, never the node."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+
+import pytest
+
+from edgepipe import Pipeline
+from edgepipe.runtime.run import run_async
+from edgepipe.sinks import MqttSink
+from edgepipe.testing import FakeSource
+from edgepipe.vision import Detections
+from edgepipe.wire.results import Message
+from tests.sinks.broker import Mosquitto, subscribed
+from tests.sinks.test_mqtt import frame
+
+pytestmark = pytest.mark.slow
+
+
+class Camera:
+    """What the sink reads of a source: its id and state."""
+
+    source_id = "camera"
+    state_info = ("live", "")
+
+
+@pytest.mark.timeout(60)
+async def test_a_stop_cut_short_during_the_flush_ends_the_sinks_tasks(mosquitto: Mosquitto) -> None:
+    """A node gives a hook a bounded time (0.5 s at the least): when it runs out while the sink
+    flushes into a broker that does not answer (here: paused), the stop ends then, tasks and
+    all, instead of waiting for ever on the camera-state watcher."""
+    sink = MqttSink(mosquitto.url, "cam1", pipeline="test", sources=[Camera()])
+    async with subscribed(mosquitto.port, ("edgepipe/cam1/test/status",)) as sub:
+        await sink.start()
+        await sub.wait_for(
+            lambda: [h.payload for h in sub.on("edgepipe/cam1/test/status")][-1:] == [b"online"]
+        )
+    assert mosquitto.process is not None
+    os.kill(mosquitto.process.pid, signal.SIGSTOP)  # connected, but no PUBACK comes any more
+    try:
+        for n in range(20):  # QoS 1: each waits for the broker's acknowledgement
+            sink.put(Message("event", {"source": "camera", "what": f"event {n}"}))
+        await asyncio.sleep(0.2)
+        assert len(sink.outbox) > 0
+
+        async def stop_with_the_hook_timeout() -> bool:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):  # shorter than the flush (2 s)
+                    await sink.stop()
+            return True
+
+        assert await asyncio.wait_for(stop_with_the_hook_timeout(), 15)  # old code: a hang here
+        assert all(task.done() for task in sink._tasks)
+    finally:
+        os.kill(mosquitto.process.pid, signal.SIGCONT)
+
+
+class BrokenCamera:
+    """A source whose state cannot be read (a bug in it)."""
+
+    source_id = "camera"
+
+    @property
+    def state_info(self) -> tuple[str, str]:
+        raise RuntimeError("state_info is broken")
+
+
+def run_with(sink: MqttSink) -> tuple[Pipeline, list[Detections]]:
+    p = Pipeline("test")
+    items = [frame(n, n % 2) for n in range(60)]
+    p.sink("mqtt", sink, inputs=p.source("results", FakeSource(items, interval_s=0.02)), queue_size=16)
+    return p, items
+
+
+@pytest.mark.timeout(60)
+async def test_a_failing_state_watcher_or_connection_degrades_the_sink_not_the_node(
+    mosquitto: Mosquitto,
+) -> None:
+    watcher = MqttSink(mosquitto.url, "cam1", pipeline="test", sources=[BrokenCamera()])
+    connection = MqttSink(mosquitto.url, "cam2", pipeline="test")
+
+    def bug(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the session")
+
+    connection.topics.status_publication = bug  # type: ignore[method-assign]
+    async with subscribed(mosquitto.port, ("edgepipe/cam1/test/camera/detections",)) as sub:
+        for sink in (watcher, connection):
+            p, items = run_with(sink)
+            report = await asyncio.wait_for(run_async(p), 30)
+            node = next(n for n in report.stats.nodes if n.node_id == "mqtt")
+            assert (node.items_in, node.errors, node.state) == (len(items), 0, "done"), node
+            assert node.gauges["errors"] >= 1, node.gauges
+        await sub.wait_for(lambda: len(sub.heard) == 60, what="cam1's detections")
