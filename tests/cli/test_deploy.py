@@ -48,7 +48,7 @@ def test_a_reader_closing_the_pipe_is_not_an_internal_error(tmp_path: Path) -> N
     assert "Traceback" not in err
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HELLO = REPO / "pipelines" / "hello.py"
 
 

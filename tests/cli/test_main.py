@@ -17,7 +17,7 @@ import pytest
 
 from tests.disks import full_device
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EDGEPIPE = [sys.executable, "-m", "edgepipe"]
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import tiny_lm
 
 from edgepipe.cli.main import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def edgepipe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

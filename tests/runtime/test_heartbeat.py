@@ -17,7 +17,7 @@ from edgepipe.runtime.engine import Snapshot
 from edgepipe.runtime.heartbeat import IDLE_MARGIN_S, Progress, check
 from edgepipe.runtime.metrics import NodeStats
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EDGEPIPE = [sys.executable, "-m", "edgepipe"]
 
 # A source at 20 items/s; `work` passes them on, or (hang=1) sleeps past its deadline on every

@@ -11,7 +11,7 @@ import pytest
 from edgepipe.deploy.check_ops.check import read_nodes
 from tests.deploy.ops_models import neg_between_relus
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def check_ops(*args: str | Path) -> subprocess.CompletedProcess[str]:

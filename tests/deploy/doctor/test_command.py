@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from make_doctor_samples import make
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 

@@ -10,7 +10,7 @@ import tiny_lm
 
 from tests.deploy.conftest import CONFIG
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from tests.sinks.broker import Mosquitto, Subscriber, subscribed
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PIPELINE = "tests/sinks/mqtt_pipeline.py"
 
 

@@ -24,7 +24,7 @@ from tests.sinks.broker import Mosquitto, free_port, subscribed
 
 pytestmark = pytest.mark.slow
 ROOT = "edgepipe/cam1/test"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def frame(seq: int, faces: int) -> Detections:

@@ -20,7 +20,7 @@ from edgepipe.runtime.run import run_async
 from edgepipe.sinks.streams import TcpStream
 from tests.sinks.waiting import until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 
