@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import EDGEPIPE, ENDLESS, REPO, edgepipe, write
+from tests.cli.test_main import EDGEPIPE, ENDLESS, REPO, edgepipe, write
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 from edgepipe.cli.params_help import add_parameters
 from edgepipe.core.errors import PipelineFileError
 from edgepipe.pipefile.loader import Param, PipelineFunction
-from tests.test_cli import BAD_FILES, EDGEPIPE, REPO, write
+from tests.cli.test_main import BAD_FILES, EDGEPIPE, REPO, write
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from edgepipe.cli import main as cli
-from tests.test_cli import edgepipe, write
-from tests.test_cli_params import PIPELINE
+from tests.cli.test_main import edgepipe, write
+from tests.cli.test_params_help import PIPELINE
 
 pytestmark = pytest.mark.slow
 

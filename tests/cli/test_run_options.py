@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import ENDLESS, edgepipe, write
+from tests.cli.test_main import ENDLESS, edgepipe, write
 
 pytestmark = pytest.mark.slow
 

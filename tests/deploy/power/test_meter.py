@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.deploy.power.meter import EnergyMeter, energy_json, energy_lines
-from tests.deploy.test_power import rapl_zone, write
+from tests.deploy.power.test_sensors import rapl_zone, write
 
 
 def test_counter_energy_across_a_wraparound(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from edgepipe.media.recording import encode
 from edgepipe.media.recording.encode import Recorder
 from edgepipe.runtime.deadlines import HOOK_GRACE_S
 from edgepipe.sched.gate import Gate, Ticket, gate, set_gate
-from tests.media.test_recfile import FPS, decoded_s, frames, recorded
+from tests.media.recording.test_file import FPS, decoded_s, frames, recorded
 
 
 def _call(fn: Callable[[], None], errors: list[BaseException]) -> None:

@@ -27,9 +27,8 @@ from edgepipe.media.status import SourceStatus
 from edgepipe.media.url import parse
 from edgepipe.runtime.engine import Runtime
 from edgepipe.testing import ListSink
-
-from .conftest import RtspServer, free_port
-from .test_source import FrameLog, _until, pipeline
+from tests.media.conftest import RtspServer, free_port
+from tests.media.sources.test_video import FrameLog, _until, pipeline
 
 REFUSED = SourceError("cannot open: Connection refused", url="rtsp://cam", retryable=True)
 GONE = SourceError("no such camera", url="rtsp://cam")

@@ -16,8 +16,7 @@ from edgepipe import Pipeline, run_async
 from edgepipe.media.sources.reconnect import Reconnector
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runtime.engine import Runtime
-
-from .test_source import FrameLog, pipeline
+from tests.media.sources.test_video import FrameLog, pipeline
 
 
 async def test_a_skip_source_whose_decode_thread_died_opens_again(
