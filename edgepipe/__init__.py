@@ -17,6 +17,7 @@ from edgepipe.core.errors import (
     PipelineError,
     PipelineFileError,
 )
+from edgepipe.core.lazy import lazy_exports as _lazy_exports
 from edgepipe.graph.pipeline import Pipeline
 from edgepipe.graph.spec import ErrorPolicy, Input, OnError
 from edgepipe.pipefile.loader import load_pipeline
@@ -36,13 +37,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'edgepipe' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -12,8 +12,9 @@ aiortc or prometheus-client (about 30 MB on an edge box).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from edgepipe.core.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from edgepipe.serve.app import HttpServer, add_routes, build_app
@@ -31,10 +32,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = _lazy_exports(__name__, _HOMES)

@@ -15,8 +15,9 @@ that writes JSON lines only never imports msgpack nor the message schema.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from edgepipe.core.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from edgepipe.sinks.streams.jsonl import JsonLines
@@ -32,10 +33,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = _lazy_exports(__name__, _HOMES)
