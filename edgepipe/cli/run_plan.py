@@ -1,8 +1,9 @@
 """``edgepipe run FILE --plan``: what the pipeline would reserve, against the budget, printed
 without running it (see :mod:`edgepipe.runtime.plan`).
 
-Exit codes: 0 it fits; 2 it does not (the first buffer past the budget is named, on stderr too,
-with what to change); 1 a node's part could not be planned (a model that is missing).
+Exit codes (:mod:`edgepipe.cli.exits`), as ``edgepipe plan FILE``'s: 0 it fits; 1 (problems
+found) it does not (the first buffer past the budget is named, on stderr too, with what to
+change), or a node's part could not be planned (a model that is missing).
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS
 from edgepipe.graph.check import Graph
 from edgepipe.planning.memory import format_bytes
 from edgepipe.runtime.plan import PlanReport, plan_graph
-
-EXIT_DOES_NOT_FIT = EXIT_USAGE
 
 
 def main(graph: Graph, out: TextIO | None = None) -> int:
@@ -25,7 +24,7 @@ def main(graph: Graph, out: TextIO | None = None) -> int:
     if not report.fits:
         refusal = report.refusal
         print(f"edgepipe: error: {refusal if refusal is not None else _verdict(report)}", file=sys.stderr)
-        return EXIT_DOES_NOT_FIT
+        return EXIT_PROBLEMS
     if report.failures:
         nodes = ", ".join(f"'{node_id}'" for node_id, _ in report.failures)
         print(f"edgepipe: error: the plan is incomplete: {nodes} could not be planned", file=sys.stderr)

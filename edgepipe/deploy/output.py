@@ -1,12 +1,11 @@
-"""What every deployment command shares: ``--format text|json``, exit codes 0/1/2, a progress
+"""What every deployment command shares: ``--format text|json``, a progress
 bar on stderr for work that takes more than a second, tables for people, and the one-line
 message naming the extra to install when an optional package is missing.
 
 Conventions:
 
-- exit 0: done and nothing wrong found; 1: done, and problems were found (a model that
-  diverges, an unsupported operator, a file that will not decode) or the work failed; 2: the
-  command line or an input is wrong, found before any work.
+- exit codes: :mod:`edgepipe.cli.exits` (``EXIT_PROBLEMS`` when the work was done and found
+  problems: a model that diverges, an unsupported operator, a file that will not decode).
 - ``--format json`` prints one JSON document on stdout and nothing else there; logs and the
   progress bar go to stderr, so ``edgepipe doctor x --format json | jq`` always parses.
 """
