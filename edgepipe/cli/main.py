@@ -33,7 +33,7 @@ from edgepipe.cli import (
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core import native
 from edgepipe.core.errors import EdgepipeError, NodeError, PipelineError
-from edgepipe.runtime.heartbeat import seconds
+from edgepipe.core.units import seconds
 from edgepipe.runtime.stopsignals import StopRequested, finishing, raise_on_stop, stop_within
 from edgepipe.wire.redact import mask_process_output, redact_text
 
@@ -72,9 +72,9 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     health_p.add_argument("file", metavar="PATH")
-    health_p.add_argument("--max-age", type=seconds, default=30.0, metavar="SECONDS",
+    health_p.add_argument("--max-age", type=seconds(above=0), default=30.0, metavar="SECONDS",
                           help="the heartbeat may be this old (default 30)")  # fmt: skip
-    health_p.add_argument("--max-idle", type=seconds, metavar="SECONDS",
+    health_p.add_argument("--max-idle", type=seconds(above=0), metavar="SECONDS",
                           help="fail when no item moved for this long (default: the slowest source's "
                           "frame interval + 5 s)")  # fmt: skip
     return parser

@@ -12,16 +12,15 @@ import argparse
 import errno
 import json
 import logging
-import math
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from edgepipe.cli import params_help as cli_params
 from edgepipe.cli import run_plan as cli_plan
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.core.errors import PipelineError
+from edgepipe.core.units import seconds, whole
 from edgepipe.graph.as_data import graph_dict
 from edgepipe.pipefile.loader import PipelineFunction, read_pipeline
 from edgepipe.pipefile.params import check_writable_file, not_a_file
@@ -45,14 +44,14 @@ def add_parsers(sub: Any) -> None:
         add_help=False,
     )
     _add_file(run_p)
-    run_p.add_argument("--duration", type=_seconds(above=0), metavar="SECONDS",
+    run_p.add_argument("--duration", type=seconds(above=0), metavar="SECONDS",
                        help="stop cleanly after this long")  # fmt: skip
     run_p.add_argument("--results", type=_output_file, metavar="PATH",
                        help="write every message reaching a sink as JSON lines ('-': stdout)")  # fmt: skip
     run_p.add_argument(
         "--stats", action="store_true", help="live per-node table on a terminal, summary at exit"
     )
-    run_p.add_argument("--drain-timeout", type=_seconds(at_least=0), default=5.0, metavar="SECONDS",
+    run_p.add_argument("--drain-timeout", type=seconds(at_least=0), default=5.0, metavar="SECONDS",
                        help="on stop, how long queued items may take to drain (default 5)")  # fmt: skip
     run_p.add_argument(
         "--health-file",
@@ -77,7 +76,7 @@ def add_parsers(sub: Any) -> None:
     )
     run_p.add_argument(
         "--port",
-        type=_port,
+        type=whole(0, 65535, what="a port number 0-65535 (0: any free one)"),
         metavar="N",
         help="serve the viewer page (/), WebRTC, /metrics, /health and /graph on this port",
     )
@@ -175,33 +174,6 @@ def _headroom(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"must be in [0, 1) (0.3 keeps 30% of the cores free), got {text}")
-    return value
-
-
-def _seconds(*, above: float | None = None, at_least: float | None = None) -> Callable[[str], float]:
-    """An argparse ``type``: a finite number of seconds above (or at least) a bound."""
-    bound = f"above {above:g}" if above is not None else f"at least {at_least:g}"
-
-    def seconds(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        low_ok = (above is None or value > above) and (at_least is None or value >= at_least)
-        if not (math.isfinite(value) and low_ok):
-            raise argparse.ArgumentTypeError(f"expected a finite number of seconds {bound}, got {text!r}")
-        return value
-
-    return seconds
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0-65535 (0: any free one), got {text!r}")
     return value
 
 

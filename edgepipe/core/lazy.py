@@ -28,7 +28,7 @@ def lazy_exports(
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(home), name)
-        setattr(sys.modules[package], name, value)   # found once: later reads do not come here
+        setattr(sys.modules[package], name, value)  # found once: later reads do not come here
         return value
 
     def names() -> list[str]:

@@ -16,10 +16,9 @@ import argparse
 import contextlib
 import importlib
 import json
-import math
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
@@ -28,6 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from edgepipe.core.units import number, whole
 from edgepipe.wire.redact import redact_text
 
 WIDTH = 100
@@ -54,52 +54,6 @@ def add_format(parser: Any) -> None:
         default="text",
         help="text for people (default), json for scripts",
     )
-
-
-def number(
-    what: str, *, above: float | None = None, at_least: float | None = None, at_most: float | None = None
-) -> Callable[[str], float]:
-    """An argparse type: a finite number within the bounds, else ``expected WHAT, got '...'``."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (
-            math.isfinite(value)
-            and (above is None or value > above)
-            and (at_least is None or value >= at_least)
-            and (at_most is None or value <= at_most)
-        ):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    return parse
-
-
-def whole(at_least: int = 1, at_most: int | None = None, *, what: str | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number (``2048``, ``2e3``; ``3.5`` is refused, never rounded)
-    from ``at_least`` to ``at_most``, else ``expected WHAT, got '...'``. Digits are read exactly,
-    whatever their count (a float would round ``12345678901234567891``)."""
-    if what is None:
-        what = f"a whole number of at least {at_least}" if at_most is None else (
-            f"a whole number from {at_least} to {at_most}")  # fmt: skip
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            try:
-                real = float(text)
-            except ValueError:
-                real = math.nan
-            value = int(real) if math.isfinite(real) and real == int(real) else None  # type: ignore[assignment]
-        if value is None or value < at_least or (at_most is not None and value > at_most):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    return parse
 
 
 NEGATIVE_NUMBER = re.compile(r"^-(\.?\d|inf(inity)?$|nan$)", re.IGNORECASE)

@@ -24,7 +24,6 @@ why otherwise:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -201,18 +200,6 @@ def _dropped_by_node(snap: Snapshot) -> dict[str, int]:
     for lane in snap.channels:
         dropped[lane.consumer] = dropped.get(lane.consumer, 0) + lane.dropped + lane.shed + lane.aged
     return dropped
-
-
-def seconds(text: str) -> float:
-    """An argparse ``type`` for a duration option: a finite number above 0 (argparse names the
-    option and exits 2 otherwise)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
-    return value
 
 
 def _number(beat: dict[str, Any], key: str) -> float:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import signal
 from collections.abc import Callable, Sequence
 from typing import cast
 
 from edgepipe.core.loop import run as run_on_loop
+from edgepipe.core.units import check_seconds
 from edgepipe.graph.pipeline import Graph, Pipeline
 from edgepipe.runtime.engine import RunReport, Runtime, Scheduler, Watcher
 from edgepipe.runtime.stopsignals import STOP_SIGNALS, after_run, kept_ignored
@@ -43,9 +43,10 @@ async def run_async(
     ``scheduler`` (or a function making one from the graph) governs the CPU
     (:class:`edgepipe.sched.Scheduler`); without one the run is ungoverned.
     """
-    _check_seconds("duration_s", duration_s, above=0)
-    _check_seconds("drain_timeout_s", drain_timeout_s, at_least=0)
-    _check_seconds("stop_timeout_s", stop_timeout_s, at_least=0)
+    if duration_s is not None:
+        check_seconds("duration_s", duration_s, above=0)
+    check_seconds("drain_timeout_s", drain_timeout_s, at_least=0)
+    check_seconds("stop_timeout_s", stop_timeout_s, at_least=0)
     graph = pipeline.validate() if isinstance(pipeline, Pipeline) else pipeline
     governs = _scheduler_for(scheduler, graph)
     results = ResultsWriter(results_path) if results_path is not None else None
@@ -115,21 +116,6 @@ def run(
         ),
         loop=loop,
     )
-
-
-def _check_seconds(name: str, value: float | None, *, above: float | None = None,
-                   at_least: float | None = None) -> None:  # fmt: skip
-    if value is None and name == "duration_s":
-        return
-    ok = (
-        isinstance(value, int | float)
-        and math.isfinite(value)
-        and (above is None or value > above)
-        and (at_least is None or value >= at_least)
-    )
-    if not ok:
-        bound = f"above {above:g}" if above is not None else f"at least {at_least:g}"
-        raise ValueError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
 
 
 def _scheduler_for(

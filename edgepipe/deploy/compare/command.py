@@ -14,17 +14,8 @@ import argparse
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from edgepipe.deploy.output import (
-    INPUT_SIDE,
-    add_format,
-    console,
-    error,
-    number,
-    print_json,
-    progress,
-    table,
-    whole,
-)
+from edgepipe.core.units import number, whole
+from edgepipe.deploy.output import INPUT_SIDE, add_format, console, error, print_json, progress, table
 
 RUN_TIMEOUT_S = 120.0
 _TOLERANCE = number("a number of at least 0", at_least=0)

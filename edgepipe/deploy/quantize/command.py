@@ -19,17 +19,16 @@ from typing import Any
 from rich.progress import Progress, TaskID
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.core.units import number, whole
 from edgepipe.deploy.output import (
     INPUT_SIDE,
     add_format,
     console,
     error,
-    number,
     print_json,
     progress,
     require,
     table,
-    whole,
 )
 
 DEFAULT_MIN_AGREEMENT = 0.9

@@ -62,6 +62,7 @@ from typing import Any
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError, os_reason
 from edgepipe.core.executor import DaemonThreadPool
+from edgepipe.core.units import check_seconds
 from edgepipe.media.frame import Frame
 from edgepipe.pipefile.params import check_writable_folder
 from edgepipe.sched.gate import Ticket
@@ -81,13 +82,6 @@ CUT_SHORT = "the stop's deadline passed before the clip was finished"
 """The ``error`` of a clip the stop had no time to finish."""
 SEND_GRACE_S = 0.5
 """How long a stop whose deadline passed may still take to hand on the messages it has."""
-
-
-def _seconds(name: str, value: Any, *, zero: bool = False) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not zero):
-        raise ValueError(f"EventRecorder {name} must be a finite number of seconds above 0, got {value!r}")
-    return float(value)
 
 
 class EventRecorder:
@@ -121,13 +115,13 @@ class EventRecorder:
             check_writable_folder(events_dir)
         except ValueError as exc:
             raise ValueError(f"EventRecorder events_dir: expected {exc}") from None
-        _seconds("pre_s", pre_s, zero=True)
-        _seconds("post_s", post_s, zero=True)
-        _seconds("max_clip_s", max_clip_s)
-        _seconds("keyframe_interval_s", keyframe_interval_s)
-        _seconds("lost_after_s", lost_after_s)
+        check_seconds("EventRecorder pre_s", pre_s, at_least=0)
+        check_seconds("EventRecorder post_s", post_s, at_least=0)
+        check_seconds("EventRecorder max_clip_s", max_clip_s, above=0)
+        check_seconds("EventRecorder keyframe_interval_s", keyframe_interval_s, above=0)
+        check_seconds("EventRecorder lost_after_s", lost_after_s, above=0)
         if max_age_s is not None:
-            _seconds("max_age_s", max_age_s)
+            check_seconds("EventRecorder max_age_s", max_age_s, above=0)
         if max_clip_s <= pre_s:
             raise ValueError(f"EventRecorder max_clip_s ({max_clip_s}) must be longer than pre_s ({pre_s})")
         for name, value in (("max_bytes", max_bytes), ("ring_bytes", ring_bytes)):
