@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from edgepipe.core.backoff import Backoff
 from edgepipe.core.errors import NodeError, error_text
 from edgepipe.core.lease import Batch, Leased
 from edgepipe.graph.spec import ErrorPolicy, NodeKind, OnError
@@ -45,6 +46,8 @@ class Circuit:
     only reads one integer."""
 
     __slots__ = (
+        "_backoff",
+        "_cooldown",
         "_cooldown_s",
         "_debug",
         "_emit_event",
@@ -87,7 +90,11 @@ class Circuit:
         self.start_failures = 0
         """``start()`` failures in a row (under ``restart``); 0 once it succeeds."""
         self.state = CLOSED
-        self._cooldown_s = policy.cooldown_s
+        self._backoff = Backoff(policy.backoff_initial_s, policy.backoff_max_s)
+        """Restarts' delays, by the count of failures in a row."""
+        self._cooldown = Backoff(policy.cooldown_s, policy.cooldown_max_s)
+        """How long the circuit stays open: doubled by each failed trial, reset by a success."""
+        self._cooldown_s = self._cooldown.next()
         self._until = 0.0
         self._opened_at = 0.0
         self._skipped_at_open = 0
@@ -137,7 +144,8 @@ class Circuit:
         """A call succeeded: the failure count is reset, a half-open circuit closes."""
         self.failures = 0
         if self.state is not CLOSED:
-            self._cooldown_s = self.policy.cooldown_s
+            self._cooldown.reset()
+            self._cooldown_s = self._cooldown.next()
             skipped = self.metrics.skipped - self._skipped_at_open
             log.warning("[%s] recovered: circuit closed after %.1f s, %d item(s) skipped", self.node_id,
                         _clock() - self._opened_at, skipped)  # fmt: skip
@@ -175,7 +183,7 @@ class Circuit:
             # it says nothing new, and must not push the cool-down back.
             self._log(what, exc)
         elif self.state is HALF_OPEN:
-            self._cooldown_s = min(policy.cooldown_max_s, self._cooldown_s * 2)
+            self._cooldown_s = self._cooldown.next()
             await self._open(what, exc)
         elif self.failures >= policy.open_after:
             self._opened_at = _clock()
@@ -204,9 +212,8 @@ class Circuit:
 
     async def backoff(self, restart_hooks: bool, attempt: int | None = None) -> None:
         """Wait (doubling with each failure in a row, capped), cycling the hooks if asked."""
-        policy = self.policy
         attempt = self.failures if attempt is None else attempt
-        delay = min(policy.backoff_max_s, policy.backoff_initial_s * 2 ** (max(1, attempt) - 1))
+        delay = self._backoff.delay_s(attempt)
         m = self.metrics
         m.restarts += 1
         m.state = "restarting"

@@ -33,6 +33,7 @@ from typing import Any
 
 import av.error
 
+from edgepipe.core.backoff import Backoff
 from edgepipe.media.chooser import DecoderChooser, Opened
 from edgepipe.media.decode import StreamDecoder, describe_ffmpeg_error
 from edgepipe.media.errors import SourceError
@@ -80,8 +81,7 @@ class Reconnector:
         self._loop = loop
         self._realtime = realtime
         self._timeout_s = timeout_s
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
+        self._backoff = Backoff(backoff_initial_s, backoff_max_s)
         self._knock_s = knock_s
         """0: no knocking, only the backoff."""
         self._fail_after = fail_after
@@ -90,7 +90,7 @@ class Reconnector:
         """Open, decode and reopen until the input ends (a file, unless looped) or the source
         stops. Raises the :class:`SourceError` of an open that trying again cannot mend."""
         outlet, status = self._outlet, self._outlet.status
-        backoff = self._backoff_initial_s
+        self._backoff.reset()
         attempt = 0
         while not outlet.stopped:
             outlet.set_state("connecting" if attempt == 0 else "reconnecting")
@@ -102,9 +102,8 @@ class Reconnector:
                 if not exc.retryable:
                     raise
                 status.reconnects += 1
-                outlet.set_state("reconnecting", f"{exc}; retrying in {backoff:.2f} s")
-                backoff = self._wait_to_retry(backoff)
-                if backoff < 0:
+                outlet.set_state("reconnecting", f"{exc}; retrying in {self._backoff.peek():.2f} s")
+                if self._wait_to_retry():
                     return
                 continue
             status.note_decoder(opened.label, opened.why)
@@ -114,15 +113,14 @@ class Reconnector:
             except _Stalled as stall:
                 outlet.set_state("stalled", str(stall))
                 status.reconnects += 1
-                backoff = self._wait_to_retry(backoff)
-                if backoff < 0:
+                if self._wait_to_retry():
                     return
                 continue
             finally:
                 decoder.close()
             if outcome == "stopped":
                 return
-            backoff = self._backoff_initial_s
+            self._backoff.reset()
             if self._loop:  # a looped file, even one treated as a live camera
                 attempt = 0
                 continue
@@ -132,25 +130,25 @@ class Reconnector:
             outlet.set_state("stalled", "stream ended")
             status.reconnects += 1
 
-    def _wait_to_retry(self, backoff: float) -> float:
-        """Wait ``backoff`` before the next open, cut short when the server's port, closed now,
-        accepts again. The next backoff (the initial one again after such a return), or -1
-        when the source was stopped meanwhile."""
+    def _wait_to_retry(self) -> bool:
+        """Wait the backoff's next delay before the next open, cut short when the server's port,
+        closed now, accepts again (the backoff then starts over: a new server). True when the
+        source was stopped meanwhile."""
         outlet = self._outlet
+        backoff = self._backoff.next()
         address = self._src.tcp_address() if self._knock_s > 0 else None
         target = _resolve(address) if address is not None else None
         if target is None or _accepts(target, self._knock_s):
-            if outlet.wait(backoff):
-                return -1.0
-            return min(backoff * 2, self._backoff_max_s)
+            return outlet.wait(backoff)
         deadline = time.monotonic() + backoff
         while (left := deadline - time.monotonic()) > 0:
             if outlet.wait(min(self._knock_s, left)):
-                return -1.0
+                return True
             if _accepts(target, self._knock_s):
                 log.debug("%s: the server's port accepts again; opening now", redact_url(outlet.url))
-                return self._backoff_initial_s
-        return min(backoff * 2, self._backoff_max_s)
+                self._backoff.reset()
+                return False
+        return False
 
     def _pump(self, opened: Opened) -> str:
         """Decode until the input ends ('eof'), the source stops ('stopped'); raise _Stalled."""

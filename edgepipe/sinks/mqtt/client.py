@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import ssl
 import time
 from collections import Counter, deque
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 
 import aiomqtt
 
+from edgepipe.core.backoff import Backoff
 from edgepipe.sinks.mqtt.config import BrokerConfig
 from edgepipe.sinks.mqtt.outbox import Outbox
 from edgepipe.sinks.mqtt.topics import Publication, Topics
@@ -114,6 +114,8 @@ class Connection:
         self.timeout_s = timeout_s
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
+        self.backoff = Backoff(backoff_initial_s, backoff_max_s, jitter=0.2)
+        """The waits between attempts; ±20% so that a fleet does not reconnect in step."""
         self.on_change = on_change
         self.stats = ConnectionStats()
         self.tls_context: ssl.SSLContext | None = None
@@ -132,7 +134,7 @@ class Connection:
     async def run(self) -> None:
         """Connect, publish, reconnect, until :meth:`close`. Never raises but CancelledError: an
         unexpected error is logged, counted (``stats.errors``) and treated as a lost connection."""
-        delay = self.backoff_initial_s
+        self.backoff.reset()
         last_try = False
         while True:
             if self._closing.is_set():
@@ -163,13 +165,13 @@ class Connection:
             if self._closing.is_set():
                 continue
             if self.stats.takeover:
-                wait_s = max(self.backoff_max_s, self.takeover_backoff_s)
+                wait_s = self.backoff.jittered(max(self.backoff_max_s, self.takeover_backoff_s))
             else:
                 if self._t_connected is not None and time.monotonic() - self._t_connected > UP_A_WHILE_S:
-                    delay = self.backoff_initial_s  # a new outage, not a flapping broker
-                wait_s, delay = delay, min(delay * 2, self.backoff_max_s)
+                    self.backoff.reset()  # a new outage, not a flapping broker
+                wait_s = self.backoff.next()
             try:
-                async with asyncio.timeout(wait_s * random.uniform(0.8, 1.2)):
+                async with asyncio.timeout(wait_s):
                     await self._closing.wait()
             except TimeoutError:
                 pass

@@ -257,20 +257,36 @@ def _reconnector(url: str, **settings: Any) -> Reconnector:
     return Reconnector(outlet, FakeChooser(), parse(url), live=True, **settings)  # type: ignore[arg-type]
 
 
+class FakeWait:
+    """The outlet's ``wait`` without waiting: each call is recorded (a fake sleep), and the
+    ``n``-th one runs ``then`` (a server coming back during the backoff)."""
+
+    def __init__(self, n: int = 0, then: Any = None) -> None:
+        self.calls: list[float] = []
+        self.n, self.then = n, then
+
+    def __call__(self, seconds: float) -> bool:
+        self.calls.append(seconds)
+        if len(self.calls) == self.n:
+            self.then()
+        return False  # not stopped
+
+
 async def test_a_closed_port_is_knocked_on_and_the_wait_ends_when_it_accepts() -> None:
     port = free_port()
-    reconnector = _reconnector(f"rtsp://127.0.0.1:{port}/cam", backoff_initial_s=0.25, knock_s=0.1)
+    reconnector = _reconnector(f"rtsp://127.0.0.1:{port}/cam", backoff_initial_s=0.25, backoff_max_s=30.0,
+                               knock_s=0.1)  # fmt: skip
+    for _ in range(8):  # the delays grow to the 30 s cap
+        reconnector._backoff.next()
     with socket.socket() as server:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(("127.0.0.1", port))
-        opener = threading.Timer(0.4, server.listen)  # the server comes back during the wait
-        opener.start()
-        t0 = time.monotonic()
-        next_backoff = await asyncio.to_thread(reconnector._wait_to_retry, 30.0)
-        waited = time.monotonic() - t0
-        opener.join()
-    assert next_backoff == 0.25  # started over: a new server
-    assert 0.3 < waited < 10  # not the 30 s backoff
+        wait = FakeWait(4, server.listen)  # the server comes back during the fourth knock's wait
+        reconnector._outlet.wait = wait  # type: ignore[method-assign]
+        stopped = await asyncio.to_thread(reconnector._wait_to_retry)
+    assert not stopped
+    assert wait.calls == [0.1] * 4  # knocks, not the 30 s backoff
+    assert reconnector._backoff.peek() == 0.25  # started over: a new server
 
 
 async def test_a_port_that_accepts_gets_no_knocks_only_the_backoff() -> None:
@@ -279,19 +295,20 @@ async def test_a_port_that_accepts_gets_no_knocks_only_the_backoff() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        reconnector = _reconnector(f"rtsp://127.0.0.1:{port}/cam", backoff_max_s=1.0, knock_s=0.05)
+        reconnector = _reconnector(f"rtsp://127.0.0.1:{port}/cam", backoff_initial_s=0.5, backoff_max_s=1.0,
+                                   knock_s=0.05)  # fmt: skip
+        wait = FakeWait()
+        reconnector._outlet.wait = wait  # type: ignore[method-assign]
         server.settimeout(0.01)
-        t0 = time.monotonic()
-        next_backoff = await asyncio.to_thread(reconnector._wait_to_retry, 0.5)
-        waited = time.monotonic() - t0
+        await asyncio.to_thread(reconnector._wait_to_retry)
         while True:  # what reached the server: the one check after the failure, no more
             try:
                 server.accept()[0].close()
             except TimeoutError:
                 break
             knocks += 1
-    assert waited >= 0.5
-    assert next_backoff == 1.0
+    assert wait.calls == [0.5]  # the whole backoff, in one wait
+    assert reconnector._backoff.peek() == 1.0
     assert knocks == 1
 
 
