@@ -158,7 +158,7 @@ def bench_shape(
             flush=True,
         )
     bandwidth = memory_bandwidth()
-    weights = weight_bytes_per_token(folders["gqa"], folders["gqa"] / "model.onnx")
+    weights = weight_bytes_per_token(folders["gqa"] / "model.onnx")
     best = max(r["gqa_tokens_per_s"] for r in rows)
     roofline = weights * best / bandwidth
     kv_bytes = models["gqa"].runner.layout.kv_bytes(contexts[-1])

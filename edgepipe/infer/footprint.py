@@ -2,9 +2,11 @@
 
 - :func:`read_io`: its declared inputs and outputs, read from the file (no ONNX Runtime
   session, no ``onnx`` package; a large file is memory-mapped and only its graph's headers read);
-- :func:`weights_bytes`: an estimate of its weights' memory, the size of its file and of its
-  external data files: ONNX Runtime holds the weights once, in host memory or on the device;
-  optimizations may fuse or pre-pack some, which this does not try to predict;
+- :func:`read_weights`: its weights as stored (parameters, bytes by dtype: the one estimate,
+  :mod:`edgepipe.planning.weights`), read from the file's initializers, inside it or in external
+  data files; :func:`weights_bytes` their bytes, what the memory plan reserves: ONNX Runtime
+  holds the weights once, in host memory or on the device; optimizations may fuse or pre-pack
+  some, which this does not try to predict;
 - :func:`session_device`: where a session with a given configuration would keep the buffers it
   is bound to, from the providers this ONNX Runtime build has (a provider that then fails to
   start falls back to the CPU, and the host).
@@ -23,6 +25,7 @@ from edgepipe.infer import onnxfile, providers
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.errors import ModelLoadError, ModelNotFound
 from edgepipe.infer.onnxfile import TensorInfo
+from edgepipe.planning.weights import Weights, count
 
 
 @contextlib.contextmanager
@@ -50,16 +53,16 @@ def read_io(path: Path) -> tuple[list[TensorInfo], list[TensorInfo]]:
         return onnxfile.graph_io(data)
 
 
+def read_weights(path: Path) -> Weights:
+    """The weights of the model file at ``path``, counted as stored (see the module docstring);
+    the data are never read. Raises :class:`ModelNotFound` or :class:`ModelLoadError`."""
+    with _mapped(path) as data:  # a malformed file: ModelLoadError, from _mapped
+        return count(onnxfile.initializers(data), onnxfile.graph_nodes(data))
+
+
 def weights_bytes(path: Path) -> int:
-    """The model file's size plus its external data files' (see the module docstring)."""
-    with _mapped(path) as data:
-        external = onnxfile.external_data(data)
-    total = path.stat().st_size
-    for name in sorted(external):
-        file = path.parent / name
-        if file.is_file():
-            total += file.stat().st_size
-    return total
+    """The bytes of the model's weights as stored (:func:`read_weights`)."""
+    return read_weights(path).nbytes
 
 
 def session_device(config: SessionConfig) -> tuple[str, int]:

@@ -195,6 +195,8 @@ class NodeInfo:
     parent: int | None
     """Index (in :func:`graph_nodes`' list) of the node whose subgraph holds this one; None in
     the main graph."""
+    ints: tuple[tuple[str, int], ...] = ()
+    """Its integer attributes, ``(name, value)`` (MatMulNBits' ``bits``, a Gather's ``axis``)."""
 
 
 def opset_imports(model: bytes) -> dict[str, int]:
@@ -225,6 +227,11 @@ def graph_nodes(model: bytes) -> list[NodeInfo]:
     return found
 
 
+def _signed(value: int) -> int:
+    """An int64 read as a varint: two's complement (-1 is ten bytes of 0xff...)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def _text(model: bytes, start: int, end: int) -> str:
     return bytes(model[start:end]).decode("utf-8", "replace")
 
@@ -237,6 +244,7 @@ def _walk_graph(model: bytes, start: int, end: int, parent: int | None, found: l
         inputs: list[str] = []
         outputs: list[str] = []
         subgraphs: list[tuple[int, int]] = []
+        ints: list[tuple[str, int]] = []
         for nnum, nwire, _, nstart, nend in _fields(model, vstart, vend):
             if nwire != _LEN:
                 continue
@@ -250,11 +258,16 @@ def _walk_graph(model: bytes, start: int, end: int, parent: int | None, found: l
                 op_type = _text(model, nstart, nend)
             elif nnum == _NODE_DOMAIN:
                 domain = _text(model, nstart, nend)
-            elif nnum == _NODE_ATTRIBUTE:  # AttributeProto.g = 6, .graphs = 11
-                subgraphs += [
-                    (s, e) for a, w, _, s, e in _fields(model, nstart, nend) if w == _LEN and a in (6, 11)
+            elif nnum == _NODE_ATTRIBUTE:  # AttributeProto.name = 1, .i = 3, .g = 6, .graphs = 11
+                fields = [(a, w, s, e) for a, w, _, s, e in _fields(model, nstart, nend)]
+                subgraphs += [(s, e) for a, w, s, e in fields if w == _LEN and a in (6, 11)]
+                key = next((_text(model, s, e) for a, w, s, e in fields if a == 1 and w == _LEN), "")
+                ints += [
+                    (key, _signed(_read_varint(model, s)[0]))
+                    for a, w, s, _ in fields
+                    if a == 3 and w == _VARINT
                 ]
-        found.append(NodeInfo(domain, op_type, name, tuple(inputs), tuple(outputs), parent))
+        found.append(NodeInfo(domain, op_type, name, tuple(inputs), tuple(outputs), parent, tuple(ints)))
         index = len(found) - 1
         for sstart, send in subgraphs:
             _walk_graph(model, sstart, send, index, found)

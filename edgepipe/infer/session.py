@@ -80,7 +80,7 @@ class Session:
         )  # fmt: skip
         # The weights, as the plan (``--plan``) estimates them: the file and its external data.
         self._reservation = memory_plan().reserve(
-            owner or self.name, f"model weights ({self.path.name}, file size)", weights_bytes(self.path),
+            owner or self.name, f"model weights ({self.path.name})", weights_bytes(self.path),
             holder=self, device=device_label(self.device), hint="use a smaller model",
         )  # fmt: skip
         self.stats.load_ms = (time.perf_counter() - t_start) * 1000

@@ -9,7 +9,6 @@ time to first token, prefill tokens/s, time per output token and decode tokens/s
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from edgepipe.infer.footprint import read_weights
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.sampling import SamplingParams
 
@@ -60,29 +60,11 @@ def memory_bandwidth(size_mb: int = 256, rounds: int = 5) -> float:
     return data.nbytes / best
 
 
-def weight_bytes_per_token(folder: Path, model_file: Path) -> int:
-    """Bytes of weights one decode step reads: every matrix once, one row of the embedding.
-
-    From ``config.json`` when it describes the model (hidden size, layers, heads, vocabulary),
-    else the size of the model's files (an upper bound).
-    """
-    config_path = folder / "config.json"
-    if config_path.is_file():
-        c: dict[str, Any] = json.loads(config_path.read_text())
-        try:
-            hidden, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
-            heads = c["num_attention_heads"]
-            kv_heads = c.get("num_key_value_heads", heads)
-            head_dim = c.get("head_dim", hidden // heads)
-            ffn = c["intermediate_size"]
-        except KeyError:
-            pass
-        else:
-            attn = hidden * (heads * head_dim) * 2 + hidden * (kv_heads * head_dim) * 2
-            per_layer = attn + 3 * hidden * ffn + 2 * hidden
-            return int(4 * (layers * per_layer + hidden * vocab + hidden + hidden))
-    files = [model_file, *model_file.parent.glob(model_file.name + ".data")]
-    return sum(f.stat().st_size for f in files if f.is_file())
+def weight_bytes_per_token(model_file: Path) -> int:
+    """Bytes of weights one decode step reads: every weight once as stored (fp16 2 bytes, packed
+    4-bit half a byte ...), one row of the embedding (:func:`edgepipe.infer.footprint.read_weights`,
+    the count ``edgepipe plan`` uses too)."""
+    return read_weights(model_file).per_token_bytes
 
 
 def measure(
@@ -117,7 +99,7 @@ def report(
     """Everything ``edgepipe bench lm`` prints, as one mapping (the JSON line)."""
     figures = measure(lm, contexts, new_tokens, meter=meter)
     bandwidth = memory_bandwidth()
-    weights = weight_bytes_per_token(lm.runner.folder, lm.runner.session.path)
+    weights = weight_bytes_per_token(lm.runner.session.path)
     rows = []
     for f in figures:
         row = asdict(f)

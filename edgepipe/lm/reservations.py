@@ -1,7 +1,7 @@
 """A language model's part of a memory plan made before anything runs (``edgepipe run --plan``).
 
 What a :class:`~edgepipe.lm.DecoderRunner` would hold, without a session: the model's weights
-(the file sizes, see :func:`~edgepipe.infer.footprint.weights_bytes`) and its KV cache, sized
+(as stored, see :func:`~edgepipe.infer.footprint.weights_bytes`) and its KV cache, sized
 from the shapes the file declares by the functions the runner uses
 (:mod:`edgepipe.lm.kv_sizing`), both on the device its session would use (host memory on a CPU;
 a cache in CUDA memory is named in the plan, outside the host budget).
@@ -38,6 +38,6 @@ def plan_language_model(
     )
     layout, config = settle_layout(layout, file, folder, str(model))
     _, length = cache_length(layout, config, max_seq_len, str(model))
-    plan.reserve(node.node_id, f"model weights ({file.name}, file size)", weights_bytes(file),
+    plan.reserve(node.node_id, f"model weights ({file.name})", weights_bytes(file),
                  device=device_label(device), hint="use a smaller model")  # fmt: skip
     reserve_kv_cache(plan, node.node_id, layout, length, device)

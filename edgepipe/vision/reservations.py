@@ -1,7 +1,7 @@
 """A detector's part of a memory plan made before anything runs (``edgepipe run --plan``).
 
 What :meth:`Detector.start() <edgepipe.vision.Detector.start>` and its first frames would take,
-without loading the model: its weights (the file sizes, see
+without loading the model: its weights (as stored, see
 :func:`~edgepipe.infer.footprint.weights_bytes`), on the device its session would use, and the
 input tensors of each frame size its inputs say they produce (as
 :class:`~edgepipe.vision.preprocess.TensorCache` makes them). A registry model not fetched yet
@@ -52,7 +52,7 @@ def plan_detector(
         node.unknown("input tensors", f"their shape is in the model, not fetched yet (edgepipe models "
                                       f"pull {entry.name})")  # fmt: skip
         return
-    plan.reserve(owner, f"model weights ({file.name}, file size)", weights_bytes(file), device=device,
+    plan.reserve(owner, f"model weights ({file.name})", weights_bytes(file), device=device,
                  hint="use a smaller model")  # fmt: skip
     free = session.free_image_dims or (entry is not None and entry.free_image_dims)
     layout, fixed, dtype = read_input(file, free)

@@ -52,7 +52,7 @@ FAKE = """\
             return item
 
         def plan_memory(self, plan, node):
-            plan.reserve(node.node_id, "model weights (m.onnx, file size)", 50_000_000, device="cuda:0")
+            plan.reserve(node.node_id, "model weights (m.onnx)", 50_000_000, device="cuda:0")
             plan.reserve(node.node_id, "input tensors", 1_200_000)
             node.unknown("scratch", "sized by the first frame")
 
@@ -75,11 +75,11 @@ def test_the_plan_is_a_table_of_each_nodes_buffers_against_the_budget(
     lines = capsys.readouterr().out.splitlines()
     assert lines[:6] == [
         "memory plan of 'fake' (nothing started, nothing allocated):",
-        "  node      what                               size",
-        "  camera    frame pool (3 frames)              3.0 MB",  # one in the lane, one in hand, one made
-        "  detector  model weights (m.onnx, file size)  50.0 MB on cuda:0",
-        "  detector  input tensors                      1.2 MB",
-        "  detector  scratch                            unknown (sized by the first frame)",
+        "  node      what                    size",
+        "  camera    frame pool (3 frames)   3.0 MB",  # one in the lane, one in hand, one made
+        "  detector  model weights (m.onnx)  50.0 MB on cuda:0",
+        "  detector  input tensors           1.2 MB",
+        "  detector  scratch                 unknown (sized by the first frame)",
     ]
     assert lines[6].startswith("total: 4.2 MB of a ")
     assert "(50% of the " in lines[6]
@@ -107,7 +107,7 @@ def test_every_shipped_pipeline_has_a_plan_that_fits(
     if name == "describe_scene":
         expected += [("describe", "model weights"), ("describe", "KV cache")]
     assert whats == expected
-    assert ("faces", "model weights (centerface.onnx, file size)", "7.3 MB") in rows
+    assert ("faces", "model weights (centerface.onnx)", "7.3 MB") in rows
     assert ("faces", "input tensors (3 x 640x480 float32)", "11.1 MB") in rows
     if name == "describe_scene":
         assert ("describe", "KV cache (shared, 256 positions)", "0.3 MB") in rows

@@ -41,7 +41,7 @@ def test_the_kv_cache_is_in_the_memory_plan_while_it_exists(
     monkeypatch.setattr(memory, "_PLAN", plan)
     runner = DecoderRunner(tiny_models["concat"], owner="describe")
     weights, entry = plan.entries()  # the weights, reserved as the model loads, then the cache
-    assert (weights.owner, weights.what) == ("describe", "model weights (model.onnx, file size)")
+    assert (weights.owner, weights.what) == ("describe", "model weights (model.onnx)")
     assert (entry.owner, entry.what) == ("describe", "KV cache (concat, 64 positions)")
     allocated = runner.cache._arena.shape()[0] * 4  # both concat buffers: the plan is what is allocated
     assert entry.nbytes == runner.cache.nbytes == allocated

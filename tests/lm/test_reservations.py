@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.infer.errors import ModelNotFound
+from edgepipe.infer.footprint import weights_bytes
 from edgepipe.lm import DecoderLayoutError, DecoderRunner, Describe
 from edgepipe.lm import reservations as lm_planning
 from edgepipe.lm.reservations import plan_language_model
@@ -35,7 +36,7 @@ def test_the_plan_reserves_the_kv_cache_the_runner_reserves(
     ran = _entries(process_plan)
     kv = next(e for e in ran if "KV cache" in e[1])
     assert kv[2] == runner.cache.nbytes
-    weights = ("describe", "model weights (model.onnx, file size)", (model / "model.onnx").stat().st_size, "")
+    weights = ("describe", "model weights (model.onnx)", weights_bytes(model / "model.onnx"), "")
     assert weights in ran
     assert _entries(planned) == ran  # the plan is what the run reserves
 

@@ -9,6 +9,7 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.infer import SessionConfig
 from edgepipe.infer.errors import ModelNotFound
+from edgepipe.infer.footprint import weights_bytes
 from edgepipe.infer.registry import REGISTRY
 from edgepipe.media import FrameSize, VideoSource
 from edgepipe.planning import memory
@@ -53,7 +54,7 @@ def test_the_plan_has_the_running_detectors_buffers_and_its_weights(
     assert detector.inferred > 0
     assert [e for e in _entries(process_plan) if e[0] == "faces"] == []  # given back at stop
     assert ("faces", "input tensors (3 x 320x256 float32)", 3 * 3 * 320 * 256 * 4) in ran
-    assert ("faces", "model weights (centerface.onnx, file size)", centerface.stat().st_size) in ran
+    assert ("faces", "model weights (centerface.onnx)", weights_bytes(centerface)) in ran
     assert _entries(dry_run) == ran  # the plan is what the run reserves
     assert planned.unknowns == ()
 
@@ -88,7 +89,7 @@ def test_a_model_that_takes_any_size_without_a_frame_size_is_unknown(centerface:
     plan = MemoryPlan(limit_bytes=1 << 30)
     node = PlanNode("faces", (2,), {"camera": None})
     Detector(str(centerface), session=SessionConfig(free_image_dims=True)).plan_memory(plan, node)
-    assert [what for _, what, _ in _entries(plan)] == ["model weights (centerface.onnx, file size)"]
+    assert [what for _, what, _ in _entries(plan)] == ["model weights (centerface.onnx)"]
     assert [u.what for u in node.unknowns] == ["input tensors"]
 
 

@@ -23,8 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0, "int4": 0.5}
-"""Bytes per weight (or cache element) of each dtype the planner knows."""
+from edgepipe.planning.weights import DTYPES
+
+DTYPE_BYTES: dict[str, float] = {
+    name: float(size) for name, size in DTYPES.values() if name in ("fp32", "fp16", "bf16", "int8", "int4")
+}
+"""Bytes per weight (or cache element) of each dtype the planner knows (from the one table)."""
 SMALLER_DTYPES = ("fp16", "int8", "int4")
 """Weight dtypes to suggest quantizing to, largest first."""
 

@@ -1,8 +1,8 @@
 """A language model's facts for the capacity plan, read from its ONNX file (``edgepipe plan
 --model PATH``), without ONNX Runtime or the ``onnx`` package.
 
-- parameters and weight bytes: the initializers' element counts and types (packed 4-bit
-  weights, stored as bytes, count as the bytes they take: the bytes are what a token reads);
+- parameters and weight bytes: :func:`edgepipe.infer.footprint.read_weights`, the one count
+  (packed 4- and 8-bit weights as the bytes they take: the bytes are what a token reads);
 - the weights' dtype: the type holding most of those bytes;
 - layers, KV heads, head dim, cache dtype: the ``past_key_values`` inputs, read as the runner
   reads them (:func:`edgepipe.lm.layout.layout_of`);
@@ -12,34 +12,13 @@
 
 from __future__ import annotations
 
-import math
-import mmap
 from pathlib import Path
 
 from edgepipe.deploy.plan.capacity import ModelFacts
-from edgepipe.infer import onnxfile
-from edgepipe.infer.footprint import read_io
+from edgepipe.infer.footprint import read_io, read_weights
 from edgepipe.lm.kv_sizing import cache_length, model_files, settle_layout
 from edgepipe.lm.layout import layout_of
-
-ONNX_TYPES: dict[int, tuple[str, float]] = {
-    1: ("fp32", 4),
-    10: ("fp16", 2),
-    16: ("bf16", 2),
-    11: ("fp64", 8),
-    2: ("int8", 1),
-    3: ("int8", 1),
-    5: ("int16", 2),
-    4: ("int16", 2),
-    6: ("int32", 4),
-    12: ("int32", 4),
-    7: ("int64", 8),
-    13: ("int64", 8),
-    9: ("bool", 1),
-    21: ("int4", 0.5),
-    22: ("int4", 0.5),
-}
-"""ONNX ``TensorProto.DataType`` → (the planner's name, bytes per element)."""
+from edgepipe.planning.weights import DTYPES
 
 
 def read_model(path: Path) -> ModelFacts:
@@ -48,22 +27,14 @@ def read_model(path: Path) -> ModelFacts:
     :class:`~edgepipe.lm.DecoderLayoutError` (not a decoder with a KV cache) as loading would."""
     folder, file = model_files(path)
     inputs, outputs = read_io(file)  # the errors that name the model when it is missing or broken
-    with file.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        weights = onnxfile.initializers(data)  # type: ignore[arg-type]  # an mmap reads as bytes do
+    weights = read_weights(file)
     layout = layout_of(
         {i.name: i.dims or () for i in inputs}, {o.name: o.dims or () for o in outputs}, str(path)
     )
     layout, config = settle_layout(layout, file, folder, str(path))
-    params = 0
-    by_dtype: dict[str, float] = {}
-    for _, data_type, dims in weights:
-        name, size = ONNX_TYPES.get(data_type, (f"type {data_type}", 4))
-        count = math.prod(dims)
-        params += count
-        by_dtype[name] = by_dtype.get(name, 0.0) + count * size
-    dtype = max(by_dtype, key=lambda k: by_dtype[k]) if by_dtype else "fp32"
+    dtype = weights.dtype
     past = next(i for i in inputs if i.name == layout.names.past.format(i=0, kind="key"))
-    kv_dtype = ONNX_TYPES.get(past.elem_type, ("fp32", 4))[0]
+    kv_dtype = DTYPES.get(past.elem_type, ("fp32", 4))[0]
     notes = []
     if layout.cache == "concat":
         notes.append(
@@ -76,9 +47,9 @@ def read_model(path: Path) -> ModelFacts:
     heads = config.get("num_attention_heads")
     return ModelFacts(
         source=str(path),
-        params=params,
+        params=weights.params,
         dtype=dtype,
-        weight_bytes=int(sum(by_dtype.values())),
+        weight_bytes=weights.nbytes,
         layers=layout.layers,
         kv_heads=layout.kv_heads,
         head_dim=layout.head_dim,

@@ -8,7 +8,7 @@ from edgepipe.deploy.trace.summary import buffer_uses, model_owners
 
 def test_a_buffer_reserved_again_after_the_start_is_rebuilt() -> None:
     allocations = [
-        Allocation("faces", "model weights (centerface.onnx, file size)", 7, False),
+        Allocation("faces", "model weights (centerface.onnx)", 7, False),
         Allocation("camera", "frame pool (4 x 640x480)", 100, False),
         Allocation("faces", "input tensors (3 x 640x480 float32)", 50, True),  # sized by the first frame
         Allocation("describe", "KV cache (gqa, 64 positions)", 10, False),
