@@ -33,14 +33,14 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from edgepipe.core.cputime import RUNTIME
 from edgepipe.core.errors import OutputError
-from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.threadname import Tag
+from edgepipe.wire.jsonl import LineWriter
 from edgepipe.wire.redact import redact, redact_text
 
 _WRITER = Tag("", RUNTIME)
@@ -132,92 +132,66 @@ def encode(item: Any, node_id: str) -> str:
 
 
 class ResultsWriter:
-    """Writes result lines to a file (``-``: standard output) off the event loop, in order."""
+    """Writes result lines to a file (``-``: standard output) off the event loop, in order
+    (one :class:`~edgepipe.wire.jsonl.LineWriter`)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.lines_written = 0
-        self.lines_lost = 0
-        """Lines that could not be written (disk full, file gone); the pipeline keeps running."""
-        self.error: str | None = None
-        """The first write error, if any."""
-        self.reader_gone = False
-        """Standard output's reader closed it (EPIPE): what follows is dropped, not an error."""
         self.on_reader_gone: Callable[[], None] | None = None
         """Called once, on the event loop, when standard output's reader has gone."""
-        self._pending: list[str] = []
-        self._pending_bytes = 0
-        self._in_flight = 0
-        """Lines handed to the writer thread and not yet written (or failed)."""
-        self._last_write: asyncio.Future[None] | None = None
-        self._abandoned = False
-        self._file: IO[str] | None = None
-        self._pool = DaemonThreadPool(1, "results", tag=_WRITER)
-        self._lock = asyncio.Lock()
+        self._lines: LineWriter[str] = LineWriter(
+            "results", f"{path}: cannot write results", noun="results", log=log, tag=_WRITER,
+            quiet=self._reader_gone,
+        )  # fmt: skip
+
+    @property
+    def lines_written(self) -> int:
+        return self._lines.written
+
+    @property
+    def lines_lost(self) -> int:
+        """Lines that could not be written (disk full, file gone); the pipeline keeps running."""
+        return self._lines.lost
+
+    @property
+    def error(self) -> str | None:
+        """The first write error, if any."""
+        return self._lines.error
+
+    @property
+    def reader_gone(self) -> bool:
+        """Standard output's reader closed it (EPIPE): what follows is dropped, not an error."""
+        return self._lines.ended
 
     async def open(self) -> None:
         """Open (truncate) the file. Raises ``OSError`` naming the path if it cannot."""
         if self.path == "-":
-            self._file = sys.stdout
+            self._lines.use(_TextFile(sys.stdout))
             return
-        loop = asyncio.get_running_loop()
         try:
-            self._file = await loop.run_in_executor(self._pool, _open_for_write, self.path)
+            await self._lines.open(lambda: _TextFile(_open_for_write(self.path)))
         except OSError as exc:
-            self._pool.shutdown(wait=False)
             raise OutputError(f"cannot write results here: {exc.strerror or exc}", path=self.path) from exc
 
     async def write(self, item: Any, node_id: str) -> None:
         if not getattr(type(item), "result", True):  # a frame on its way to a recorder or a viewer
             return
-        line = encode(item, node_id)
-        self._pending.append(line)
-        self._pending_bytes += len(line)
-        if self._pending_bytes >= FLUSH_BYTES:
+        self._lines.add(encode(item, node_id))
+        if self._lines.pending_bytes >= FLUSH_BYTES:
             await self.flush()
 
     async def flush(self) -> None:
-        async with self._lock:
-            if not self._pending or self._file is None:
-                return
-            lines, self._pending, self._pending_bytes = self._pending, [], 0
-            if self.error is not None or self.reader_gone:
-                self.lines_lost += len(lines)
-                return
-            loop = asyncio.get_running_loop()
-            write = loop.run_in_executor(self._pool, _write_lines, self._file, lines)
-            self._in_flight += len(lines)
-            self._last_write = write
-            # Counted when the write ends, and shielded: a forced stop may stop waiting for the
-            # disk, but the lines in flight still land (or count as lost) exactly once.
-            write.add_done_callback(self._counted(len(lines)))
-            with contextlib.suppress(OSError, ValueError):  # counted and reported by _counted
-                await asyncio.shield(write)
+        """Write what is queued, and wait for it (a cancelled wait leaves the write going on)."""
+        await self._lines.drain()
 
-    def _counted(self, n: int) -> Callable[[asyncio.Future[None]], None]:
-        def done(write: asyncio.Future[None]) -> None:
-            self._in_flight -= n
-            if self._abandoned:  # already counted as lost by close()
-                return
-            exc = None if write.cancelled() else write.exception()
-            if exc is None and not write.cancelled():
-                self.lines_written += n
-                return
-            self.lines_lost += n
-            if isinstance(exc, BrokenPipeError) and self.path == "-":
-                if not self.reader_gone:
-                    self.reader_gone = True
-                    log.info("standard output was closed by its reader; stopping")
-                    if self.on_reader_gone is not None:
-                        self.on_reader_gone()
-                return
-            if self.error is None:
-                # The results are lost, not the pipeline: its own sinks (recordings, MQTT) go on.
-                reason = getattr(exc, "strerror", None) or exc or "cancelled"
-                self.error = f"{self.path}: cannot write results: {reason}"
-                log.error("%s; results from now on are counted and dropped", self.error)
-
-        return done
+    def _reader_gone(self, exc: BaseException) -> bool:
+        if not (isinstance(exc, BrokenPipeError) and self.path == "-"):
+            return False
+        if not self._lines.ended:
+            log.info("standard output was closed by its reader; stopping")
+            if self.on_reader_gone is not None:
+                self.on_reader_gone()
+        return True
 
     async def flush_every(self, interval_s: float, done: asyncio.Event) -> None:
         """Flush periodically until ``done`` is set (:meth:`close` writes the rest)."""
@@ -233,47 +207,33 @@ class ResultsWriter:
         """Write what is left and close the file, within ``timeout_s`` (None: no limit). A
         writer still blocked then (a pipe nobody reads, a hung network disk) is abandoned to its
         thread: every line not written counts as lost, said in one line (:attr:`error`)."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self.flush()
-                last = self._last_write  # in flight still when a cancelled flush let go of the lock
-                if last is not None and not last.done():
-                    with contextlib.suppress(OSError, ValueError):  # counted by _counted
-                        await asyncio.shield(last)
-                if self._file is not None and self._file is not sys.stdout:
-                    loop = asyncio.get_running_loop()
-                    try:
-                        await loop.run_in_executor(self._pool, self._file.close)
-                    except OSError as exc:  # close flushes: the last write can fail here
-                        self.error = self.error or f"{self.path}: cannot write results: {exc.strerror or exc}"
-        except TimeoutError:
-            self._abandon(timeout_s)
-        self._file = None
-        self._pool.shutdown(wait=False)
-
-    def _abandon(self, timeout_s: float | None) -> None:
-        self._abandoned = True
-        if self._file is not None and self._file is not sys.stdout:
-            self._pool.submit(_close_quietly, self._file)  # if the blocked write ever returns
-        self.lines_lost += self._in_flight + len(self._pending)
-        self._pending, self._pending_bytes = [], 0
-        # No log line: the report carries it, and the CLI says it once with the count.
-        self.error = self.error or (
+        # No log line when abandoned: the report carries it, and the CLI says it once with the count.
+        busy = (
             f"{self.path}: cannot write results: the write was still blocked {timeout_s or 0:.1f} s "
             "after the run ended (is anything reading it?); abandoned"
         )
+        await self._lines.close(timeout_s, busy)
+
+
+class _TextFile:
+    """The results file (or standard output, never closed here) as the writer thread uses it."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self.file = file
+
+    def write(self, lines: Sequence[str]) -> None:
+        _write_lines(self.file, lines)
+
+    def close(self) -> None:
+        if self.file is not sys.stdout:
+            self.file.close()
 
 
 def _open_for_write(path: str) -> IO[str]:
     return open(path, "w", encoding="utf-8")  # closed by ResultsWriter.close
 
 
-def _close_quietly(file: IO[str]) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        file.close()
-
-
-def _write_lines(file: IO[str], lines: list[str]) -> None:
+def _write_lines(file: IO[str], lines: Sequence[str]) -> None:
     try:
         file.writelines(lines)
         file.flush()

@@ -25,17 +25,16 @@ Gauges (``--stats``, ``/metrics``): ``written``, ``lost`` (lines), ``rotated`` (
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.pipefile.params import check_writable_file
 from edgepipe.sinks.streams.framing import is_result, node_gauges
+from edgepipe.wire.jsonl import LineWriter
 from edgepipe.wire.results import encode
 
 log = logging.getLogger(__name__)
@@ -66,117 +65,69 @@ class JsonLines:
         self.path = Path(path)
         self.max_bytes = max_bytes
         self.backups = backups
-        self.written = 0
-        """Lines written (handed to the file: on disk once it is closed)."""
-        self.lost = 0
-        """Lines that could not be written."""
         self.rotated = 0
         """Times the file was rotated."""
-        self.error: str | None = None
-        """The first write error, if any."""
         self.failed_output: str | None = None
         """Set at stop when lines were lost to a write error: the run's report names the sink
         and ``edgepipe run`` exits 1, as for ``--results``."""
+        self._lines: LineWriter[bytes] = LineWriter(
+            "jsonl", f"{self.path}: cannot write", eager=True, log=log, on_batch=self._update_gauges
+        )
         self._file: _RotatingFile | None = None
-        self._pool: DaemonThreadPool | None = None
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._in_flight: asyncio.Future[None] | None = None
         self._gauges: dict[str, Any] = {}
         self._rotated_before = 0
 
+    @property
+    def written(self) -> int:
+        """Lines written (handed to the file: on disk once it is closed)."""
+        return self._lines.written
+
+    @property
+    def lost(self) -> int:
+        """Lines that could not be written."""
+        return self._lines.lost
+
+    @property
+    def error(self) -> str | None:
+        """The first write error, if any."""
+        return self._lines.error
+
     async def start(self) -> None:
         self._gauges = node_gauges()
-        self.error = self.failed_output = None
-        self._pool = DaemonThreadPool(1, "jsonl")
+        self.failed_output = None
         self._rotated_before = self.rotated  # a restart opens a new file: the count goes on
-        loop = asyncio.get_running_loop()
+
+        def open_file() -> _RotatingFile:
+            self._file = _RotatingFile.open(self.path, self.max_bytes, self.backups)
+            return self._file
+
         try:
-            self._file = await loop.run_in_executor(
-                self._pool, _RotatingFile.open, self.path, self.max_bytes, self.backups
-            )
+            await self._lines.open(open_file)
         except OSError as exc:
-            self._pool.shutdown(wait=False)
             raise OSError(f"JsonLines: cannot write to {self.path}: {exc.strerror or exc}") from None
         self._update_gauges()
 
     async def process(self, item: Any, lane: str) -> None:
         if not is_result(item):
             return
-        line = encode(item, lane).encode("utf-8")
-        if self.error is not None:
-            self.lost += 1
+        self._lines.add(encode(item, lane).encode("utf-8"))
+        if self._lines.pending_bytes >= MAX_PENDING_BYTES:
+            await self._lines.wait_below(MAX_PENDING_BYTES)  # the disk is behind: wait, never grow
+        else:
             self._update_gauges()
-            return
-        self._pending.append(line)
-        self._pending_bytes += len(line)
-        if self._in_flight is None:
-            self._write_pending()
-        elif self._pending_bytes >= MAX_PENDING_BYTES:
-            while self._in_flight is not None and self._pending_bytes >= MAX_PENDING_BYTES:
-                await asyncio.wait([self._in_flight])  # the disk is behind: wait, never grow
-
-    def _write_pending(self) -> None:
-        """Hand every waiting line to the writer thread (one write at a time, in order)."""
-        if not self._pending or self._file is None or self._pool is None:
-            return
-        lines, self._pending, self._pending_bytes = self._pending, [], 0
-        if self.error is not None:
-            self.lost += len(lines)
-            return
-        loop = asyncio.get_running_loop()
-        write = loop.run_in_executor(self._pool, self._file.write, lines)
-        self._in_flight = write
-        write.add_done_callback(self._written(len(lines)))
-
-    def _written(self, n: int) -> Callable[[asyncio.Future[None]], None]:
-        def done(write: asyncio.Future[None]) -> None:
-            self._in_flight = None
-            if self._file is not None:
-                self.rotated = self._rotated_before + self._file.rotated
-            exc = write.exception() if not write.cancelled() else None
-            if exc is None and not write.cancelled():
-                self.written += n
-            else:
-                self.lost += n
-                if self.error is None:
-                    reason = getattr(exc, "strerror", None) or exc or "cancelled"
-                    self.error = f"{self.path}: cannot write: {reason}"
-                    log.error("%s; lines from now on are counted and dropped", self.error)
-            self._update_gauges()
-            self._write_pending()  # what came meanwhile
-
-        return done
 
     async def stop(self) -> None:
         """Write what is waiting (within :data:`STOP_WAIT_S`) and close the file."""
-        try:
-            async with asyncio.timeout(STOP_WAIT_S):
-                while self._in_flight is not None or (self._pending and self._file is not None):
-                    if self._in_flight is None:
-                        self._write_pending()
-                    if self._in_flight is not None:
-                        await asyncio.wait([self._in_flight])  # its failure is counted in _written
-        except TimeoutError:
-            left = len(self._pending)
-            self._pending, self._pending_bytes = [], 0
-            self.lost += left
-            busy = f"{self.path}: the disk was still busy {STOP_WAIT_S:g} s after the run ended"
-            self.error = self.error or busy
-        file, pool = self._file, self._pool
-        self._file = self._pool = None
-        if file is not None and pool is not None:
-            try:
-                await asyncio.get_running_loop().run_in_executor(pool, file.close)
-            except OSError as exc:  # close flushes: the last write can fail here
-                self.error = self.error or f"{self.path}: cannot write: {exc.strerror or exc}"
-        if pool is not None:
-            pool.shutdown(wait=False)
+        busy = f"{self.path}: the disk was still busy {STOP_WAIT_S:g} s after the run ended"
+        await self._lines.close(STOP_WAIT_S, busy)
+        self._file = None
         if self.error is not None:
             self.failed_output = f"{self.error}; {self.lost} line(s) lost"
         self._update_gauges()
 
     def _update_gauges(self) -> None:
+        if self._file is not None:
+            self.rotated = self._rotated_before + self._file.rotated
         g = self._gauges
         g["written"] = self.written
         g["lost"] = self.lost
@@ -201,7 +152,7 @@ class _RotatingFile:
         rotating = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
         return cls(path, file, max_bytes, backups, rotating)
 
-    def write(self, lines: list[bytes]) -> None:
+    def write(self, lines: Sequence[bytes]) -> None:
         chunk: list[bytes] = []
         for line in lines:
             if self.rotating and self.size and self.size + len(line) > self.max_bytes:
