@@ -206,12 +206,16 @@ def cases(tmp: Path, clip: Path, no_full: str = "") -> list[Case]:
         Case("plan: --param-count -3e9", ["plan", "--param-count", "-3e9"], 2),
         Case(
             "plan: a model that does not fit the device",
-            ["plan", "--param-count", "3e9", "--dtype", "fp16", "--tokens-per-s", "20", "--layers", "32",
-             "--kv-heads", "8", "--head-dim", "128", "--heads", "32", "--device", "jetson-orin-nano-8gb"],
+            "plan --param-count 3e9 --dtype fp16 --tokens-per-s 20 --layers 32 --kv-heads 8 --head-dim 128 "  # noqa: SIM905 (read as typed)
+            "--heads 32 --device jetson-orin-nano-8gb".split(),
             1,
-        ),  # fmt: skip
-        Case("run --plan: a pipeline that does not fit", ["run", face, "--plan"], 1,
-             env={"EDGEPIPE_MEMORY_FRAC": "0.00001"}),  # fmt: skip
+        ),
+        Case(
+            "run --plan: a pipeline that does not fit",
+            ["run", face, "--plan"],
+            1,
+            env={"EDGEPIPE_MEMORY_FRAC": "0.00001"},
+        ),
         Case("check-ops: the model is a FIFO", ["check-ops", str(tmp / "fifo"), "--target", "cpu"], 2),
         Case(
             "trace: -o on a full disk",
