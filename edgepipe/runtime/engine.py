@@ -310,9 +310,9 @@ class Runtime:
             stopped_by=stopped_by,
             duration_s=time.monotonic() - self._t0,
             stats=stats,
-            results_written=results.lines_written if results is not None else 0,
+            results_written=results.written if results is not None else 0,
             results_error=results.error if results is not None else None,
-            results_lost=results.lines_lost if results is not None else 0,
+            results_lost=results.lost if results is not None else 0,
             failed_sinks=tuple(self._failed_sinks(stats)),
             results_reader_gone=results.reader_gone if results is not None else False,
         )

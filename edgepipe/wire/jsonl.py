@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence, Sized
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.threadname import Tag
@@ -185,9 +185,30 @@ class LineWriter(Generic[Line]):
             pool.shutdown(wait=False)
 
 
+class WritesLines:
+    """What a writer built on a :class:`LineWriter` (its ``_lines``) says of its lines."""
+
+    _lines: LineWriter[Any]
+
+    @property
+    def written(self) -> int:
+        """Lines written (handed to the file: on disk once it is closed)."""
+        return self._lines.written
+
+    @property
+    def lost(self) -> int:
+        """Lines that could not be written (a full disk, a file gone); the pipeline goes on."""
+        return self._lines.lost
+
+    @property
+    def error(self) -> str | None:
+        """The first write error, if any."""
+        return self._lines.error
+
+
 def _close_quietly(file: LineFile[Line]) -> None:
     with contextlib.suppress(OSError, ValueError):
         file.close()
 
 
-__all__ = ["LineFile", "LineWriter"]
+__all__ = ["LineFile", "LineWriter", "WritesLines"]

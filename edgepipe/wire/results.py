@@ -40,7 +40,7 @@ from typing import IO, Any
 from edgepipe.core.cputime import RUNTIME
 from edgepipe.core.errors import OutputError
 from edgepipe.core.threadname import Tag
-from edgepipe.wire.jsonl import LineWriter
+from edgepipe.wire.jsonl import LineWriter, WritesLines
 from edgepipe.wire.redact import redact, redact_text
 
 _WRITER = Tag("", RUNTIME)
@@ -131,7 +131,7 @@ def encode(item: Any, node_id: str) -> str:
         return json.dumps(record, separators=(",", ":")) + "\n"
 
 
-class ResultsWriter:
+class ResultsWriter(WritesLines):
     """Writes result lines to a file (``-``: standard output) off the event loop, in order
     (one :class:`~edgepipe.wire.jsonl.LineWriter`)."""
 
@@ -143,20 +143,6 @@ class ResultsWriter:
             "results", f"{path}: cannot write results", noun="results", log=log, tag=_WRITER,
             quiet=self._reader_gone,
         )  # fmt: skip
-
-    @property
-    def lines_written(self) -> int:
-        return self._lines.written
-
-    @property
-    def lines_lost(self) -> int:
-        """Lines that could not be written (disk full, file gone); the pipeline keeps running."""
-        return self._lines.lost
-
-    @property
-    def error(self) -> str | None:
-        """The first write error, if any."""
-        return self._lines.error
 
     @property
     def reader_gone(self) -> bool:

@@ -103,7 +103,7 @@ async def test_writer_keeps_order_across_flushes(tmp_path: Path) -> None:
     await writer.close()
     lines = path.read_text().splitlines()
     assert [json.loads(line)["data"]["i"] for line in lines] == list(range(5000))
-    assert writer.lines_written == 5000
+    assert writer.written == 5000
 
 
 async def test_stdout_closed_by_its_reader_stops_quietly_and_is_no_error(
@@ -124,7 +124,7 @@ async def test_stdout_closed_by_its_reader_stops_quietly_and_is_no_error(
     assert gone == [True]
     assert writer.reader_gone
     assert writer.error is None
-    assert (writer.lines_written, writer.lines_lost) == (0, 2)
+    assert (writer.written, writer.lost) == (0, 2)
     print("after", file=stdout, flush=True)  # now /dev/null: no EPIPE again, no noise at exit
     stdout.close()
 
@@ -139,7 +139,7 @@ async def test_a_full_disk_is_an_error_that_counts_what_was_lost(tmp_path: Path)
         await writer.write({"kind": "n", "i": i}, "src")
     await writer.close()
     assert writer.error == f"{full}: cannot write results: No space left on device"
-    assert (writer.lines_written, writer.lines_lost, gone) == (0, 3, [])
+    assert (writer.written, writer.lost, gone) == (0, 3, [])
 
 
 def test_a_password_quoted_in_a_result_is_masked() -> None:
@@ -171,7 +171,7 @@ async def test_close_waits_for_a_write_that_a_cancelled_flush_left_in_flight(
     flushing.cancel()
     asyncio.get_running_loop().call_later(0.1, slow.set)
     await writer.close(5.0)
-    assert (writer.lines_written, writer.lines_lost, writer.error) == (3, 0, None)
+    assert (writer.written, writer.lost, writer.error) == (3, 0, None)
     assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 3
 
 
@@ -186,7 +186,7 @@ async def test_a_writer_blocked_past_the_close_deadline_is_abandoned_its_lines_l
     t0 = time.monotonic()
     await writer.close(0.2)
     assert time.monotonic() - t0 < 1.0
-    assert (writer.lines_written, writer.lines_lost) == (0, 1)
+    assert (writer.written, writer.lost) == (0, 1)
     assert writer.error == (
         f"{tmp_path / 'r.jsonl'}: cannot write results: the write was still blocked 0.2 s after the run "
         "ended (is anything reading it?); abandoned"

@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from edgepipe.pipefile.params import check_writable_file
 from edgepipe.sinks.streams.framing import is_result, node_gauges
-from edgepipe.wire.jsonl import LineWriter
+from edgepipe.wire.jsonl import LineWriter, WritesLines
 from edgepipe.wire.results import encode
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ STOP_WAIT_S = 5.0
 """At stop, how long the lines still waiting may take to be written."""
 
 
-class JsonLines:
+class JsonLines(WritesLines):
     """A sink writing each result as a JSON line to ``path``, rotated by size (see the module
     docstring)."""
 
@@ -76,21 +76,6 @@ class JsonLines:
         self._file: _RotatingFile | None = None
         self._gauges: dict[str, Any] = {}
         self._rotated_before = 0
-
-    @property
-    def written(self) -> int:
-        """Lines written (handed to the file: on disk once it is closed)."""
-        return self._lines.written
-
-    @property
-    def lost(self) -> int:
-        """Lines that could not be written."""
-        return self._lines.lost
-
-    @property
-    def error(self) -> str | None:
-        """The first write error, if any."""
-        return self._lines.error
 
     async def start(self) -> None:
         self._gauges = node_gauges()
