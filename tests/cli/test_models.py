@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.cli.main import main
+from edgepipe.cli import main
 
 
 @pytest.fixture(autouse=True)
