@@ -11,7 +11,7 @@ import pytest
 from edgepipe.lm import LanguageModel, LMWorker, MissingPackage, ModelFolder, SamplingParams
 from tests.lm import bpe
 
-HINT = 'README "Language models" shows how to export one'
+HINT = "docs/language-models.md shows how to export one"
 
 
 def test_a_model_folder_with_its_files_passes(tiny_models: dict[str, Path]) -> None:

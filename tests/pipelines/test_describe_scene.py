@@ -58,7 +58,7 @@ def test_without_a_model_the_run_stops_at_once_saying_how_to_get_one() -> None:
     [line] = done.stderr.splitlines()  # one line: no camera opened, no model loaded, no traceback
     assert re.fullmatch(
         r"edgepipe: error: pipelines/describe_scene\.py:\d+: --model is required: a folder with an ONNX language "
-        r'model: model\.onnx and tokenizer\.json \(README "Language models" shows how to export one\)',
+        r"model: model\.onnx and tokenizer\.json \(docs/language-models\.md shows how to export one\)",
         line,
     )
     # the section it points to: the README links it, its page explains the export
@@ -81,7 +81,7 @@ def test_a_model_folder_without_its_files_is_refused_in_one_line(
         r"edgepipe: error: pipelines/describe_scene\.py:\d+: --model: expected a folder with ", line
     )
     assert line.endswith(
-        f"(it has no {missing}; README \"Language models\" shows how to export one), got '{folder}'"
+        f"(it has no {missing}; docs/language-models.md shows how to export one), got '{folder}'"
     )
 
 
