@@ -87,8 +87,9 @@ REGISTRY: dict[str, ModelEntry] = {
 
 @dataclass(frozen=True, slots=True)
 class ExportedModel:
-    """A model edgepipe runs but cannot pull: the user exports it (docs/language-models.md: how) and passes its
-    folder. Listed by ``edgepipe models list`` so that it is found where models are looked for."""
+    """A model edgepipe runs but cannot pull: the user exports it (docs/language-models.md says
+    how) and passes its folder. Listed by ``edgepipe models list`` so that it is found where
+    models are looked for."""
 
     name: str
     kind: str

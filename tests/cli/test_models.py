@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.cli import main
+from edgepipe.cli.main import main
 
 
 @pytest.fixture(autouse=True)

@@ -87,7 +87,7 @@ def test_a_port_in_use_stops_the_run_before_any_camera_is_opened() -> None:
 
 
 def test_a_heartbeat_file_that_is_a_fifo_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
-    from edgepipe.cli import main
+    from edgepipe.cli.main import main
 
     fifo = tmp_path / "beat"
     os.mkfifo(fifo)  # each beat is a rename: it would put a regular file in its place

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import tiny_lm
 
-from edgepipe.cli import main
+from edgepipe.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 

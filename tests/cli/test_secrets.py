@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.cli import run as cli_run
-from edgepipe.cli import main
+from edgepipe.cli.main import main
 
 CAMERA_URL = "srt://u:Hunter2@127.0.0.1:9000?mode=caller&passphrase=Hunter2&pbkeylen=16"
 SHOWN_URL = "srt://u:***@127.0.0.1:9000?mode=caller&passphrase=***&pbkeylen=16"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.cli import main
+from edgepipe.cli.main import main
 from edgepipe.lm.bench import memory_bandwidth, weight_bytes_per_token
 from tests.lm.conftest import CONFIG
 

@@ -97,7 +97,7 @@ RUNTIME_ONLY = textwrap.dedent(
             importlib.import_module(info.name)
     for path in sorted(pathlib.Path("pipelines").glob("*.py")):
         load_module(path)
-    from edgepipe.cli import main
+    from edgepipe.cli.main import main
     sys.exit(main(sys.argv[1:]))
     """
 )

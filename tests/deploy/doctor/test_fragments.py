@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgepipe.cli import main
+from edgepipe.cli.main import main
 from edgepipe.deploy.doctor.magic import sniff
 from edgepipe.deploy.doctor.report import Diagnosis
 from edgepipe.deploy.doctor.structure import check

@@ -130,7 +130,7 @@ def test_a_model_that_is_no_detector_is_exit_2_naming_the_adapter_flag(tmp_path:
 def test_an_output_that_cannot_be_written_is_exit_2_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from edgepipe.cli import main
+    from edgepipe.cli.main import main
     from tests.onnx_builders import add_model
 
     model = add_model(tmp_path / "add.onnx", shape=(1, 3, "H", "W"))
