@@ -1,4 +1,4 @@
-# edgepipe for headless use on an edge box (README, "Docker"):
+# edgepipe for headless use on an edge box (docs/docker.md):
 #   docker build -t edgepipe .                                      # CPU (onnxruntime)
 #   docker build -t edgepipe:nvidia --build-arg FLAVOR=nvidia .     # NVIDIA GPU (onnxruntime-gpu)
 #   docker run --rm -v edgepipe-data:/data edgepipe                 # the built-in demo

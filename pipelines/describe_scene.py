@@ -17,7 +17,7 @@ the governor paces the model first, then detection. ``--max-tokens-per-s`` caps 
 ``--model`` (required) takes a folder with a language model exported to ONNX: ``model.onnx``
 (a decoder with past key values, in the Hugging Face / Optimum layout), its ``tokenizer.json``
 (read by the ``tokenizers`` package: ``pip install 'edgepipe[lm]'``) and ``config.json``. The
-README's "Language models" shows the commands that export one (Qwen2.5-0.5B-Instruct). Without
+docs/language-models.md shows the commands that export one (Qwen2.5-0.5B-Instruct). Without
 it, or with a folder that lacks one of those files, the run stops at once with one line saying
 so (exit 2).
 
@@ -78,7 +78,7 @@ def pipeline(
     Args:
         source: The camera: synthetic://WxH@FPS, rtsp://..., a video file or /dev/videoN.
         model: Folder of the language model exported to ONNX: model.onnx, tokenizer.json and
-            config.json (README "Language models" shows how to export one).
+            config.json (docs/language-models.md shows how to export one).
         detect: The face detector: a registry name (edgepipe models list) or an .onnx file.
         every_s: Seconds between two descriptions, input or not.
         window_s: Seconds of detections each description covers.

@@ -82,7 +82,7 @@ def requirements(pyproject: dict[str, object], pins: dict[str, str], *, extras: 
         version = pins.get(normalize(name))
         if version is None:
             raise RequirementsError(
-                f"{name} has no pin in constraints.txt: refresh it (README, 'Refreshing the pinned versions')"
+                f"{name} has no pin in constraints.txt: refresh it (CONTRIBUTING.md, 'Pinned versions')"
             )
         installed = renames.get(normalize(name), name)
         if installed != name:

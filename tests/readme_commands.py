@@ -1,5 +1,5 @@
-"""The commands the README shows, found and adapted to run inside the test suite (no test here;
-tests/test_readme_commands.py runs them).
+"""The commands the documents show (README.md, docs/, CONTRIBUTING.md, pipelines/), found and
+adapted to run inside the test suite (no test here; tests/test_readme_commands.py runs them).
 
 What counts as a command:
 

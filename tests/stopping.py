@@ -1,7 +1,7 @@
 """Running ``edgepipe run`` in a subprocess and timing how it ends: from the moment SIGTERM is
 sent, or from its "running" line for a ``--duration`` run (what tests/test_shutdown.py shares).
 
-The budget is the drain deadline plus one second (README, "Stopping"). ``SLACK_S`` is added
+The budget is the drain deadline plus one second (docs/command-line.md, `--drain-timeout`). ``SLACK_S`` is added
 for the machine, not for edgepipe: CI has two cores shared with the test runner itself, and a
 child process's teardown and the parent's wake-up were measured there at up to 0.3 s.
 """

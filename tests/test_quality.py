@@ -75,7 +75,7 @@ def test_no_module_is_over_400_lines() -> None:
         for p in PACKAGE.rglob("*.py")
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
-    assert not long, f"split these by concern (STYLE.md): {long}"
+    assert not long, f"split these by concern (CONTRIBUTING.md): {long}"
 
 
 def test_no_import_cycles_not_even_type_only_ones() -> None:
@@ -104,7 +104,7 @@ def test_no_import_cycles_not_even_type_only_ones() -> None:
 
 
 def test_core_imports_no_media_or_model_runtime() -> None:
-    # The graph runtime stays testable in milliseconds, with fakes (ARCHITECTURE.md).
+    # The graph runtime stays testable in milliseconds, with fakes (docs/architecture.md).
     heavy = {"av", "onnxruntime", "aiortc", "numpy"}
     for path in (PACKAGE / "core").glob("*.py"):
         tree = parse(path)
@@ -114,7 +114,7 @@ def test_core_imports_no_media_or_model_runtime() -> None:
 
 
 def test_sinks_import_nothing_from_serve() -> None:
-    # Layers point downwards (ARCHITECTURE.md): serve may use sinks, never the reverse.
+    # Layers point downwards (docs/architecture.md): serve may use sinks, never the reverse.
     modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
     upward = {
         str(p.relative_to(REPO)): sorted(

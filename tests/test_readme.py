@@ -1,4 +1,5 @@
-"""The README's commands and examples are what CI and users actually run."""
+"""The README's commands and examples are what CI and users actually run; the README is a front
+door (short, linking every page of docs/), and the documents' links lead somewhere."""
 
 from __future__ import annotations
 
@@ -12,10 +13,47 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
+README_MAX_LINES = 200
+DOCUMENTS = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").glob("*.md")])
+LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+FENCED = re.compile(r"^```.*?^```", flags=re.S | re.M)
 
 
-def code_blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+def code_blocks(lang: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub makes of a document's headings (lower case, punctuation dropped,
+    spaces to dashes)."""
+    headings = re.findall(r"^#+ (.+)$", FENCED.sub("", text), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_the_readme_is_a_front_door_linking_every_page_of_docs() -> None:
+    assert len(README.splitlines()) <= README_MAX_LINES
+    linked = {found["target"].partition("#")[0] for found in LINK.finditer(README)}
+    pages = {p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")}
+    assert "docs/architecture.md" in pages
+    assert "docs/protocol.md" in pages
+    assert pages - linked == set()
+    assert "CONTRIBUTING.md" in linked
+
+
+def test_every_link_between_the_documents_leads_to_a_file_and_heading() -> None:
+    broken = []
+    for doc in DOCUMENTS:
+        for found in LINK.finditer(FENCED.sub("", doc.read_text())):
+            target = found["target"]
+            if "://" in target:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                broken.append(f"{doc.name}: {target} (no such file)")
+            elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text()):
+                broken.append(f"{doc.name}: {target} (no such heading)")
+    assert broken == []
 
 
 def test_ci_runs_the_readme_test_command_verbatim() -> None:
@@ -46,8 +84,9 @@ def test_hello_reports_every_fifth_tick_even_and_odd(tmp_path: Path) -> None:
     assert {e["even"] for e in events} == {True, False}
 
 
-def test_readme_testing_example_runs() -> None:
-    example = next(b for b in code_blocks("python") if "def test_double" in b)
+def test_the_testing_example_runs() -> None:
+    text = (REPO / "docs" / "testing.md").read_text()
+    example = next(b for b in code_blocks("python", text) if "def test_double" in b)
     namespace: dict[str, object] = {}
-    exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(example, "docs/testing.md", "exec"), namespace)
     namespace["test_double"]()  # type: ignore[operator]

@@ -1,4 +1,5 @@
-"""Every command the README shows runs as written, in a fresh working folder.
+"""Every command the README, ``docs/*.md``, CONTRIBUTING.md and ``pipelines/*.md`` show runs as
+written, in a fresh working folder.
 
 tests/readme_commands.py says what counts as a command, which lines need a
 ``<!-- readme-test: skip (REASON) -->`` marker, and how a command is adapted to the suite (a
@@ -28,7 +29,15 @@ from . import readme_checks as checks
 from . import readme_commands as rc
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ["README.md", *(p.relative_to(REPO).as_posix() for p in sorted((REPO / "pipelines").glob("*.md")))]
+DOCS = [
+    "README.md",
+    "CONTRIBUTING.md",
+    *(
+        p.relative_to(REPO).as_posix()
+        for folder in ("docs", "pipelines")
+        for p in sorted((REPO / folder).glob("*.md"))
+    ),
+]
 RUN_TIMEOUT_S = 90
 
 
@@ -139,12 +148,12 @@ def test_readme_command_runs(
     returncode, output = run(script, root, env)
     report = f"{command.where}: {command.text}\nran: {script}\n--- output ---\n{output[-4000:]}"
     assert returncode == command.exit_code, (
-        f"exit {returncode}, the README implies {command.exit_code}\n{report}"
+        f"exit {returncode}, the document implies {command.exit_code}\n{report}"
     )
     assert "Traceback (most recent call last)" not in output, report
     missing = checks.missing_output(command.output, output)
-    assert missing is None, f"the output lacks a line shaped like the README's {missing!r}\n{report}"
-    if command.exit_code == 0:  # a run the README shows working saw input
+    assert missing is None, f"the output lacks a line shaped like the document's {missing!r}\n{report}"
+    if command.exit_code == 0:  # a run the document shows working saw input
         for heartbeat in checks.heartbeats(script, root):
             why = checks.moved(heartbeat)
             assert why is None, f"{why}\n{report}"

@@ -87,8 +87,9 @@ REGISTRY: dict[str, ModelEntry] = {
 
 @dataclass(frozen=True, slots=True)
 class ExportedModel:
-    """A model edgepipe runs but cannot pull: the user exports it (README: how) and passes its
-    folder. Listed by ``edgepipe models list`` so that it is found where models are looked for."""
+    """A model edgepipe runs but cannot pull: the user exports it (docs/language-models.md says
+    how) and passes its folder. Listed by ``edgepipe models list`` so that it is found where
+    models are looked for."""
 
     name: str
     kind: str
@@ -103,7 +104,7 @@ EXPORTED: dict[str, ExportedModel] = {
         name="qwen2.5-0.5b-instruct",
         kind="language model",
         description="Qwen2.5-0.5B-Instruct as an Optimum ONNX export, for describe_scene.py --model DIR",
-        how="not pullable: export it (README, Language models)",
+        how="not pullable: export it (docs/language-models.md)",
         license="Apache-2.0",
     ),
 }

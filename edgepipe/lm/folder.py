@@ -19,7 +19,7 @@ from typing import Any
 from edgepipe.lm.errors import MissingPackage
 from edgepipe.lm.tokenizer import tokenizers_package
 
-EXPORT_HINT = 'README "Language models" shows how to export one'
+EXPORT_HINT = "docs/language-models.md shows how to export one"
 
 
 def check_packages(model: str | os.PathLike[str]) -> None:

@@ -87,7 +87,7 @@ def test_list_names_the_language_model_and_how_to_get_it(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("qwen2.5-0.5b-instruct")]
     assert "language model" in row
-    assert "not pullable: export it (README, Language models)" in row
+    assert "not pullable: export it (docs/language-models.md)" in row
     assert "detector" in next(line for line in done.stdout.splitlines() if line.startswith("centerface"))
     rows = json.loads(_edgepipe("models", "list", "--format", "json", cache=tmp_path).stdout)
     assert [(r["name"], r["kind"], r["pullable"]) for r in rows] == [
@@ -96,7 +96,7 @@ def test_list_names_the_language_model_and_how_to_get_it(tmp_path: Path) -> None
     assert set(rows[0]) == set(rows[1])  # one shape for every row
     pull = _edgepipe("models", "pull", "qwen2.5-0.5b-instruct", cache=tmp_path)
     assert pull.returncode == 2
-    assert "not pullable: export it (README, Language models)" in pull.stderr
+    assert "not pullable: export it (docs/language-models.md)" in pull.stderr
 
 
 def test_cache_is_shown_and_safe_when_there_is_none(tmp_path: Path) -> None:

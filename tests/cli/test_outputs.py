@@ -118,7 +118,7 @@ def test_a_recorder_whose_writes_all_fail_is_exit_1_and_the_summary_names_it(tmp
 
 
 def test_sighup_finalizes_the_recording_and_sigkill_loses_about_its_last_second(tmp_path: Path) -> None:
-    from edgepipe.deploy.doctor import diagnose
+    from edgepipe.deploy.doctor.diagnose import diagnose
 
     def record(name: str) -> tuple[Path, subprocess.Popen[str]]:
         out = tmp_path / f"{name}.mp4"

@@ -121,8 +121,8 @@ def test_params_is_the_parameter_file_on_every_subcommand_that_has_it() -> None:
     assert "edgepipe models list" in commands  # the walk reaches nested subcommands
 
 
-def test_the_readmes_camera_toml_is_accepted_by_the_pipeline_it_names(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_documented_camera_toml_is_accepted_by_the_pipeline_it_names(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text()
     (block,) = re.findall(r"```toml\n(# camera\.toml.*?)```", readme, re.S)
     (pipeline,) = re.findall(r"`edgepipe run (pipelines/\S+\.py) --params camera\.toml`", readme)
     toml = tmp_path / "camera.toml"

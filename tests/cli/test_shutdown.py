@@ -168,7 +168,7 @@ def test_a_results_writer_nobody_reads_is_abandoned_its_lines_counted_lost(
     # It hung forever before (the final flush waited for the pipe; a second SIGTERM too).
     ended = start([pipeline_file(tmp_path, BLOBS), "--results", str(unread_fifo)]).stop()
     assert ended.took_s <= BUDGET_S, ended
-    assert ended.code == 1, ended  # results were lost: README's exit codes
+    assert ended.code == 1, ended  # results were lost: docs/command-line.md's exit codes
     [line] = [x for x in ended.stderr.splitlines() if x.startswith("edgepipe: error:")]
     assert line.startswith(
         f"edgepipe: error: {unread_fifo}: cannot write results: the write was still blocked"

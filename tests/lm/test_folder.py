@@ -11,7 +11,7 @@ import pytest
 from edgepipe.lm import LanguageModel, LMWorker, MissingPackage, ModelFolder, SamplingParams
 from tests.lm import bpe
 
-HINT = 'README "Language models" shows how to export one'
+HINT = "docs/language-models.md shows how to export one"
 
 
 def test_a_model_folder_with_its_files_passes(tiny_models: dict[str, Path]) -> None:
@@ -67,8 +67,8 @@ def test_a_worker_of_a_model_without_tokenizer_json_needs_no_package(
 
 
 def test_an_optimum_export_folder_is_read_as_it_lands(tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    """What `optimum-cli export onnx --task text-generation-with-past` writes (README, "Language
-    models"): model.onnx with its weights in model.onnx_data, config.json, generation_config.json
+    """What `optimum-cli export onnx --task text-generation-with-past` writes (docs/language-models.md,
+    "A real model"): model.onnx with its weights in model.onnx_data, config.json, generation_config.json
     with several end tokens, tokenizer.json, and files edgepipe does not read."""
     import onnx
 

@@ -58,10 +58,12 @@ def test_without_a_model_the_run_stops_at_once_saying_how_to_get_one() -> None:
     [line] = done.stderr.splitlines()  # one line: no camera opened, no model loaded, no traceback
     assert re.fullmatch(
         r"edgepipe: error: pipelines/describe_scene\.py:\d+: --model is required: a folder with an ONNX language "
-        r'model: model\.onnx and tokenizer\.json \(README "Language models" shows how to export one\)',
+        r"model: model\.onnx and tokenizer\.json \(docs/language-models\.md shows how to export one\)",
         line,
     )
-    assert "## Language models" in (REPO / "README.md").read_text()  # the section it points to
+    # the section it points to: the README links it, its page explains the export
+    assert "[Language models](docs/language-models.md)" in (REPO / "README.md").read_text()
+    assert "## A real model for `describe_scene.py`" in (REPO / "docs" / "language-models.md").read_text()
 
 
 @pytest.mark.slow
@@ -79,7 +81,7 @@ def test_a_model_folder_without_its_files_is_refused_in_one_line(
         r"edgepipe: error: pipelines/describe_scene\.py:\d+: --model: expected a folder with ", line
     )
     assert line.endswith(
-        f"(it has no {missing}; README \"Language models\" shows how to export one), got '{folder}'"
+        f"(it has no {missing}; docs/language-models.md shows how to export one), got '{folder}'"
     )
 
 

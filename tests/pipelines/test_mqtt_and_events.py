@@ -129,7 +129,7 @@ def test_face_privacy_event_clips_hold_the_blurred_picture(
 async def test_two_processes_on_one_box_with_their_own_device_keep_their_sessions(
     mosquitto: Mosquitto, centerface: Path, tmp_path: Path
 ) -> None:
-    """The README's fleet layout, one process per camera on one box: ``--mqtt-device`` (or
+    """The fleet layout of docs/mqtt.md, one process per camera on one box: ``--mqtt-device`` (or
     ``EDGEPIPE_DEVICE``) gives each its own client id, topics and last will; with the host name
     for both, the broker would close one's session each time the other connects."""
     script = str(REPO / "pipelines" / "face_privacy.py")

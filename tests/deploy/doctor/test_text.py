@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from make_doctor_samples import NOTES
 
-from edgepipe.deploy.doctor import diagnose
+from edgepipe.deploy.doctor.diagnose import diagnose
 from edgepipe.deploy.doctor.text import TextGuess, guess, looks_like_text
 from edgepipe.deploy.quoting import shell_arg
 

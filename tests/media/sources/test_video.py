@@ -223,7 +223,7 @@ def test_unsupported_url_scheme_fails_when_declared() -> None:
 async def test_unreachable_camera_keeps_retrying_with_a_clear_message(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from .conftest import free_port
+    from tests.media.conftest import free_port
 
     url = f"rtsp://127.0.0.1:{free_port()}/cam"
     sink = FrameLog()

@@ -1,5 +1,5 @@
-"""The TCP stream's reader (``python -m edgepipe.sinks.streams.client``), the README's client,
-and the streams' bad declarations as ``edgepipe run`` reports them (exit 2)."""
+"""The TCP stream's reader (``python -m edgepipe.sinks.streams.client``), the client of
+docs/streams.md, and the streams' bad declarations as ``edgepipe run`` reports them (exit 2)."""
 
 from __future__ import annotations
 
@@ -62,15 +62,15 @@ def test_the_client_says_in_one_line_when_nothing_listens() -> None:
     assert re.fullmatch(rf"tcp://127\.0\.0\.1:{port}: .*refused.*\n", result.stderr, re.IGNORECASE)
 
 
-def readme_block(marker: str) -> str:
-    text = (REPO / "README.md").read_text()
+def docs_block(marker: str) -> str:
+    text = (REPO / "docs" / "streams.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     return next(b for b in blocks if marker in b)
 
 
-async def test_the_readme_client_reads_a_stream() -> None:
+async def test_the_documented_client_reads_a_stream() -> None:
     namespace: dict[str, Any] = {"__name__": "readme"}  # defines read_results, runs nothing
-    exec(compile(readme_block("def read_results"), "README.md", "exec"), namespace)
+    exec(compile(docs_block("def read_results"), "docs/streams.md", "exec"), namespace)
     stream = TcpStream(port=0)
     reading = asyncio.create_task(
         asyncio.to_thread(lambda: list(namespace["read_results"]("127.0.0.1", stream.port)))
