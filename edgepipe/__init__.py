@@ -22,8 +22,8 @@ from edgepipe.graph.pipeline import Pipeline
 from edgepipe.graph.spec import ErrorPolicy, Input, OnError
 from edgepipe.pipefile.loader import load_pipeline
 from edgepipe.pipefile.params import Range, WritableFile, WritableFolder
+from edgepipe.runner import run, run_async
 from edgepipe.runtime.engine import RunReport, Snapshot
-from edgepipe.runtime.run import run, run_async
 from edgepipe.wire.results import Message
 
 # The media and vision layers import PyAV and ONNX Runtime (~0.1-0.3 s): loaded on first use, so

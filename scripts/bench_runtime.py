@@ -26,8 +26,9 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.core.loop import loop_factory
+from edgepipe.runtime.run import run_async  # the engine alone, ungoverned: what is measured
 
 HOPS = 3  # source->stage1, stage1->stage2, stage2->sink
 END = object()

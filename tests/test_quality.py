@@ -144,6 +144,7 @@ LAYERS: list[set[str]] = [
     {"vision", "lm"},
     {"sinks"},
     {"serve"},
+    {"runner"},
     {"deploy"},
     {"cli"},
 ]

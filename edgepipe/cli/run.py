@@ -24,9 +24,8 @@ from edgepipe.core.units import seconds, whole
 from edgepipe.graph.as_data import graph_dict
 from edgepipe.pipefile.loader import PipelineFunction, read_pipeline
 from edgepipe.pipefile.params import check_writable_file, not_a_file
+from edgepipe.runner import run
 from edgepipe.runtime.engine import Watcher
-from edgepipe.runtime.malloc import fix_mmap_threshold
-from edgepipe.runtime.run import run
 from edgepipe.wire.redact import redact_text
 
 log = logging.getLogger("edgepipe")
@@ -218,57 +217,51 @@ def stdout_open() -> bool:
 
 
 def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> int:
-    fix_mmap_threshold()  # a flat RSS over months (see edgepipe.runtime.malloc)
+    """Build the pipeline from the command line and run it through the library runner
+    (:mod:`edgepipe.runner`: what ``edgepipe.run()`` does from Python)."""
     pipeline = spec.call(extra, params_file=args.params)
     graph = pipeline.validate()
     if args.plan:
         return cli_plan.main(graph)
     watchers: list[Watcher] = []
-    if args.port is not None:
-        from edgepipe.serve import HttpServer, ServeConfig
-        from edgepipe.serve.config import ServeError
-        from edgepipe.serve.webrtc_stream import streams_of
-
-        streams_of(graph)  # two streams in one pipeline: exit 2 now, not at the first viewer
-        server = HttpServer(ServeConfig.from_env(args.port, args.host, metrics_open=args.metrics_open))
-        try:
-            server.bind()  # a port in use stops here, before any camera is opened
-        except ServeError as exc:  # found before anything runs: the command line's to fix
-            cause = exc.__cause__
-            hint = ""
-            if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
-                hint = " (another process listens there: choose another --port, or --port 0 for any free one)"
-            elif isinstance(cause, OSError) and cause.errno == errno.EADDRNOTAVAIL:
-                hint = " (not an address of this machine: check --host)"
-            print(f"edgepipe: error: --port {args.port}: {exc}{hint}", file=sys.stderr)
-            return EXIT_USAGE
-        watchers.append(server)
     if args.stats:
         from edgepipe.cli.console import live_stats
 
         watchers.append(live_stats(graph.name))
-    if args.health_file:
-        from edgepipe.runtime.heartbeat import heartbeat
-
-        watchers.append(heartbeat(args.health_file))
     log.info("running '%s' from %s (%d nodes)", graph.name, args.file, len(graph.nodes))
     stream_module = sys.modules.get("edgepipe.serve.webrtc_stream")  # imported by pipelines that stream only
     if args.port is None and stream_module is not None and stream_module.streams_of(graph):
         log.info("to watch it: add --port 8080, then open http://127.0.0.1:8080/")
-    from edgepipe.sched import Scheduler
+    from edgepipe.serve.config import ServeError
 
-    scheduler = Scheduler(graph, headroom=args.headroom, governed=not args.no_governor)
-    report = run(
-        graph,
-        loop=args.loop,
-        duration_s=args.duration,
-        results_path=args.results,
-        drain_timeout_s=args.drain_timeout,
-        handle_signals=True,
-        watchers=watchers,
-        debug=args.debug,
-        scheduler=scheduler,
-    )
+    try:
+        report = run(
+            graph,
+            loop=args.loop,
+            headroom=args.headroom,
+            governed=not args.no_governor,
+            port=args.port,
+            host=args.host,
+            metrics_open=args.metrics_open,
+            health_file=args.health_file,
+            duration_s=args.duration,
+            results_path=args.results,
+            drain_timeout_s=args.drain_timeout,
+            handle_signals=True,
+            watchers=watchers,
+            debug=args.debug,
+        )
+    except (
+        ServeError
+    ) as exc:  # the address could not be taken, before anything ran: the command line's to fix
+        cause = exc.__cause__
+        hint = ""
+        if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+            hint = " (another process listens there: choose another --port, or --port 0 for any free one)"
+        elif isinstance(cause, OSError) and cause.errno == errno.EADDRNOTAVAIL:
+            hint = " (not an address of this machine: check --host)"
+        print(f"edgepipe: error: --port {args.port}: {exc}{hint}", file=sys.stderr)
+        return EXIT_USAGE
     if args.stats:
         from edgepipe.cli.console import print_summary
 

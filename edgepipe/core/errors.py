@@ -128,3 +128,28 @@ class ExitCalled(RuntimeError):
         super().__init__(f"called sys.exit({exc.code!r}); a node cannot end the process: raise an "
                          "exception instead")  # fmt: skip
         self.code = exc.code
+
+
+def first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to report for a failed run (its TaskGroup's ``group``): a node's error if there
+    is one, then an interrupt, then one of ours (a watcher's), else the group."""
+    leaves: list[BaseException] = []
+
+    def walk(g: BaseExceptionGroup[BaseException]) -> None:
+        for exc in g.exceptions:
+            if isinstance(exc, BaseExceptionGroup):
+                walk(exc)
+            else:
+                leaves.append(exc)
+
+    walk(group)
+    for exc in leaves:
+        if isinstance(exc, NodeError):
+            return exc
+    for exc in leaves:
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
+            return exc
+    for exc in leaves:
+        if isinstance(exc, EdgepipeError):  # a watcher's, e.g. the HTTP server's port in use
+            return exc
+    return group

@@ -5,6 +5,10 @@ one hung driver call (a camera that never answers) would hang the process foreve
 pipeline gave up on it. These workers are daemon threads: a call abandoned at its deadline keeps
 its thread until it returns, but never keeps the process alive.
 
+Each worker thread runs in a copy of the context the pool was made in (``contextvars``): made
+by a run, or by a node's code, its threads work for that run (:mod:`edgepipe.core.scope`) without
+a copy of the context per call.
+
 The work queue has no fixed bound because its callers bound it: each node has at most one call
 in flight (it awaits the result before taking its next item), so a pool never holds more calls
 than there are nodes using it.
@@ -12,6 +16,7 @@ than there are nodes using it.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import queue
 import threading
@@ -32,10 +37,17 @@ class DaemonThreadPool(Executor):
     """A fixed-size pool of daemon worker threads, started on first use."""
 
     def __init__(
-        self, max_workers: int, name: str, spare_workers: int = 8, *, tag: Tag | None = None
+        self,
+        max_workers: int,
+        name: str,
+        spare_workers: int = 8,
+        *,
+        tag: Tag | None = None,
+        context: contextvars.Context | None = None,
     ) -> None:
         """``tag``: the OS name of its threads, saying whose work they do (the CPU ledger's
-        :mod:`~edgepipe.core.threadname`); None: they keep the name they were started with."""
+        :mod:`~edgepipe.core.threadname`); None: they keep the name they were started with.
+        ``context``: what its threads run in (default: the caller's, as it is now)."""
         if max_workers < 1:
             raise ValueError(f"resource '{name}': max_workers must be at least 1")
         self.max_workers = max_workers
@@ -49,6 +61,7 @@ class DaemonThreadPool(Executor):
         self._lock = threading.Lock()
         self._shutdown = False
         self.tag = tag
+        self._context = context if context is not None else contextvars.copy_context()
 
     def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         future: Future[R] = Future()
@@ -61,7 +74,8 @@ class DaemonThreadPool(Executor):
                 busy and len(self._threads) < self.max_workers + self.spare_workers
             ):
                 thread = threading.Thread(
-                    target=self._worker,
+                    target=self._context.copy().run,  # a context is entered by one thread at a time
+                    args=(self._worker,),
                     name=f"edgepipe-{self.name}-{len(self._threads)}",
                     daemon=True,
                 )
@@ -121,14 +135,19 @@ class Resources:
     another's thread).
     """
 
-    def __init__(self, workers: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, workers: dict[str, int] | None = None, *, context: contextvars.Context | None = None
+    ) -> None:
+        """``context``: what the pools' threads run in (default: the caller's, as it is now)."""
         self._workers = dict(workers or {})
         self._pools: dict[str, DaemonThreadPool] = {}
+        self._context = context if context is not None else contextvars.copy_context()
 
     def executor(self, name: str) -> DaemonThreadPool:
         pool = self._pools.get(name)
         if pool is None:
-            pool = DaemonThreadPool(self._workers.get(name) or os.cpu_count() or 1, name)
+            workers = self._workers.get(name) or os.cpu_count() or 1
+            pool = DaemonThreadPool(workers, name, context=self._context)
             self._pools[name] = pool
         return pool
 

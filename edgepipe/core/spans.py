@@ -1,7 +1,9 @@
-"""Per-call spans of every node, for ``edgepipe trace``: off unless a recorder is started.
+"""Per-call spans of every node, for ``edgepipe trace``: off unless the run is given a recorder.
 
-When off (always, outside a trace) a node's :attr:`~edgepipe.runtime.metrics.NodeMetrics.spans`
-is None and the per-item paths pay one attribute test. When on, each call of a node's code
+A run records spans when given a :class:`SpanRecorder` (``run(..., spans=SpanRecorder())``): it
+is that run's, and runs beside it record nothing into it. When off (always, outside a trace) a
+node's :attr:`~edgepipe.runtime.metrics.NodeMetrics.spans` is None and the per-item paths pay
+one attribute test. When on, each call of a node's code
 adds ``(start, duration, step)`` to its node's :class:`SpanLog`: three integers appended to
 preallocated-growth arrays (no Python object per span), up to a limit per node, past which
 spans are counted, not kept. Times are ``time.perf_counter_ns()``.
@@ -55,7 +57,7 @@ class SpanLog:
 
 
 class SpanRecorder:
-    """The span logs of every node created while it is the current recorder."""
+    """The span logs of every node of the run it was given to."""
 
     def __init__(self, limit_per_node: int = DEFAULT_LIMIT) -> None:
         self.limit_per_node = limit_per_node
@@ -66,23 +68,3 @@ class SpanRecorder:
         if log is None:
             log = self.logs[node_id] = SpanLog(node_id, self.limit_per_node)
         return log
-
-
-_current: SpanRecorder | None = None
-
-
-def start_recording(limit_per_node: int = DEFAULT_LIMIT) -> SpanRecorder:
-    """Record the spans of the nodes of runs started from now on (until :func:`stop_recording`)."""
-    global _current
-    _current = SpanRecorder(limit_per_node)
-    return _current
-
-
-def stop_recording() -> None:
-    global _current
-    _current = None
-
-
-def log_for(node_id: str) -> SpanLog | None:
-    """The span log of a node being created: None unless recording."""
-    return None if _current is None else _current.log_for(node_id)

@@ -2,7 +2,7 @@
 
 A camera box runs for months; its memory must be known at start-up, not discovered at 3 a.m. by
 the OOM killer. Whatever allocates a large buffer once and reuses it (a KV cache, a frame pool,
-an inference tensor ring) reserves its bytes in the process's plan first::
+an inference tensor ring) reserves its bytes in the plan first::
 
     reservation = memory_plan().reserve("describe", "KV cache (gqa, 2048 positions)", nbytes,
                                         holder=cache)
@@ -14,6 +14,11 @@ what asked, what the plan already holds and what to do, before anything is alloc
 reservation ends with :meth:`Reservation.release`, or when its ``holder`` is garbage-collected.
 The runtime logs the plan once every node has started, and each reservation made after that
 (buffers sized by the first frame); ``memory_plan().entries()`` lists it.
+
+Each run has a plan of its own (:meth:`MemoryPlan.for_run`, reached by ``memory_plan()`` from
+the run's code through :mod:`edgepipe.core.scope`): it lists that run's buffers (its snapshot's
+``memory``), and makes each in the process's plan too, which holds every run's and refuses what
+would take the process past its budget. Outside a run, ``memory_plan()`` is the process's.
 
 A buffer on an accelerator (a KV cache in CUDA memory) is reserved with its ``device``: it is
 named in the plan, but the budget is host memory and it does not count against it. A plan made
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.core.errors import EdgepipeError
+from edgepipe.core.scope import Slot
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +89,19 @@ class MemoryPlan:
     """The reservations of one process. Thread-safe (models load on worker threads)."""
 
     def __init__(
-        self, budget_frac: float | None = None, limit_bytes: int | None = None, *, refuse: bool = True
+        self,
+        budget_frac: float | None = None,
+        limit_bytes: int | None = None,
+        *,
+        refuse: bool = True,
+        parent: MemoryPlan | None = None,
     ) -> None:
         """``refuse=False``: a dry run, where a reservation past the budget is recorded all the same
-        and the first one's error kept in :attr:`first_refusal`."""
+        and the first one's error kept in :attr:`first_refusal`. ``parent``: see :meth:`for_run`."""
+        self.parent = parent
+        if parent is not None:  # the same memory: the parent's budget
+            budget_frac = parent.budget_frac if budget_frac is None else budget_frac
+            limit_bytes = parent.limit_bytes if limit_bytes is None else limit_bytes
         if budget_frac is None:
             text = os.environ.get("EDGEPIPE_MEMORY_FRAC", str(DEFAULT_BUDGET_FRAC))
             try:
@@ -99,8 +114,8 @@ class MemoryPlan:
                 f"not {budget_frac}"
             )
         frac = budget_frac
-        self.budget_frac = frac
-        self.limit_bytes = limit_bytes if limit_bytes is not None else memory_limit_bytes()
+        self.budget_frac: float = frac
+        self.limit_bytes: int | None = limit_bytes if limit_bytes is not None else memory_limit_bytes()
         self._entries: dict[int, Reservation] = {}
         self._keys = itertools.count()
         self._lock = threading.Lock()
@@ -115,6 +130,15 @@ class MemoryPlan:
         """A dry run's first reservation past the budget: the error it would have raised."""
         self.listeners: list[Callable[[Reservation], None]] = []
         """Called with every reservation made (``edgepipe trace`` counts buffers rebuilt)."""
+        self._in_parent: dict[int, Reservation] = {}
+        """Per reservation of this plan, the same bytes in the parent's."""
+
+    @classmethod
+    def for_run(cls, parent: MemoryPlan | None = None) -> MemoryPlan:
+        """A run's own plan: it lists and announces that run's reservations only, and each is
+        made in ``parent`` (default: the process's plan) too, which refuses what would take the
+        process past its budget: two runs in one process share one memory."""
+        return cls(parent=parent if parent is not None else process_plan())
 
     @property
     def budget_bytes(self) -> int | None:
@@ -155,6 +179,8 @@ class MemoryPlan:
         With ``holder``, the reservation ends when that object is garbage-collected. With
         ``device`` (``cuda:0``), the buffer is in that device's memory: named, never refused.
         """
+        if self.parent is not None:
+            return self._reserve_in_parent(self.parent, owner, what, int(nbytes), holder, hint, device)
         budget = self.budget_bytes
         reservation = Reservation(owner, what, int(nbytes), self, next(self._keys), device)
         # Before it is in the plan: a holder that cannot be weakly referenced fails here, cleanly.
@@ -182,18 +208,46 @@ class MemoryPlan:
                 if self.first_refusal is None:
                     self.first_refusal = error
             self._entries[reservation.key] = reservation
+        return self._announced(reservation)
+
+    def _reserve_in_parent(self, parent: MemoryPlan, owner: str, what: str, nbytes: int, holder: Any,
+                           hint: str, device: str) -> Reservation:  # fmt: skip
+        """Made in the parent first (the process's budget is the one that refuses), then kept
+        here; released with it."""
+        in_parent = parent.reserve(owner, what, nbytes, holder=holder, hint=hint, device=device)
+        reservation = Reservation(owner, what, nbytes, self, next(self._keys), device)
+        self._in_parent[reservation.key] = in_parent
+        if holder is not None:
+            weakref.finalize(holder, self._release, reservation.key)
+        with self._lock:
+            self._drain()
+            self._entries[reservation.key] = reservation
+        return self._announced(reservation)
+
+    def _announced(self, reservation: Reservation) -> Reservation:
         for listener in self.listeners:
             listener(reservation)
         if self.announced:  # buffers sized by the first frame come after the plan was logged
             total = self.total_bytes
             log.info(
                 "memory plan: + %s %s (%s); %s in all",
-                format_bytes(nbytes),
-                what,
+                format_bytes(reservation.nbytes),
+                reservation.what,
                 _label(reservation),
                 format_bytes(total),
             )
         return reservation
+
+    def as_data(self) -> dict[str, Any]:
+        """The plan as plain data: ``total_bytes`` (host memory held), ``budget_bytes`` and
+        ``reservations`` (each ``owner``, ``what``, ``nbytes``, ``device``), largest first."""
+        entries = self.entries()
+        return {
+            "total_bytes": sum(r.nbytes for r in entries if not r.device),
+            "budget_bytes": self.budget_bytes,
+            "reservations": [{"owner": r.owner, "what": r.what, "nbytes": r.nbytes, "device": r.device}
+                             for r in entries],
+        }  # fmt: skip
 
     def announce(self) -> None:
         """Log the plan (the runtime does, once every node has started); later reservations
@@ -204,6 +258,9 @@ class MemoryPlan:
 
     def _release(self, key: int) -> None:
         self._released.append(key)  # never locks: see __init__
+        in_parent = self._in_parent.pop(key, None)  # dict.pop is atomic: no lock either
+        if in_parent is not None:
+            in_parent.release()
 
     def summary(self) -> str:
         """One line: each reservation, the total and the budget."""
@@ -262,13 +319,24 @@ def _cgroup_limits(
 
 
 _PLAN: MemoryPlan | None = None
+"""The process's plan (outside any run; every run's plan makes its reservations here too)."""
 _PLAN_LOCK = threading.Lock()
 
 
-def memory_plan() -> MemoryPlan:
+def process_plan() -> MemoryPlan:
     """The process's plan (created on first use, from the environment then)."""
     global _PLAN
     with _PLAN_LOCK:
         if _PLAN is None:
             _PLAN = MemoryPlan()
         return _PLAN
+
+
+PLAN = Slot("memory plan", process_plan)
+"""A run's own plan (:meth:`MemoryPlan.for_run`), put in its scope by the runtime."""
+
+
+def memory_plan() -> MemoryPlan:
+    """The plan of the run the caller works for (:mod:`edgepipe.core.scope`), else the
+    process's."""
+    return PLAN.get()

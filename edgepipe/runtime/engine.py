@@ -32,11 +32,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from edgepipe.core.channel import ChannelStats
-from edgepipe.core.errors import EdgepipeError, NodeError
+from edgepipe.core.errors import first_failure
 from edgepipe.core.executor import Resources
+from edgepipe.core.scope import RunScope, context_of, entered
+from edgepipe.core.spans import SpanRecorder
 from edgepipe.graph.check import Graph
 from edgepipe.graph.spec import NodeKind
-from edgepipe.planning.memory import memory_plan
+from edgepipe.planning.memory import PLAN, MemoryPlan
 from edgepipe.runtime.deadlines import StopDeadlines
 from edgepipe.runtime.metrics import NodeStats
 from edgepipe.runtime.node import NodeRunner
@@ -52,6 +54,10 @@ nodes are done."""
 
 class Scheduler(Protocol):
     """What governs a run's CPU (:class:`edgepipe.sched.Scheduler`; the core only runs it)."""
+
+    def own(self, scope: RunScope) -> None:
+        """Put what it owns (CPU budget, gate) in the run's scope, before any node starts."""
+        ...
 
     async def run(self, runtime: Runtime) -> None:
         """Measure and govern until cancelled (started beside the nodes)."""
@@ -73,6 +79,8 @@ class Snapshot:
     """Every input lane of every node."""
     sched: dict[str, Any] | None = None
     """The scheduler's figures (CPU, budget, governor, overlap); None when ungoverned by one."""
+    memory: dict[str, Any] | None = None
+    """The run's memory plan (:meth:`~edgepipe.planning.memory.MemoryPlan.as_data`)."""
 
     def node(self, node_id: str) -> NodeStats:
         return next(n for n in self.nodes if n.node_id == node_id)
@@ -129,9 +137,20 @@ class Runtime:
         workers: dict[str, int] | None = None,
         debug: bool = False,
         scheduler: Scheduler | None = None,
+        memory: MemoryPlan | None = None,
+        spans: SpanRecorder | None = None,
     ) -> None:
+        """``memory``: the run's plan (default: :meth:`MemoryPlan.for_run`); ``spans``: where
+        every call of every node is recorded (``edgepipe trace``)."""
         self.graph = graph
         self.scheduler = scheduler
+        self.scope = RunScope(graph.name)
+        """What its nodes' code reaches through :mod:`edgepipe.core.scope` (plan, budget, gate)."""
+        self.memory = self.scope.put(PLAN, memory if memory is not None else MemoryPlan.for_run())
+        if scheduler is not None:
+            scheduler.own(self.scope)
+        # The run's threads work for it: its pools run them in a context holding its scope.
+        context = context_of(self.scope)
         self._results = results
         if results is not None:
             results.on_reader_gone = self.request_stop
@@ -141,13 +160,16 @@ class Runtime:
         """Each node's stop() hook gets this long at most (sinks flush there); after a stop, no
         longer than the drain deadline allows (:meth:`hook_timeout_s`)."""
         self.debug = debug
-        self.resources = Resources({**graph.workers(), **(workers or {})})
+        self.resources = Resources({**graph.workers(), **(workers or {})}, context=context)
         # Hooks get threads of their own: a stop() must not queue behind the blocking read it is
         # there to interrupt.
-        hooks = Resources({"hooks": len(graph.nodes)}).executor("hooks")
+        hooks = Resources({"hooks": len(graph.nodes)}, context=context).executor("hooks")
         self._hooks_pool = hooks
+        logs = {spec.node_id: spans.log_for(spec.node_id) for spec in graph.nodes} if spans else {}
         self.runners = {
-            spec.node_id: NodeRunner(spec, self, self.resources.executor(spec.resource), hooks)
+            spec.node_id: NodeRunner(
+                spec, self, self.resources.executor(spec.resource), hooks, logs.get(spec.node_id)
+            )
             for spec in graph.nodes
         }
         for producer_id, consumer_ids in graph.consumers.items():
@@ -207,6 +229,7 @@ class Runtime:
                 c.stats() for r in self.runners.values() if r.inbox is not None for c in r.inbox.channels
             ),
             sched=self.scheduler.snapshot() if self.scheduler is not None else None,
+            memory=self.memory.as_data(),
         )
 
     # -- called by node runners ---------------------------------------------------------------
@@ -215,7 +238,7 @@ class Runtime:
         self._started += 1
         if self._started == len(self.runners):
             self.all_started.set()
-            memory_plan().announce()
+            self.memory.announce()
 
     def node_finished(self, runner: NodeRunner) -> None:
         self._running -= 1
@@ -251,8 +274,12 @@ class Runtime:
 
     async def run(self, watchers: Sequence[Watcher] = ()) -> RunReport:
         """Run to the end. Raises :class:`NodeError` if a node's policy stopped the pipeline."""
+        with entered(self.scope):
+            return await self._run(watchers)
+
+    async def _run(self, watchers: Sequence[Watcher]) -> RunReport:
         self._t0 = time.monotonic()
-        memory_plan().announced = False  # logged whole once this run has started, then by change
+        self.memory.announced = False  # logged whole once this run has started, then by change
         results = self._results
         opened = results is None or await self._opened(results)
         for warning in self.graph.warnings:
@@ -262,7 +289,7 @@ class Runtime:
             if opened:  # else stopped before --results could be opened: nothing ran
                 await self._run_tasks(watchers)
         except BaseExceptionGroup as group:
-            failure = _first_failure(group)
+            failure = first_failure(group)
         finally:
             self.resources.shutdown()
             self._hooks_pool.shutdown(wait=False, cancel_futures=True)
@@ -370,27 +397,3 @@ class Runtime:
         if not self._done.is_set():
             log.warning("drain did not finish within %.1f s", self.drain_timeout_s)
             self.force_stop()
-
-
-def _first_failure(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error to report for a failed run: a node's error if there is one, else the group."""
-    leaves: list[BaseException] = []
-
-    def walk(g: BaseExceptionGroup[BaseException]) -> None:
-        for exc in g.exceptions:
-            if isinstance(exc, BaseExceptionGroup):
-                walk(exc)
-            else:
-                leaves.append(exc)
-
-    walk(group)
-    for exc in leaves:
-        if isinstance(exc, NodeError):
-            return exc
-    for exc in leaves:
-        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
-            return exc
-    for exc in leaves:
-        if isinstance(exc, EdgepipeError):  # a watcher's, e.g. the HTTP server's port in use
-            return exc
-    return group

@@ -5,7 +5,8 @@ node has started, when a stop begins or the items stop moving, and a last time w
 are done) with the time, whether the pipeline is
 stopping or stopped, and its progress: what each stage emitted and each sink finished, and how
 long none of those counts has grown (``idle_s``); with the scheduler's figures, the cores busy by
-kind of work over the last second (``cpu_cores``: the CPU ledger's, ``overhead`` included).
+kind of work over the last second (``cpu_cores``: the CPU ledger's, ``overhead`` included), and
+the run's memory plan (``memory``: what it holds and its budget, in bytes).
 ``edgepipe health PATH`` exits 0 while the pipeline runs and moves items, 1 with one line saying
 why otherwise:
 
@@ -180,6 +181,7 @@ def _body(runtime: Runtime, snap: Snapshot, progress: Progress, interval_s: floa
                 "dropped": _dropped_by_node(snap),
                 "sched": snap.sched,
                 "cpu_cores": _cpu_cores(snap),
+                "memory": snap.memory,
             }
         )
     )

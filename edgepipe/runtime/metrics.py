@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from edgepipe.core import spans as _spans
+from edgepipe.core.spans import SpanLog
 
 WINDOW = 2048
 """How many recent latency samples the percentiles are computed over."""
@@ -84,7 +84,7 @@ class NodeMetrics:
         "t_start_ns",
     )
 
-    def __init__(self, node_id: str, kind: str) -> None:
+    def __init__(self, node_id: str, kind: str, spans: SpanLog | None = None) -> None:
         self.node_id = node_id
         self.kind = kind
         self.items_in = 0
@@ -102,8 +102,8 @@ class NodeMetrics:
         self._n = 0
         # Random gaps drawn once per node (a draw per sample would cost more than the sample).
         self._strides = [random.randint(1, 2 * SAMPLE_STRIDE - 1) for _ in range(256)]
-        self.spans = _spans.log_for(node_id)
-        """Every call's start and duration, under ``edgepipe trace`` only (else None)."""
+        self.spans = spans
+        """Every call's start and duration, when its run records spans (``edgepipe trace``)."""
 
     def started(self) -> None:
         self.state = "running"

@@ -20,6 +20,7 @@ from edgepipe.core.channel import Policy
 from edgepipe.core.context import NodeContext, set_current
 from edgepipe.core.cputime import SETUP, run_counted
 from edgepipe.core.errors import NodeError, error_text
+from edgepipe.core.spans import SpanLog
 from edgepipe.graph.spec import NodeKind, NodeSpec, OnError
 from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.runtime.calls import call_in_thread
@@ -60,11 +61,14 @@ class Host(Protocol):
 class NodeRunner:
     """One node's task: starts it, runs its loop, stops it."""
 
-    def __init__(self, spec: NodeSpec, host: Host, executor: Any, hooks_executor: Any) -> None:
+    def __init__(
+        self, spec: NodeSpec, host: Host, executor: Any, hooks_executor: Any, spans: SpanLog | None = None
+    ) -> None:
+        """``spans``: where its calls are timed, when its run records spans (``edgepipe trace``)."""
         self.spec = spec
         self.node_id = spec.node_id
         self.host = host
-        self.metrics = NodeMetrics(spec.node_id, spec.kind.value)
+        self.metrics = NodeMetrics(spec.node_id, spec.kind.value, spans)
         self.inbox: Inbox | None = None
         if spec.kind is not NodeKind.SOURCE:
             self.inbox = Inbox(spec.node_id)

@@ -1,4 +1,8 @@
-"""Running a pipeline from start to finish: the one entry point the CLI and tests share."""
+"""Running a pipeline from start to finish on the engine: ungoverned unless given a scheduler.
+
+The library runner (:func:`edgepipe.run`, :mod:`edgepipe.runner`) is this plus what ``edgepipe run``
+wires around it: the governor, serving, the heartbeat, allocator tuning. Tests that want a
+deterministic run call this one (:func:`edgepipe.testing.run_pipeline` does)."""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from edgepipe.core.loop import run as run_on_loop
+from edgepipe.core.spans import SpanRecorder
 from edgepipe.core.units import check_seconds
 from edgepipe.graph.pipeline import Graph, Pipeline
+from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.engine import RunReport, Runtime, Scheduler, Watcher
 from edgepipe.runtime.stopsignals import STOP_SIGNALS, after_run, kept_ignored
 from edgepipe.wire.results import ResultsWriter
@@ -30,8 +36,11 @@ async def run_async(
     workers: dict[str, int] | None = None,
     debug: bool = False,
     scheduler: Scheduler | Callable[[Graph], Scheduler] | None = None,
+    memory: MemoryPlan | None = None,
+    spans: SpanRecorder | None = None,
 ) -> RunReport:
-    """Validate and run ``pipeline`` on the running loop.
+    """Validate and run ``pipeline`` on the running loop: the engine alone (what
+    :func:`edgepipe.run`, the library runner, wraps with the governor, serving and heartbeat).
 
     ``duration_s`` stops it (draining) after that long. ``handle_signals`` makes SIGINT,
     SIGTERM and SIGHUP (what a closing ssh session sends) stop it the same way, and a second
@@ -41,7 +50,8 @@ async def run_async(
     for ``duration_s``, at least 0 for the others), :class:`GraphError` before anything starts,
     or :class:`NodeError` if a node stopped the run.
     ``scheduler`` (or a function making one from the graph) governs the CPU
-    (:class:`edgepipe.sched.Scheduler`); without one the run is ungoverned.
+    (:class:`edgepipe.sched.Scheduler`); without one the run is ungoverned. ``memory`` and
+    ``spans``: see :class:`~edgepipe.runtime.engine.Runtime`.
     """
     if duration_s is not None:
         check_seconds("duration_s", duration_s, above=0)
@@ -58,6 +68,8 @@ async def run_async(
         workers=workers,
         debug=debug,
         scheduler=governs,
+        memory=memory,
+        spans=spans,
     )
     loop = asyncio.get_running_loop()
     timer = loop.call_later(duration_s, runtime.request_stop) if duration_s is not None else None
@@ -100,6 +112,8 @@ def run(
     workers: dict[str, int] | None = None,
     debug: bool = False,
     scheduler: Scheduler | Callable[[Graph], Scheduler] | None = None,
+    memory: MemoryPlan | None = None,
+    spans: SpanRecorder | None = None,
 ) -> RunReport:
     """Run ``pipeline`` on a new event loop (uvloop when installed) and return its report."""
     return run_on_loop(
@@ -113,6 +127,8 @@ def run(
             workers=workers,
             debug=debug,
             scheduler=scheduler,
+            memory=memory,
+            spans=spans,
         ),
         loop=loop,
     )

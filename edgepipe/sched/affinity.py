@@ -12,7 +12,9 @@ the *heavy* cores, and the decoders, the event loop and the light threads keep t
 :class:`CoreSplit` is the plan for the process's cores; :func:`pin_heavy` is called by the gate on
 the thread of each heavy call (once per thread: a thread that ran one stays on the heavy cores),
 :func:`pin_light` by a decode thread as it starts and by the scheduler for the event loop's
-thread (threads it starts later inherit its cores). Only governed runs split the cores, only
+thread (threads it starts later inherit its cores). The split is the run's (its scheduler puts
+it in the run's scope, :mod:`edgepipe.core.scope`): a thread pins by the split of the run it
+works for, and pins again when another run's split is in force. Only governed runs split the cores, only
 where the process has at least two and the light side keeps one, and ``EDGEPIPE_AFFINITY=0``
 turns it off. Linux only (elsewhere nothing is pinned).
 """
@@ -25,6 +27,8 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from edgepipe.core.scope import Slot
 
 log = logging.getLogger("edgepipe.sched")
 
@@ -63,49 +67,43 @@ def plan(units: int | None, allowed: frozenset[int] | None = None) -> CoreSplit 
     return CoreSplit(heavy=frozenset(cores[-units:]), light=frozenset(cores[:-units]))
 
 
-_split: CoreSplit | None = None
-_generation = 0
+SPLIT: Slot[CoreSplit | None] = Slot("core split", lambda: None)
+"""A governed run's split (its scheduler puts it in the run's scope; none outside a run)."""
 _local = threading.local()
 
 
-def install(split: CoreSplit | None) -> None:
-    """Make ``split`` the process's (None: no pinning from now on; a thread already pinned keeps
-    its cores until it calls :func:`unpin`: the event loop's does at the end of the run, and
-    the run's worker threads end with it)."""
-    global _split, _generation
-    _split = split
-    _generation += 1
-
-
 def current() -> CoreSplit | None:
-    return _split
+    """The split of the run the caller works for (None: nothing is pinned)."""
+    return SPLIT.get()
 
 
-def _pin(cores: frozenset[int], side: str) -> bool:
-    if getattr(_local, "pinned", None) == (_generation, side):
+def _pin(split: CoreSplit, side: str) -> bool:
+    pinned = getattr(_local, "pinned", None)
+    if pinned is not None and pinned[0] is split and pinned[1] == side:  # by this split already
         return True
+    cores = split.heavy if side == "heavy" else split.light
     try:
         os.sched_setaffinity(0, cores)  # 0: the calling thread only
     except (AttributeError, OSError, ValueError) as exc:
         log.debug("could not pin a thread to cores %s: %s", _cores(cores), exc)
         return False
-    _local.pinned = (_generation, side)
+    _local.pinned = (split, side)
     return True
 
 
 def pin_heavy() -> None:
     """Put the calling thread on the heavy cores (a no-op when nothing is split, or it is
     there already). Called before a heavy call, on its thread."""
-    split = _split
+    split = SPLIT.get()
     if split is not None:
-        _pin(split.heavy, "heavy")
+        _pin(split, "heavy")
 
 
 def pin_light() -> None:
     """Put the calling thread on the light cores (a decode thread, the event loop's)."""
-    split = _split
+    split = SPLIT.get()
     if split is not None:
-        _pin(split.light, "light")
+        _pin(split, "light")
 
 
 @contextlib.contextmanager
@@ -113,7 +111,7 @@ def heavy_scope() -> Iterator[None]:
     """The calling thread on the heavy cores for the ``with`` block, then back on its own: an
     ONNX Runtime session built inside starts its intra-op threads there (they inherit the
     cores of the thread that creates them)."""
-    split = _split
+    split = SPLIT.get()
     if split is None:
         yield
         return

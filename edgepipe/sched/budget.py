@@ -1,4 +1,4 @@
-"""The CPU budget of the process: the cores it may use x the target share.
+"""The CPU budget: the cores the process may use x the target share (a governed run's own).
 
 The cores come from the CPU affinity (``taskset``, cpusets) and the cgroup's quota (cgroup v2
 ``cpu.max``, v1 ``cpu.cfs_quota_us``), whichever is smaller, so ``docker run --cpus=2`` on a
@@ -16,6 +16,8 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from edgepipe.core.scope import Slot
 
 DEFAULT_TARGET = 0.7
 
@@ -177,16 +179,27 @@ class CpuBudget:
 _BUDGET: CpuBudget | None = None
 
 
-def cpu_budget() -> CpuBudget:
-    """The process's budget (made on first use from the defaults; :func:`set_budget` at start-up)."""
+def process_budget() -> CpuBudget:
+    """The process's budget, outside any run (made on first use from the defaults)."""
     global _BUDGET
     if _BUDGET is None:
         _BUDGET = CpuBudget(usable_cores())
     return _BUDGET
 
 
+BUDGET = Slot("CPU budget", process_budget)
+"""A governed run's own budget (its :class:`~edgepipe.sched.scheduler.Scheduler`'s)."""
+
+
+def cpu_budget() -> CpuBudget:
+    """The budget of the run the caller works for (:mod:`edgepipe.core.scope`), else the
+    process's."""
+    return BUDGET.get()
+
+
 def set_budget(budget: CpuBudget) -> CpuBudget:
-    """Make ``budget`` the process's (before models load: their thread counts come from it)."""
+    """Make ``budget`` the process's, outside any run (a script's, before its models load: their
+    thread counts come from it). Runs keep their own."""
     global _BUDGET
     _BUDGET = budget
     return budget

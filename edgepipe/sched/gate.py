@@ -2,7 +2,7 @@
 
 Sizing thread pools does not bound how many cores a process keeps busy: two one-thread ONNX
 Runtime sessions called from two threads keep two cores busy. So every heavy call enters the
-process's :class:`Gate` first, holding ``units`` of the budget (its session's intra-op threads)
+run's :class:`Gate` first, holding ``units`` of the budget (its session's intra-op threads)
 while it runs:
 
 - **Slots.** At most ``units`` of heavy work run at once (2 cores x 0.7 → one call at a time),
@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from edgepipe.core import cputime
+from edgepipe.core.scope import Slot
 from edgepipe.sched import affinity
 
 WEIGHTS = {0: 1.0, 1: 4.0, 2: 8.0}
@@ -271,12 +272,22 @@ class Gate:
 _GATE = Gate(None)
 
 
-def gate() -> Gate:
-    """The process's gate (ungoverned until a scheduler installs one)."""
+def _process_gate() -> Gate:
     return _GATE
 
 
+GATE = Slot("gate", _process_gate)
+"""A governed run's own gate (its :class:`~edgepipe.sched.scheduler.Scheduler`'s)."""
+
+
+def gate() -> Gate:
+    """The gate of the run the caller works for (:mod:`edgepipe.core.scope`), else the
+    process's (ungoverned unless :func:`set_gate` says otherwise)."""
+    return GATE.get()
+
+
 def set_gate(new: Gate) -> Gate:
+    """Make ``new`` the process's gate, outside any run (a script's, a test's). Runs keep their own."""
     global _GATE
     _GATE = new
     return new

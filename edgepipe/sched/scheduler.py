@@ -1,9 +1,11 @@
 """The scheduler of one run: the CPU budget, the gate, the load meter and the governor, wired
 to the runtime.
 
-Made before the run (``Scheduler(graph, headroom=…, governed=…)``), it installs the process's
-budget and gate, so models loaded by the nodes' ``start()`` get their thread counts from the
-budget and their runs go through the gate. Once every node has started it collects the knobs
+Made before the run (``Scheduler(graph, headroom=…, governed=…)``), it puts its budget, gate
+and split of the cores in the run's scope (:meth:`Scheduler.own`, called by the runtime before
+any node starts; :mod:`edgepipe.core.scope`), so models loaded by the nodes' ``start()`` get
+their thread counts from this run's budget and their runs go through this run's gate, while a
+run beside it in the same process keeps its own. Once every node has started it collects the knobs
 (each node's own, through an optional ``governor_knobs(node_id, priority)`` method, plus one
 per lossy input lane), logs the plan once, and then every 0.1 s samples the load and lets the
 governor act; once a second the CPU ledger (:mod:`~edgepipe.sched.ledger`: where the CPU goes,
@@ -23,10 +25,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.channel import Policy
+from edgepipe.core.scope import RunScope
 from edgepipe.graph.spec import NodeKind, NodeSpec
 from edgepipe.sched import affinity
-from edgepipe.sched.budget import DEFAULT_TARGET, CpuBudget, cpu_budget, set_budget, usable_cores
-from edgepipe.sched.gate import Gate, gate, set_gate
+from edgepipe.sched.budget import BUDGET, DEFAULT_TARGET, CpuBudget, usable_cores
+from edgepipe.sched.gate import GATE, Gate
 from edgepipe.sched.governor import Governor, Knob
 from edgepipe.sched.knobs import ThinKnob
 from edgepipe.sched.ledger import CpuLedger
@@ -67,15 +70,11 @@ class Scheduler:
             raise ValueError(f"headroom must be in [0, 1), got {headroom}")
         self.governed = governed and headroom > 0
         target = 1 - headroom if headroom > 0 else DEFAULT_TARGET
-        # The budget and the gate are the process's (sessions and runs find them there): this
-        # run's are installed now, before models load, and the earlier ones put back at its end.
-        # One governed run per process at a time.
-        self._previous = (cpu_budget(), gate())
+        # The run's own: sessions and runs find them through the run's scope (own()).
         streams = sum(1 for spec in graph.nodes if getattr(spec.target, "decodes_video", False))
-        self.budget = set_budget(CpuBudget(usable_cores(), target, self.governed, video_streams=streams))
-        self.gate = set_gate(
-            Gate(self.budget.units if self.governed else None, spare=self.budget.spare_units)
-        )
+        self.budget = CpuBudget(usable_cores(), target, self.governed, video_streams=streams)
+        self.gate = Gate(self.budget.units if self.governed else None, spare=self.budget.spare_units)
+        self._scope: RunScope | None = None
         self.interval_s = interval_s
         self.settle_s = settle_s
         self.meter = LoadMeter(
@@ -98,12 +97,19 @@ class Scheduler:
 
     # -- the run ------------------------------------------------------------------------------
 
+    def own(self, scope: RunScope) -> None:
+        """Put this run's budget, gate and split of the cores in its scope (before any node
+        starts: models take their thread counts from the budget as they load)."""
+        self._scope = scope
+        scope.put(BUDGET, self.budget)
+        scope.put(GATE, self.gate)
+        scope.put(affinity.SPLIT, self.cores_split)
+
     async def run(self, runtime: Runtime) -> None:
         """Sample and govern until cancelled (a watcher of the runtime). A failure here is
         logged and the run goes on ungoverned: the scheduler never stops a pipeline."""
         self.ledger.runtime_tid = threading.get_native_id()  # the event loop's thread
         split = self.cores_split
-        affinity.install(split)
         if split is not None:  # threads started from here on inherit the light cores
             affinity.pin_light()
             log.info("cores: %s", split.describe())
@@ -117,19 +123,15 @@ class Scheduler:
         except Exception:
             log.exception("scheduler failed: the rest of this run is ungoverned")
             self.governor = None
-            set_gate(Gate(None))
-            affinity.install(None)  # no heavy cores without a gate that admits one call at a time
+            if self._scope is not None:  # this run's calls are no longer held, nor pinned
+                self._scope.put(GATE, Gate(None))
+                self._scope.put(affinity.SPLIT, None)  # no heavy cores without a gate
             if self._cores is not None:
                 affinity.unpin(self._cores)
             await asyncio.Event().wait()  # until cancelled with the other watchers
         finally:
-            if gate() is self.gate or self.governor is None:
-                set_budget(self._previous[0])
-                set_gate(self._previous[1])
-            if affinity.current() is self.cores_split and self.cores_split is not None:
-                affinity.install(None)
-                if self._cores is not None:
-                    affinity.unpin(self._cores)
+            if split is not None and self._cores is not None:  # the event loop's thread
+                affinity.unpin(self._cores)
 
     def _start(self, runtime: Runtime) -> None:
         knobs = self._knobs(runtime)

@@ -3,6 +3,7 @@ HTTP server (``--port``, ``--host``), and what must never leak through any outpu
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -15,14 +16,23 @@ from tests.cli.test_main import ENDLESS, edgepipe, write
 pytestmark = pytest.mark.slow
 
 
-def test_the_cpu_plan_is_logged_and_the_summary_shows_the_scheduler() -> None:
+def test_the_cpu_plan_is_logged_and_the_summary_shows_the_scheduler(tmp_path: Path) -> None:
+    # The same run as tests/runner/test_library.py's through edgepipe.run(): the same wiring.
+    health = tmp_path / "health.json"
     result = edgepipe("run", "pipelines/demo.py", "--duration", "2.5", "--detect", "none", "--stats",
-                      "--headroom", "0.5")  # fmt: skip
+                      "--headroom", "0.5", "--health-file", str(health))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "CPU budget:" in result.stderr
     assert "x 0.50 =" in result.stderr
     assert "governor: keeps CPU at or under 50%" in result.stderr
     assert "target 50%" in result.stderr  # the line under the summary
+    assert "memory plan: + 2.3 MB frame pool (5 x 640x480) (camera)" in result.stderr
+    beat = json.loads(health.read_text())
+    assert beat["stopped"]
+    assert beat["items_out"] > 0
+    assert beat["sched"]["governed"]
+    assert beat["sched"]["target"] == pytest.approx(0.5)
+    assert [r["what"] for r in beat["memory"]["reservations"]] == ["frame pool (5 x 640x480)"]
     ungoverned = edgepipe("run", "pipelines/demo.py", "--duration", "1.5", "--detect", "none", "--stats",
                           "--no-governor")  # fmt: skip
     assert ungoverned.returncode == 0, ungoverned.stderr

@@ -1,9 +1,8 @@
-"""Spans for ``edgepipe trace``: off by default; on, every call of every node is kept."""
+"""Spans for ``edgepipe trace``: off by default; a run given a recorder keeps every call of every node."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,10 +14,8 @@ from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
 @pytest.fixture
-def recording() -> Iterator[spans.SpanRecorder]:
-    recorder = spans.start_recording()
-    yield recorder
-    spans.stop_recording()
+def recording() -> spans.SpanRecorder:
+    return spans.SpanRecorder()
 
 
 def test_off_unless_recording() -> None:
@@ -43,7 +40,7 @@ def test_every_call_of_every_node_is_a_span(recording: spans.SpanRecorder) -> No
     two = p.stage("two", TwoStep(), inputs=double)
     p.sink("out", sink, inputs=two)
     t0 = time.perf_counter_ns()
-    run_pipeline(p)
+    run_pipeline(p, spans=recording)
     t1 = time.perf_counter_ns()
     assert sink.items == [0, 2, 4, 6, 8, 10]
     logs = recording.logs
@@ -74,7 +71,7 @@ def test_a_source_s_wait_is_its_own_not_the_downstream_backpressure(recording: s
     src = p.source("items", FakeSource(list(range(12))))  # in memory: gives each item at once
     slow = p.stage("slow", lambda n: time.sleep(0.01) or n, inputs=src, queue_size=1)
     p.sink("out", sink, inputs=slow)
-    run_pipeline(p)
+    run_pipeline(p, spans=recording)
     assert len(sink.items) == 12
     logs = recording.logs
     waited = sum(logs["items"].durations_ns)

@@ -36,6 +36,31 @@ def test_reservations_add_up_and_end_with_release_or_their_holder() -> None:
     assert plan.total_bytes == 0
 
 
+def test_a_run_s_plan_lists_its_own_and_the_process_s_holds_and_refuses_every_run_s() -> None:
+    process = MemoryPlan(budget_frac=0.5, limit_bytes=1000)
+    one, two = MemoryPlan.for_run(process), MemoryPlan.for_run(process)
+    assert one.budget_bytes == 500  # the same memory: the process's budget
+    a = one.reserve("det", "tensors", 200)
+    holder = Holder()
+    two.reserve("lm", "KV cache", 250, holder=holder)
+    assert [r.what for r in one.entries()] == ["tensors"]
+    assert [r.what for r in two.entries()] == ["KV cache"]
+    assert process.total_bytes == 450
+    with pytest.raises(MemoryBudgetError, match="more tensors"):  # 200 + 100 alone would fit in 500
+        one.reserve("det", "more tensors", 100)
+    assert one.total_bytes == 200
+    assert process.total_bytes == 450
+    assert one.as_data() == {
+        "total_bytes": 200,
+        "budget_bytes": 500,
+        "reservations": [{"owner": "det", "what": "tensors", "nbytes": 200, "device": ""}],
+    }
+    a.release()
+    del holder
+    gc.collect()
+    assert (one.total_bytes, two.total_bytes, process.total_bytes) == (0, 0, 0)
+
+
 def test_a_reservation_past_the_budget_is_refused_by_name() -> None:
     plan = MemoryPlan(budget_frac=0.7, limit_bytes=1_000_000_000)
     plan.reserve("camera", "frame pool (5 x 1920x1080)", 600_000_000)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 
 import pytest
 
+from edgepipe.core.scope import RunScope, entered
 from edgepipe.sched import affinity
 from edgepipe.sched.affinity import CoreSplit, plan
 
@@ -42,19 +44,18 @@ def test_threads_are_moved_to_their_side_and_a_session_scope_is_undone() -> None
             seen["scope"] = frozenset(os.sched_getaffinity(0))
         seen["after"] = frozenset(os.sched_getaffinity(0))
 
-    affinity.install(split)
-    try:
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-    finally:
-        affinity.install(None)
+    scope = RunScope("t")
+    scope.put(affinity.SPLIT, split)
+    with entered(scope):  # the thread works for the run: started in its context
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(work,))
+    thread.start()
+    thread.join()
     assert seen == {"heavy": split.heavy, "light": split.light, "scope": split.heavy, "after": CORES}
     assert frozenset(os.sched_getaffinity(0)) == CORES, "this thread was never moved"
 
 
-def test_nothing_moves_while_no_split_is_installed() -> None:
-    affinity.install(None)
+def test_nothing_moves_outside_a_governed_run() -> None:
+    assert affinity.current() is None
     before = frozenset(os.sched_getaffinity(0)) if CORES else frozenset()
     affinity.pin_heavy()
     affinity.pin_light()

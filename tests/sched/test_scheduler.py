@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from edgepipe import NodeError, Pipeline
+from edgepipe import NodeError, Pipeline, RunReport
+from edgepipe.planning.memory import memory_plan
+from edgepipe.runtime.run import run_async
 from edgepipe.sched import EveryKnob, Scheduler, cpu_budget, gate
 from edgepipe.testing import run_pipeline
 
@@ -128,6 +130,58 @@ def test_a_run_that_fails_at_start_leaves_the_process_budget_and_gate_as_they_we
         run_pipeline(p, duration_s=2.0, scheduler=Scheduler)
     assert gate().units is None
     assert cpu_budget() is before
+
+
+class Sees:
+    """A stage whose start() (on a hook thread) and calls (on its resource's) note the gate,
+    budget and memory plan they reach, and reserve a buffer named after its run."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.seen: set[tuple[int, int, int]] = set()
+
+    def _note(self) -> None:
+        self.seen.add((id(gate()), id(cpu_budget()), id(memory_plan())))
+
+    def start(self) -> None:
+        self._note()
+        self.buffer = memory_plan().reserve(self.run, f"buffer of {self.run}", 1000, holder=self)
+
+    def process(self, item: int) -> int:
+        self._note()
+        time.sleep(0.002)  # the other run's calls come meanwhile
+        return item
+
+
+def test_two_governed_runs_at_once_in_one_process_each_keep_their_own() -> None:
+    before = (gate(), cpu_budget())
+    stages: dict[str, Sees] = {}
+    schedulers: dict[str, Scheduler] = {}
+
+    async def one(name: str, headroom: float) -> RunReport:
+        p = Pipeline(name, headroom=headroom)
+        stages[name] = Sees(name)
+        p.sink("drop", lambda x: None, inputs=p.stage("see", stages[name], inputs=p.source("items", ticks)))
+        schedulers[name] = Scheduler(p.validate())
+        return await run_async(p, scheduler=schedulers[name], duration_s=0.4)
+
+    async def both() -> list[RunReport]:
+        return await asyncio.gather(one("a", 0.5), one("b", 0.0))
+
+    reports = dict(zip("ab", asyncio.run(both()), strict=True))
+    for name, report in reports.items():
+        sched = schedulers[name]
+        (seen,) = stages[name].seen  # one gate, budget and plan, the same on every thread
+        assert seen[:2] == (id(sched.gate), id(sched.budget))
+        assert report.stats.memory is not None
+        assert [r["what"] for r in report.stats.memory["reservations"]] == [f"buffer of {name}"]
+        assert report.stats.node("see").items_in > 20
+    assert schedulers["a"].gate.units is not None
+    assert schedulers["b"].gate.units is None
+    assert len({next(iter(s.seen))[2] for s in stages.values()}) == 2  # a memory plan each
+    governed = {name: (r.stats.sched or {}).get("governed") for name, r in reports.items()}
+    assert governed == {"a": True, "b": False}
+    assert (gate(), cpu_budget()) == before  # the process's were never swapped
 
 
 class BadKnobs(Burner):

@@ -1,10 +1,10 @@
 """Running a pipeline for ``edgepipe trace``: every node's spans, ONNX Runtime's profiles, the
 buffers reserved during the run, and the energy used, gathered around one ordinary run.
 
-The pipeline runs as under ``edgepipe run`` (:func:`edgepipe.runtime.run.run` with the scheduler);
-what tracing adds is switched on for this run only and off again after it:
-:mod:`edgepipe.core.spans`, :data:`edgepipe.infer.loading.profile_prefix`, a listener on the
-memory plan (:attr:`~edgepipe.planning.memory.MemoryPlan.listeners`) and an energy meter.
+The pipeline runs as under ``edgepipe run`` (:func:`edgepipe.runner.run`, governed); what
+tracing adds is the run's own span recorder (:mod:`edgepipe.core.spans`) and memory plan with a
+listener (:attr:`~edgepipe.planning.memory.MemoryPlan.listeners`), and, switched on for this run
+only and off again after it, :data:`edgepipe.infer.loading.profile_prefix` and an energy meter.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from edgepipe.deploy.power.meter import Energy, EnergyMeter
 from edgepipe.deploy.trace.ort import Profile, read_profile
 from edgepipe.graph.check import Graph
 from edgepipe.infer import loading
-from edgepipe.planning.memory import Reservation, memory_plan
+from edgepipe.planning.memory import MemoryPlan, Reservation
+from edgepipe.runner import run
 from edgepipe.runtime.engine import RunReport
-from edgepipe.runtime.run import run
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,8 @@ def run_traced(
     graph: Graph, duration_s: float, *, debug: bool = False, energy_root: Path = Path("/")
 ) -> TraceRun:
     """Run ``graph`` for ``duration_s`` (or until its sources end) with tracing on."""
-    from edgepipe.sched import Scheduler
-
-    plan = memory_plan()
+    plan = MemoryPlan.for_run()
+    recorder = spans.SpanRecorder()
     allocations: list[Allocation] = []
 
     def reserved(r: Reservation) -> None:
@@ -69,17 +68,15 @@ def run_traced(
     with tempfile.TemporaryDirectory(prefix="edgepipe-trace-") as folder:
         loading.profile_prefix = str(Path(folder) / "ort_")
         loading.profiled.clear()
-        recorder = spans.start_recording()
         plan.listeners.append(reserved)
         offset = time.time_ns() - time.perf_counter_ns()
         meter.start()
         try:
-            report = run(graph, duration_s=duration_s, handle_signals=True, debug=debug,
-                         scheduler=Scheduler(graph))  # fmt: skip
+            report = run(graph, duration_s=duration_s, handle_signals=True, debug=debug, memory=plan,
+                         spans=recorder, tune_malloc=False)  # fmt: skip
         finally:
             energies = meter.stop()
             plan.listeners.remove(reserved)
-            spans.stop_recording()
             loading.profile_prefix = None
             profiles, notes = _end_profiles()
     return TraceRun(graph, report, recorder.logs, profiles, allocations, energies, meter, offset, notes)

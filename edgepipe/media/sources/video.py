@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import threading
@@ -242,7 +243,9 @@ class VideoSource:
 
         self._thread_done = done
         self._ended = False
-        self._thread = threading.Thread(target=body, name=f"edgepipe-decode-{self.source_id}", daemon=True)
+        # In the run's context: its decoders' threads and cores are the run's (edgepipe.core.scope).
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(body,),
+                                        name=f"edgepipe-decode-{self.source_id}", daemon=True)  # fmt: skip
         self._thread.start()
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> FrameSize | None:

@@ -1,0 +1,69 @@
+"""The run scope: a slot gives the run's value inside a run (its tasks and its pools' threads),
+the process's outside it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from edgepipe.core.executor import DaemonThreadPool, Resources
+from edgepipe.core.scope import RunScope, Slot, context_of, current_scope, entered
+
+PROCESS = object()
+WIDGET: Slot[object] = Slot("widget", lambda: PROCESS)
+
+
+def test_outside_a_run_a_slot_is_the_process_s_and_inside_the_run_s() -> None:
+    own = object()
+    scope = RunScope("a")
+    assert WIDGET.get() is PROCESS
+    assert current_scope() is None
+    with entered(scope):
+        assert WIDGET.get() is PROCESS, "a run without its own value uses the process's"
+        scope.put(WIDGET, own)
+        assert WIDGET.get() is own
+        assert current_scope() is scope
+    assert WIDGET.get() is PROCESS
+
+
+def test_two_runs_in_one_loop_each_see_their_own() -> None:
+    seen: dict[str, object] = {}
+
+    async def one_run(name: str) -> None:
+        scope = RunScope(name)
+        scope.put(WIDGET, name)
+        with entered(scope):
+            await asyncio.sleep(0.01)  # the other run enters its scope meanwhile
+            child = asyncio.create_task(asyncio.sleep(0, result=WIDGET.get()))  # inherits it
+            seen[name] = (WIDGET.get(), await child)
+
+    async def both() -> None:
+        await asyncio.gather(one_run("a"), one_run("b"))
+
+    asyncio.run(both())
+    assert seen == {"a": ("a", "a"), "b": ("b", "b")}
+
+
+def test_a_pool_s_threads_work_in_the_context_it_was_made_in() -> None:
+    scope = RunScope("a")
+    scope.put(WIDGET, "a")
+    with entered(scope):
+        made_inside = DaemonThreadPool(1, "inside", spare_workers=0)
+    made_outside = DaemonThreadPool(1, "outside", spare_workers=0)
+    run_pools = Resources({"cpu": 1}, context=context_of(scope))
+    try:
+        with entered(scope):  # submitted from inside a run: the thread keeps its pool's context
+            from_outside = made_outside.submit(WIDGET.get).result(5)
+        assert made_inside.submit(WIDGET.get).result(5) == "a"
+        assert from_outside is PROCESS
+        assert run_pools.executor("cpu").submit(WIDGET.get).result(5) == "a"
+        # every thread of the pool, not only the first (each runs in a copy of the context)
+        barrier = threading.Barrier(2)
+        wide = DaemonThreadPool(2, "wide", spare_workers=0, context=context_of(scope))
+        futures = [wide.submit(lambda: (barrier.wait(5), WIDGET.get())[1]) for _ in range(2)]
+        assert [f.result(5) for f in futures] == ["a", "a"]
+        wide.shutdown()
+    finally:
+        made_inside.shutdown()
+        made_outside.shutdown()
+        run_pools.shutdown()
