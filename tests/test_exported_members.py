@@ -5,7 +5,6 @@ from __future__ import annotations
 import types
 
 import edgepipe
-import edgepipe.core
 import edgepipe.infer
 import edgepipe.lm
 import edgepipe.media
@@ -29,7 +28,6 @@ def public_names(module: types.ModuleType) -> set[str]:
 def test_all_matches_what_is_exported() -> None:
     for module in (
         edgepipe,
-        edgepipe.core,
         edgepipe.media,
         edgepipe.infer,
         edgepipe.vision,

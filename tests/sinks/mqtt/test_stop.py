@@ -19,7 +19,7 @@ from edgepipe.testing import FakeSource
 from edgepipe.vision import Detections
 from edgepipe.wire.results import Message
 from tests.sinks.broker import Mosquitto, subscribed
-from tests.sinks.test_mqtt import frame
+from tests.sinks.mqtt.test_sink import frame
 
 pytestmark = pytest.mark.slow
 
