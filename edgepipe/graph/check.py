@@ -36,6 +36,14 @@ class Graph:
     def resources(self) -> tuple[str, ...]:
         return tuple(sorted({n.resource for n in self.nodes}))
 
+    def upstream(self, node_id: str) -> tuple[str, ...]:
+        """The nodes whose output reaches ``node_id`` (its inputs, theirs, ...), in graph order."""
+        found = set(self.node(node_id).inputs)
+        for spec in reversed(self.nodes):  # consumers come after their producers
+            if spec.node_id in found:
+                found.update(spec.inputs)
+        return tuple(n.node_id for n in self.nodes if n.node_id in found)
+
     def workers(self) -> dict[str, int]:
         """Threads per resource: one per node on it, so no node waits for another's thread
         (each node has at most one call in flight)."""

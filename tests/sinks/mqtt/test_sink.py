@@ -47,7 +47,7 @@ def results_pipeline(
 ) -> tuple[Pipeline, MqttSink]:
     p = Pipeline("test")
     src = p.source("results", FakeSource(items, interval_s=interval_s))
-    sink = MqttSink(url, options.pop("device", "cam1"), pipeline=p, object_name="face", **options)
+    sink = MqttSink(url, options.pop("device", "cam1"), object_name="face", **options)
     p.sink("mqtt", sink, inputs=src, queue_size=16)
     return p, sink
 
@@ -168,7 +168,7 @@ def test_without_aiomqtt_the_sink_says_how_to_install_it(monkeypatch: pytest.Mon
         importlib.util, "find_spec", lambda name, *a: None if name == "aiomqtt" else real(name, *a)
     )
     with pytest.raises(ImportError, match=r"pip install 'edgepipe\[mqtt\]'"):
-        MqttSink(f"mqtt://127.0.0.1:{free_port()}", pipeline="test")
+        MqttSink(f"mqtt://127.0.0.1:{free_port()}")
 
 
 @pytest.mark.parametrize(
