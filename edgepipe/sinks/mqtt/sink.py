@@ -203,6 +203,11 @@ class MqttSink:
             self._tasks.append(group.create_task(self._guarded("camera-state watcher", self._watch_sources()),
                                                  name=f"{node_id}:mqtt-states"))  # fmt: skip
 
+    def check_pipeline_name(self, name: str) -> None:
+        """Refuse, before the run starts (the graph's validation calls it), a pipeline name that
+        cannot be a topic level: :class:`MqttConfigError` naming it."""
+        checked_level("pipeline name", name)
+
     def name_pipeline(self, name: str) -> None:
         """Name the pipeline in the topics and the client id: :meth:`start` does, with the
         running pipeline's name (call it only to use the sink outside a pipeline). Raises
