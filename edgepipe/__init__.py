@@ -19,7 +19,7 @@ from edgepipe.core.errors import (
 )
 from edgepipe.core.lazy import lazy_exports as _lazy_exports
 from edgepipe.graph.pipeline import Pipeline
-from edgepipe.graph.spec import ErrorPolicy, Input, OnError
+from edgepipe.graph.spec import ErrorPolicy, Input, OnError, on_loop
 from edgepipe.pipefile.loader import load_pipeline
 from edgepipe.pipefile.params import Range, WritableFile, WritableFolder
 from edgepipe.runner import run, run_async
@@ -34,6 +34,12 @@ _LAZY = {
     "Recorder": "edgepipe.media.recording.encode",
     "Detector": "edgepipe.vision",
     "Detections": "edgepipe.vision",
+    "WebRTCStream": "edgepipe.serve.webrtc_stream",
+    "MqttSink": "edgepipe.sinks.mqtt.sink",
+    "EventRecorder": "edgepipe.sinks.events.recorder",
+    "JsonLines": "edgepipe.sinks.streams.jsonl",
+    "TcpStream": "edgepipe.sinks.streams.tcp",
+    "UdpStream": "edgepipe.sinks.streams.udp",
 }
 
 
@@ -46,10 +52,13 @@ __all__ = [
     "Detector",
     "EdgepipeError",
     "ErrorPolicy",
+    "EventRecorder",
     "Frame",
     "GraphError",
     "Input",
+    "JsonLines",
     "Message",
+    "MqttSink",
     "NodeError",
     "NodeTimeout",
     "OnError",
@@ -62,11 +71,15 @@ __all__ = [
     "Recorder",
     "RunReport",
     "Snapshot",
+    "TcpStream",
+    "UdpStream",
     "VideoSource",
+    "WebRTCStream",
     "WritableFile",
     "WritableFolder",
     "__version__",
     "load_pipeline",
+    "on_loop",
     "run",
     "run_async",
 ]

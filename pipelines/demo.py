@@ -166,13 +166,13 @@ def pipeline(
     """
     p = Pipeline("demo")
     # A file plays at its own frame rate here, as a camera would: the demo shows live behaviour
-    # (a detector slower than the camera skips frames) rather than batch speed.
-    video = VideoSource(source, decoder=decoder, realtime=True)
-    camera = p.source("camera", video)
+    # (a detector slower than the camera skips frames) rather than batch speed. A file is not a
+    # live source, whose frames would come through latest lanes of one anyway: the lanes say so.
+    camera = p.source("camera", VideoSource(source, decoder=decoder, realtime=True))
     motion = p.stage("motion", MotionDetector(threshold, min_pixels=16), inputs=camera, policy="latest",
                      queue_size=1, timeout_s=1.0)  # fmt: skip
     p.sink("log", log_motion, inputs=motion)
-    inputs = {"frames": Input(camera, policy="latest", size=1), "motion": motion}
+    inputs = {"frames": Input(camera, policy="latest", queue_size=1), "motion": motion}
     results = [motion]
     faces = None
     if detect != "none":
@@ -187,7 +187,7 @@ def pipeline(
         p.sink("record", Recorder(record), inputs=picture, queue_size=4)
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=picture, policy="latest", queue_size=1)
-    p.sink("view_results", stream.results, inputs=results, queue_size=16, blocking=False)
+    p.sink("view_results", stream.results, inputs=results, queue_size=16)
     add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=picture, triggers=faces, results=results,
-                        sources=[video], live=True, device=mqtt_device)  # fmt: skip
+                        live=True, device=mqtt_device)  # fmt: skip
     return p

@@ -95,20 +95,18 @@ def pipeline(
     if model is None:  # on the command line ModelFolder says so first, at the door
         raise ValueError("model: a folder with model.onnx and tokenizer.json is required")
     p = Pipeline("describe_scene")
-    video = VideoSource(source)
-    camera = p.source("camera", video)
-    faces = p.stage("faces", Detector(detect, every=5), inputs=camera, policy="latest", queue_size=1,
-                    timeout_s=5.0)  # fmt: skip
+    camera = p.source("camera", VideoSource(source))
+    faces = p.stage("faces", Detector(detect, every=5), inputs=camera, timeout_s=5.0)
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, top_p=0.9)
-    # The source object gives its own state (live, stalled, reconnecting) to the prompt: a
-    # camera that stopped sending is reported even though no detections arrive.
+    # The camera's own state (live, stalled, reconnecting) reaches the prompt through the graph:
+    # a camera that stopped sending is reported even though no detections arrive.
     describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
-                        sources=[video], max_tokens_per_s=max_tokens_per_s or None)  # fmt: skip
+                        max_tokens_per_s=max_tokens_per_s or None)  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("log", show, inputs=words, queue_size=64)
     stream = WebRTCStream()
-    p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
-    p.sink("view_results", stream.results, inputs=[faces, words], queue_size=64, blocking=False)
+    p.sink("view", stream.video("camera"), inputs=camera)
+    p.sink("view_results", stream.results, inputs=[faces, words], queue_size=64)
     add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=camera, triggers=faces,
-                        results=[faces, words], sources=[video], live=True, device=mqtt_device)  # fmt: skip
+                        results=[faces, words], live=True, device=mqtt_device)  # fmt: skip
     return p

@@ -128,15 +128,15 @@ def pipeline(
     """
     live = parse(source).live
     p = Pipeline("face_privacy")
-    video = VideoSource(source, decoder=decoder, realtime=realtime)
-    camera = p.source("camera", video)
+    camera = p.source("camera", VideoSource(source, decoder=decoder, realtime=realtime))
     # pin_every: the governor never lets the tracker guess boxes beyond the --every asked for;
     # under CPU pressure it thins the frames before the detector instead (never recorded unblurred).
+    # A camera's frames come through a latest lane of one (the default for a live source's frames).
     faces = p.stage(
         "faces",
         Detector(model, score_threshold=threshold, every=every, input_size=input_size, keep_frame=True,
                  pin_every=True),
-        inputs=camera, policy="latest" if live else "block", queue_size=1 if live else 4, timeout_s=10.0,
+        inputs=camera, queue_size=1 if live else 4, timeout_s=10.0,
         max_age_s=1.0 if live else None,
     )  # fmt: skip
     blurred = p.stage("blur", Redact(), inputs=faces, queue_size=4)
@@ -145,9 +145,9 @@ def pipeline(
     p.sink("log", FaceLog(output), inputs=faces, queue_size=8)
     # Event clips are cut from the blurred branch too; the broker gets the boxes, not pictures.
     add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=blurred, triggers=faces, results=[faces],
-                        sources=[video], live=live, min_score=threshold, device=mqtt_device)  # fmt: skip
+                        live=live, min_score=threshold, device=mqtt_device)  # fmt: skip
     # Viewers (edgepipe run --port N) see the blurred branch only, never the camera's own frames.
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)
-    p.sink("view_results", stream.results, inputs=faces, queue_size=16, blocking=False)
+    p.sink("view_results", stream.results, inputs=faces, queue_size=16)
     return p

@@ -48,6 +48,9 @@ def listed(names: list[str]) -> str:
 class FleetLog:
     """A sink: one log line per change, and a summary every ``summary_s`` seconds."""
 
+    on_loop = True
+    """Cheap (a table update, a line per change): it runs on the event loop, not a thread per call."""
+
     def __init__(self, summary_s: float) -> None:
         self.summary_s = summary_s
         self.status: dict[str, str] = {}
@@ -109,5 +112,5 @@ def pipeline(
     """
     p = Pipeline("fleet_events")
     feed = p.source("broker", FleetFeed(broker, prefix))
-    p.sink("fleet", FleetLog(summary_s), inputs=feed, queue_size=64, blocking=False)
+    p.sink("fleet", FleetLog(summary_s), inputs=feed, queue_size=64)
     return p

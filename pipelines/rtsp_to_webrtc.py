@@ -59,5 +59,5 @@ def pipeline(
     if detect != "none":
         boxes = p.stage("detect", Detector(detect, score_threshold=threshold, every=every), inputs=camera,
                         policy="latest", queue_size=1, timeout_s=5.0)  # fmt: skip
-        p.sink("view_results", stream.results, inputs=boxes, queue_size=16, blocking=False)
+        p.sink("view_results", stream.results, inputs=boxes, queue_size=16)
     return p

@@ -71,7 +71,7 @@ def pipeline_rate(clip: Path, config: SessionConfig, input_size: int) -> tuple[f
     p = Pipeline("bench-detect")
     video = p.source("video", VideoSource(str(clip), decoder="software"))
     faces = p.stage("faces", detector, inputs=video, queue_size=4)
-    p.sink("sink", sink, inputs=faces, blocking=False)
+    p.sink("sink", sink, inputs=faces, on_loop=True)
     asyncio.run(run_async(p))
     fmt = detector.input_format
     assert fmt is not None
@@ -120,7 +120,7 @@ def live_rate(
     video = p.source("camera", camera)
     detector = Detector("centerface", input_size=input_size, session=config)
     faces = p.stage("faces", detector, inputs=video, policy="latest", queue_size=1)
-    p.sink("sink", sink, inputs=faces, blocking=False)
+    p.sink("sink", sink, inputs=faces, on_loop=True)
     report = asyncio.run(run_async(p))
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
     return rate, fed, report.stats.channel("faces").dropped

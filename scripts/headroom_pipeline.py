@@ -54,14 +54,13 @@ def pipeline(
     if cameras < 1:
         raise ValueError(f"--cameras must be at least 1, got {cameras}")
     p = Pipeline("headroom")
-    videos = [VideoSource(str(clip), realtime=True, loop=True, live=True) for _ in range(cameras)]
-    feeds = [p.source(f"cam{i}", video) for i, video in enumerate(videos)]
+    feeds = [p.source(f"cam{i}", VideoSource(str(clip), realtime=True, loop=True, live=True))
+             for i in range(cameras)]  # fmt: skip
     faces = p.stage("faces", Detector("centerface", every=1, input_size=input_size), inputs=feeds,
                     policy="latest", queue_size=8, timeout_s=5.0)  # fmt: skip
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.8, top_p=0.95)
-    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
-                        sources=videos)  # fmt: skip
+    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params)
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
-    p.sink("faces_out", discard, inputs=faces, queue_size=16, blocking=False)
-    p.sink("words_out", discard, inputs=words, queue_size=64, blocking=False)
+    p.sink("faces_out", discard, inputs=faces, queue_size=16, on_loop=True)
+    p.sink("words_out", discard, inputs=words, queue_size=64, on_loop=True)
     return p

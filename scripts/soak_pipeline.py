@@ -58,12 +58,10 @@ def pipeline(
     if not (lm / "model.onnx").is_file():
         raise ValueError(f"--lm {lm}: no model.onnx in it (scripts/make_tiny_lm.py DIR makes one)")
     p: Pipeline = load_module(FACE_PRIVACY).pipeline(source=source, model=model, output=output)
-    camera = next(spec.target for spec in p.nodes if spec.node_id == "camera")
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.8, top_p=0.95)
-    describe = Describe(lm, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
-                        sources=[camera])  # fmt: skip
+    describe = Describe(lm, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params)
     words = p.stage("describe", describe, inputs="faces", policy="latest", queue_size=8)
-    p.sink("words_out", discard, inputs=words, queue_size=64, blocking=False)
+    p.sink("words_out", discard, inputs=words, queue_size=64, on_loop=True)
     trace = os.environ.get("SOAK_TRACE")
     if trace:
         every = float(os.environ.get("SOAK_TRACE_EVERY_S", "60"))

@@ -50,7 +50,8 @@ def pipeline(source: str = SOURCE, boxes: int = 1, limit: int = 4) -> Pipeline:
     p = Pipeline("webrtc_bench")
     camera = p.source("camera", VideoSource(source, realtime=True))
     stream = WebRTCStream(limit=limit)
-    p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
-    marks = p.stage("marks", FixedBox(boxes), inputs=camera, policy="latest", queue_size=1)
-    p.sink("view_results", stream.results, inputs=marks, queue_size=16, blocking=False)
+    # A synthetic camera is live: both lanes are latest with one frame (the default for it).
+    p.sink("view", stream.video("camera"), inputs=camera)
+    marks = p.stage("marks", FixedBox(boxes), inputs=camera)
+    p.sink("view_results", stream.results, inputs=marks, queue_size=16)
     return p

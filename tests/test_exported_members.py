@@ -51,3 +51,14 @@ def test_core_never_imports_pyav_onnxruntime_or_aiortc() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
     assert edgepipe.VideoSource is edgepipe.media.VideoSource  # loaded on first use
+
+
+def test_the_sinks_and_the_webrtc_stream_are_exported_from_edgepipe() -> None:
+    for name in ("MqttSink", "EventRecorder", "JsonLines", "TcpStream", "UdpStream"):
+        assert name in edgepipe.__all__
+        assert getattr(edgepipe, name) is getattr(edgepipe.sinks, name)  # old code: AttributeError
+    from edgepipe.graph.spec import on_loop
+    from edgepipe.serve.webrtc_stream import WebRTCStream
+
+    assert edgepipe.WebRTCStream is WebRTCStream
+    assert edgepipe.on_loop is on_loop

@@ -94,7 +94,7 @@ def camera_pipeline(
         return p
     p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
     results = p.stage("faces", stage, inputs=camera, policy="latest", queue_size=1)
-    p.sink("view_results", stream.results, inputs=results, queue_size=16, blocking=False)
+    p.sink("view_results", stream.results, inputs=results, queue_size=16)
     return p
 
 

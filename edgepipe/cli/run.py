@@ -304,7 +304,8 @@ def _graph(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -
     print("channels (one lane of its consumer's inbox each):")
     for c in data["channels"]:
         lane = "" if c["lane"] == c["from"] else f"[{c['lane']}]"
-        print(f"  {c['from']} -> {c['to']}{lane}  size={c['size']} policy={c['policy']}")
+        live = "  (a live source's frames)" if c["live_frames"] else ""
+        print(f"  {c['from']} -> {c['to']}{lane}  size={c['size']} policy={c['policy']}{live}")
     print("resources:")
     for r in data["resources"]:
         print(f"  {r['name']}: {r['threads']} thread(s) for {', '.join(r['nodes'])}")

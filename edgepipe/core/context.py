@@ -9,9 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Protocol
+
+
+class SourceState(Protocol):
+    """What a source tells the nodes downstream of it (:class:`edgepipe.media.status.SourceStatus`
+    is one): its state and why, read together. It may say more (``reconnects``,
+    ``decoder_used``): readers ask with ``getattr``."""
+
+    @property
+    def state_info(self) -> tuple[str, str]:
+        """(state, reason): ``connecting``, ``live``, ``stalled``, ``reconnecting``, ``ended``."""
+        ...
 
 
 @dataclass
@@ -47,6 +59,12 @@ class NodeContext:
     and what is queued drains, within the drain deadline. A node that starts long work of its
     own (a description by a language model) starts no more and cuts short what it has under
     way; items already queued are still processed."""
+    pipeline: str = ""
+    """The name of the running pipeline (``Pipeline(name)``): MQTT topics and client ids use it."""
+    sources: Mapping[str, SourceState] = field(default_factory=lambda: MappingProxyType({}))
+    """The sources upstream of this node (its inputs' inputs, all the way up), by node id, in
+    the graph's order: each one's state as it changes (the source's ``status``, kept across its
+    restarts). Sources whose code has no ``status`` are left out; a source has none upstream."""
 
 
 _current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("edgepipe_node")

@@ -44,6 +44,7 @@ def graph_dict(graph: Graph, workers: dict[str, int]) -> dict[str, Any]:
                     "size": lane.size,
                     "policy": lane.policy.value,
                     "max_age_s": lane.max_age_s,
+                    "live_frames": lane.live_frames,
                 }
                 for n in graph.nodes
                 for lane in n.lanes

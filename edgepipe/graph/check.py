@@ -36,6 +36,14 @@ class Graph:
     def resources(self) -> tuple[str, ...]:
         return tuple(sorted({n.resource for n in self.nodes}))
 
+    def upstream(self, node_id: str) -> tuple[str, ...]:
+        """The nodes whose output reaches ``node_id`` (its inputs, theirs, ...), in graph order."""
+        found = set(self.node(node_id).inputs)
+        for spec in reversed(self.nodes):  # consumers come after their producers
+            if spec.node_id in found:
+                found.update(spec.inputs)
+        return tuple(n.node_id for n in self.nodes if n.node_id in found)
+
     def workers(self) -> dict[str, int]:
         """Threads per resource: one per node on it, so no node waits for another's thread
         (each node has at most one call in flight)."""
@@ -74,6 +82,8 @@ def validate(name: str, nodes: Mapping[str, NodeSpec], headroom: float = 0.3) ->
                     where=spec.where,
                 )
             consumers[input_id].append(spec.node_id)
+    for spec in nodes.values():
+        _check_pipeline_name(name, spec)
     order = _topological_order(nodes, consumers)
     warnings = tuple(
         f"node '{n.node_id}' ({n.where}): its output is not consumed by any node; add a sink"
@@ -87,6 +97,19 @@ def validate(name: str, nodes: Mapping[str, NodeSpec], headroom: float = 0.3) ->
         warnings=warnings,
         headroom=headroom,
     )
+
+
+def _check_pipeline_name(name: str, spec: NodeSpec) -> None:
+    """A node whose code names things after the pipeline (``check_pipeline_name(name)``: MQTT
+    topics, a client id) refuses a name it cannot use here, before anything starts, rather than
+    when it starts."""
+    check = getattr(spec.target, "check_pipeline_name", None)
+    if not callable(check) or isinstance(spec.target, type):
+        return
+    try:
+        check(name)
+    except ValueError as exc:
+        raise GraphError(str(exc), node_id=spec.node_id, where=spec.where) from exc
 
 
 def _topological_order(nodes: Mapping[str, NodeSpec], consumers: dict[str, list[str]]) -> list[str]:

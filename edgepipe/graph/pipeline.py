@@ -3,14 +3,24 @@
 A pipeline file builds one :class:`Pipeline`::
 
     p = Pipeline("demo")
-    frames = p.source("frames", camera)
-    boxes = p.stage("detect", detect, inputs=frames, policy="latest", queue_size=2)
+    frames = p.source("frames", VideoSource("rtsp://camera/stream"))
+    boxes = p.stage("detect", detect, inputs=frames)
     p.sink("log", write_line, inputs=boxes)
 
 Each input of a node is a lane of its inbox with a policy and size of its own; ``policy`` and
 ``queue_size`` are the defaults of its lanes, and a lane can say otherwise::
 
-    p.stage("annotate", Annotate(), inputs={"frames": (frames, "latest", 1), "boxes": boxes})
+    p.stage("annotate", Annotate(), inputs={"frames": (frames, "block", 4), "boxes": boxes})
+
+What nobody declares follows from the producer: a lane fed frames by a live source (a source
+whose code says ``live = True``, as a :class:`~edgepipe.media.VideoSource` of a camera, a stream
+or a synthetic scene does, and whose items are of a type that says ``perishable = True``, as
+:class:`~edgepipe.media.Frame` does) is ``latest`` with one slot: the newest picture, never a
+queue of old ones. Any other lane is ``block`` with 8 slots (lossless: a file's frames, results).
+Either may be declared otherwise (``policy=``, ``queue_size=``, per lane with :class:`Input`).
+
+Synchronous code runs on a thread unless it runs on the loop (``on_loop=True``, or the code
+declares it itself: :func:`~edgepipe.graph.spec.on_loop`).
 
 Declaring checks what it can at once (a duplicate id, an unknown policy) and raises
 :class:`GraphError` naming the ``file:line`` of the call. :meth:`Pipeline.validate` checks the
@@ -38,9 +48,10 @@ from edgepipe.graph.spec import (
     NodeSpec,
     OnError,
     Priority,
+    declared_on_loop,
     default_priority,
 )
-from edgepipe.graph.types import declared_types
+from edgepipe.graph.types import declared_types, perishable
 
 __all__ = [
     "ErrorPolicy",
@@ -73,16 +84,22 @@ def _caller_where() -> str | None:
 OneInput = NodeRef | str | Input | tuple[Any, ...]
 InputsArg = NodeRef | str | Input | Sequence[OneInput] | Mapping[str, OneInput]
 """A node, a list of nodes (one lane each) or ``{lane name: node}``; a node may be given with
-options of its lane as :class:`Input` or ``(node, policy[, size])``."""
+options of its lane as :class:`Input` or ``(node, policy[, queue_size])``."""
 
 
 @dataclass(frozen=True, slots=True)
 class _LaneDefaults:
-    """What a node's declaration gives every lane that does not set its own."""
+    """What a node's declaration gives every lane that does not set its own (None: nothing)."""
 
-    policy: Policy
-    size: int
+    policy: Policy | None
+    size: int | None
     max_age_s: float | None
+
+
+def _live_frames(producer: NodeSpec) -> bool:
+    """Whether a node's items are frames of a live source (its lanes' defaults: latest, 1)."""
+    live = getattr(producer.target, "live", False) is True
+    return producer.kind is NodeKind.SOURCE and live and perishable(producer.out_type)
 
 
 def _check_age(value: float | None, what: str) -> None:
@@ -113,7 +130,7 @@ class Pipeline:
         *,
         on_error: ErrorPolicy | OnError | str = OnError.RESTART,
         resource: str = "cpu",
-        blocking: bool | None = None,
+        on_loop: bool | None = None,
         timeout_s: float | None = None,
         out_type: Any = None,
         priority: Priority | str | None = None,
@@ -121,7 +138,7 @@ class Pipeline:
         """Declare a node that produces items: an async generator (function), an iterable, or a
         function returning one. Live sources restart by default."""
         return self._add(
-            node_id, NodeKind.SOURCE, target, (), 1, Policy.BLOCK, on_error, resource, blocking,
+            node_id, NodeKind.SOURCE, target, (), None, None, on_error, resource, on_loop,
             timeout_s, None, out_type, priority, None,
         )  # fmt: skip
 
@@ -131,11 +148,11 @@ class Pipeline:
         target: Any,
         *,
         inputs: InputsArg,
-        queue_size: int = 8,
-        policy: Policy | str = Policy.BLOCK,
+        queue_size: int | None = None,
+        policy: Policy | str | None = None,
         on_error: ErrorPolicy | OnError | str = OnError.SKIP,
         resource: str = "cpu",
-        blocking: bool | None = None,
+        on_loop: bool | None = None,
         timeout_s: float | None = None,
         in_type: Any = None,
         out_type: Any = None,
@@ -145,12 +162,17 @@ class Pipeline:
         """Declare a node that turns each input item into zero or one output item (return None
         for none), or an async generator function that maps the whole input stream.
 
-        ``priority`` (``low``, ``normal``, ``high``; default: what the code declares, else
-        normal) orders what the governor slows first. ``max_age_s`` skips an item of a lossy
+        ``queue_size`` and ``policy``: the defaults of its input lanes (none given: ``latest``
+        and 1 for a live source's frames, ``block`` and 8 otherwise; see the module's
+        documentation). ``on_loop``: run synchronous code on the event loop (cheap code that
+        never blocks) instead of a thread; None: what the code declares
+        (:func:`~edgepipe.graph.spec.on_loop`), else a thread. ``priority`` (``low``,
+        ``normal``, ``high``; default: what the code declares, else normal) orders what the
+        governor slows first. ``max_age_s`` skips an item of a lossy
         (``latest``/``drop_new``) lane that is older than that when the node would start on it."""
         return self._add(
             node_id, NodeKind.STAGE, target, inputs, queue_size, policy, on_error, resource,
-            blocking, timeout_s, in_type, out_type, priority, max_age_s,
+            on_loop, timeout_s, in_type, out_type, priority, max_age_s,
         )  # fmt: skip
 
     def sink(
@@ -159,11 +181,11 @@ class Pipeline:
         target: Any,
         *,
         inputs: InputsArg,
-        queue_size: int = 8,
-        policy: Policy | str = Policy.BLOCK,
+        queue_size: int | None = None,
+        policy: Policy | str | None = None,
         on_error: ErrorPolicy | OnError | str = OnError.SKIP,
         resource: str = "cpu",
-        blocking: bool | None = None,
+        on_loop: bool | None = None,
         timeout_s: float | None = None,
         in_type: Any = None,
         priority: Priority | str | None = None,
@@ -172,7 +194,7 @@ class Pipeline:
         """Declare a node that consumes items and emits nothing (options as for :meth:`stage`)."""
         return self._add(
             node_id, NodeKind.SINK, target, inputs, queue_size, policy, on_error, resource,
-            blocking, timeout_s, in_type, None, priority, max_age_s,
+            on_loop, timeout_s, in_type, None, priority, max_age_s,
         )  # fmt: skip
 
     def _add(
@@ -181,11 +203,11 @@ class Pipeline:
         kind: NodeKind,
         target: Any,
         inputs: InputsArg,
-        queue_size: int,
-        policy: Policy | str,
+        queue_size: int | None,
+        policy: Policy | str | None,
         on_error: ErrorPolicy | OnError | str,
         resource: str,
-        blocking: bool | None,
+        on_loop: bool | None,
         timeout_s: float | None,
         in_type: Any,
         out_type: Any,
@@ -203,14 +225,16 @@ class Pipeline:
                 where=where,
             )
         try:
-            parsed_policy = Policy.parse(policy)
+            parsed_policy = None if policy is None else Policy.parse(policy)
             parsed_on_error = ErrorPolicy.parse(on_error)
             parsed_priority = default_priority(kind, target) if priority is None else Priority.parse(priority)
             _check_age(max_age_s, "max_age_s")
         except ValueError as exc:
             raise GraphError(str(exc), node_id=node_id, where=where) from None
-        if queue_size < 1:
-            raise GraphError(f"queue_size must be at least 1, got {queue_size}", node_id=node_id, where=where)
+        if queue_size is not None and (isinstance(queue_size, bool) or not isinstance(queue_size, int)
+                                       or queue_size < 1):  # fmt: skip
+            raise GraphError(f"queue_size must be at least 1, got {queue_size!r}",
+                             node_id=node_id, where=where)  # fmt: skip
         if timeout_s is not None and not (timeout_s > 0 and math.isfinite(timeout_s)):
             raise GraphError(
                 f"timeout_s must be a positive number of seconds, got {timeout_s}",
@@ -232,7 +256,7 @@ class Pipeline:
             policy=parsed_policy,
             on_error=parsed_on_error,
             resource=resource,
-            blocking=blocking,
+            on_loop=declared_on_loop(target) if on_loop is None else on_loop,
             timeout_s=timeout_s,
             in_type=in_type if in_type is not None else declared_in,
             out_type=out_type if out_type is not None else declared_out,
@@ -274,7 +298,7 @@ class Pipeline:
         if isinstance(value, tuple) and not isinstance(value, NodeRef):
             if not 1 <= len(value) <= 3:
                 raise GraphError(
-                    f"an input tuple is (node, policy) or (node, policy, size), got {value!r}",
+                    f"an input tuple is (node, policy) or (node, policy, queue_size), got {value!r}",
                     node_id=node_id,
                     where=where,
                 )
@@ -295,8 +319,15 @@ class Pipeline:
                 where=where,
             )
         name = name or source
+        producer = self._nodes.get(source)  # declared later (named by its id): not known as live
+        live = producer is not None and _live_frames(producer)
         try:
-            lane_policy = defaults.policy if lane.policy is None else Policy.parse(lane.policy)
+            if lane.policy is not None:
+                lane_policy = Policy.parse(lane.policy)
+            elif defaults.policy is not None:
+                lane_policy = defaults.policy
+            else:
+                lane_policy = Policy.LATEST if live else Policy.BLOCK
             _check_age(lane.max_age_s, f"lane '{name}': max_age_s")
         except ValueError as exc:
             raise GraphError(f"lane '{name}': {exc}", node_id=node_id, where=where) from None
@@ -308,11 +339,14 @@ class Pipeline:
             )  # fmt: skip
         if max_age_s is None and lane_policy is not Policy.BLOCK:
             max_age_s = defaults.max_age_s
-        lane_size = defaults.size if lane.size is None else lane.size
+        lane_size = lane.queue_size if lane.queue_size is not None else defaults.size
+        if lane_size is None:
+            lane_size = 1 if live and lane_policy is Policy.LATEST else 8
         if isinstance(lane_size, bool) or not isinstance(lane_size, int) or lane_size < 1:
-            raise GraphError(f"lane '{name}': size must be an integer of at least 1, got {lane_size!r}",
+            raise GraphError(f"lane '{name}': queue_size must be an integer of at least 1, got {lane_size!r}",
                              node_id=node_id, where=where)  # fmt: skip
-        return LaneSpec(name=name, source=source, policy=lane_policy, size=lane_size, max_age_s=max_age_s)
+        return LaneSpec(name=name, source=source, policy=lane_policy, size=lane_size, max_age_s=max_age_s,
+                        live_frames=live)  # fmt: skip
 
     # -- validation ---------------------------------------------------------------------------
 

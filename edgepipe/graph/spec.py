@@ -7,9 +7,10 @@ the runtime runs them. Nothing here runs anything.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from edgepipe.core.channel import Policy
 
@@ -57,6 +58,32 @@ def default_priority(kind: NodeKind, target: Any) -> Priority:
         except ValueError:
             pass
     return Priority.HIGH if kind is NodeKind.SOURCE else Priority.NORMAL
+
+
+T = TypeVar("T")
+
+
+def on_loop(code: T) -> T:
+    """Declares that a node's synchronous code runs on the event loop, not on a thread: cheap
+    code that never blocks and must see the loop's state at once (a sink handing results to
+    viewers, a log of changes). Put it on a function, a method (``@on_loop def results(self,
+    item)``) or a class; ``on_loop = True`` as a class attribute says the same. A declaration's
+    ``on_loop=`` argument overrides it."""
+    code.on_loop = True  # type: ignore[attr-defined]
+    return code
+
+
+def declared_on_loop(target: Any) -> bool | None:
+    """What a node's code declares with :func:`on_loop` (on itself, on the function inside a
+    ``functools.partial``, or on its ``process`` method); None when it declares nothing."""
+    layers = [target]
+    while isinstance(layers[-1], functools.partial):
+        layers.append(layers[-1].func)
+    for code in (*layers, getattr(target, "process", None)):
+        declared = getattr(code, "on_loop", None)
+        if isinstance(declared, bool):
+            return declared
+    return None
 
 
 class OnError(enum.StrEnum):
@@ -132,19 +159,21 @@ class Input:
     """One input of a node with options of its own lane (omitted ones: the node's)::
 
         p.stage("annotate", Annotate(), inputs={
-            "frames": Input(camera, policy="latest", size=1),
+            "frames": Input(camera, policy="latest", queue_size=1),
             "faces": faces,                      # the node's policy and queue_size
         })
 
-    A tuple ``(node, policy)`` or ``(node, policy, size)`` means the same.
+    A tuple ``(node, policy)`` or ``(node, policy, queue_size)`` means the same.
     """
 
     node: NodeRef | str
     """The producer: what declaring it returned, or its id."""
     policy: Policy | str | None = None
-    """``block``, ``latest`` or ``drop_new``; None: the node's ``policy``."""
-    size: int | None = None
-    """The lane's capacity in items; None: the node's ``queue_size``."""
+    """``block``, ``latest`` or ``drop_new``; None: the node's ``policy`` (when the node sets
+    none either: ``latest`` for frames of a live source, else ``block``)."""
+    queue_size: int | None = None
+    """The lane's capacity in items; None: the node's ``queue_size`` (when the node sets none
+    either: 1 for a ``latest`` lane of a live source's frames, else 8)."""
     max_age_s: float | None = None
     """Skip (and count) an item older than this when the node would start on it (live video
     never queues into the past); None: the node's ``max_age_s``. Not on ``block`` lanes."""
@@ -161,8 +190,12 @@ class LaneSpec:
     """The producer's node id."""
     policy: Policy
     size: int
+    """Its capacity in items (the declaration's ``queue_size``)."""
     max_age_s: float | None = None
     """Items older than this (seconds since they were decoded) are skipped when taken."""
+    live_frames: bool = False
+    """Its producer is a live source of frames (a camera): its policy and size default to
+    ``latest`` and 1 (the newest frame, never a queue of old ones)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,16 +210,18 @@ class NodeSpec:
     object with ``process()`` (stages, sinks) or ``__aiter__``/``__iter__`` (sources)."""
     lanes: tuple[LaneSpec, ...] = ()
     """The node's inputs, one lane of its inbox each, in declaration order."""
-    queue_size: int = 8
-    """Default capacity of each input lane."""
-    policy: Policy = Policy.BLOCK
-    """Default policy of each input lane: ``block``, ``latest`` or ``drop_new``."""
+    queue_size: int | None = None
+    """Default capacity of each input lane, as declared (None: each lane's own default)."""
+    policy: Policy | None = None
+    """Default policy of each input lane, as declared: ``block``, ``latest`` or ``drop_new``
+    (None: each lane's own default)."""
     on_error: ErrorPolicy = field(default_factory=ErrorPolicy)
     resource: str = "cpu"
     """Executor that runs the node's blocking (synchronous) code."""
-    blocking: bool | None = None
-    """Whether synchronous code must run off the event loop. None: yes for sync functions and
-    iterators, no for in-memory sequences."""
+    on_loop: bool | None = None
+    """Whether synchronous code runs on the event loop (True: cheap code that never blocks)
+    rather than on a thread of ``resource`` (False). None: on a thread for functions and
+    iterators, on the loop for in-memory sequences. Async code always runs on the loop."""
     timeout_s: float | None = None
     """Deadline of one call of the node's code; a late call is abandoned and counted as an error."""
     in_type: Any = None

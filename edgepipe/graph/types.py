@@ -39,16 +39,24 @@ def _hints(fn: Any) -> dict[str, Any]:
 
 
 def _code_of(target: Any, kind: str) -> Any:
-    """The function whose annotations describe the node: the callable, or a class's method."""
+    """The function whose annotations describe the node: the callable, or a class's method
+    (a source object's ``__aiter__``/``__iter__``: ``VideoSource`` yields ``Frame``)."""
     target = unwrap(target)
     if inspect.isfunction(target) or inspect.ismethod(target):
         return target
-    if kind != "source":
-        for name in ("process", "__call__"):
-            method = getattr(target, name, None)
-            if method is not None and (inspect.ismethod(method) or inspect.isfunction(method)):
-                return method
+    names = ("__aiter__", "__iter__") if kind == "source" else ("process", "__call__")
+    for name in names:
+        method = getattr(target, name, None)
+        if method is not None and (inspect.ismethod(method) or inspect.isfunction(method)):
+            return method
     return None
+
+
+def perishable(tp: Any) -> bool:
+    """Whether items of ``tp`` lose their worth while they wait (a class attribute
+    ``perishable = True``, as :class:`~edgepipe.media.Frame` has): the lanes from a live source
+    of them keep the newest only, unless declared otherwise."""
+    return isinstance(tp, type) and getattr(tp, "perishable", False) is True
 
 
 def _stream_item(tp: Any) -> Any:
@@ -107,7 +115,7 @@ def declared_types(target: Any, kind: str) -> tuple[Any, Any]:
         ret = hints["return"]
         streamed = _stream_item(ret)
         out_type = _strip_none(streamed if streamed is not None else ret)
-        if out_type is type(None):
+        if out_type is type(None) or isinstance(out_type, typing.TypeVar):  # a generic: unknown
             out_type = None
     return in_type, out_type
 

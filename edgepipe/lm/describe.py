@@ -2,17 +2,16 @@
 
 ::
 
-    cam = VideoSource(url)
     p.stage("describe", Describe(model, template="Seen in the last {seconds:.0f} s: {summary}. "
-                                                 "Camera: {state}. In one sentence, the scene:",
-                                 sources=[cam]),
+                                                 "Camera: {state}. In one sentence, the scene:"),
             inputs=faces, policy="latest", queue_size=4)
 
 It takes :class:`~edgepipe.vision.Detections` (and any other items: they are counted by kind)
 into a :class:`~edgepipe.lm.scene.SceneWindow`. Every ``every_s`` seconds, input or not (a
 camera that went quiet is worth a report), it renders the template over the last ``window_s``
 seconds and streams the model's answer: one ``Message("token", {...})`` per text piece and a
-final ``Message("event", {...})`` with the whole text, the prompt, each source's state and the
+final ``Message("event", {...})`` with the whole text, the prompt, each source's state (the
+sources upstream: ``current_node().sources``, given to the window at start) and the
 request's timings. The first report comes with the first input; when the input ends, what
 came after the latest report gets one last, and the stage ends. When the run stops (SIGINT,
 SIGTERM, ``--duration``) no new report starts, and the one being written ends at its next token:
@@ -33,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,6 @@ class Describe:
         template: str = DEFAULT_TEMPLATE,
         window_s: float = 10.0,
         every_s: float = 10.0,
-        sources: Sequence[Any] = (),
         stale_s: float = 3.0,
         forget_s: float = 300.0,
         params: SamplingParams | None = None,
@@ -83,7 +81,7 @@ class Describe:
         self.every_s = every_s
         self.chat = chat
         self.system = system
-        self.window = SceneWindow(window_s, stale_s=stale_s, forget_s=forget_s, sources=sources)
+        self.window = SceneWindow(window_s, stale_s=stale_s, forget_s=forget_s)
         self.params = params or SamplingParams(max_new_tokens=48)
         self.worker = LMWorker(
             model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s
@@ -98,10 +96,11 @@ class Describe:
     async def start(self) -> None:
         await self.worker.start()
         try:
-            gauges = current_node().gauges
+            ctx = current_node()
         except RuntimeError:
             return
-        gauges["model"] = self.worker.model.name
+        ctx.gauges["model"] = self.worker.model.name
+        self.window.sources = ctx.sources
 
     async def stop(self) -> None:
         """Close the worker; returns once the model and its KV cache are freed (out of the

@@ -11,17 +11,18 @@ use:
 - ``state``: each source's state, e.g. "camera: live, 9.8 frames/s analysed" or "camera:
   stalled (read timed out), no frames for 12 s, 2 reconnects".
 
-A source's state comes from the source object when one is given (``sources=[video_source]``:
-anything with ``source_id``, ``state``, ``state_reason`` (or both as ``state_info``) and
-``reconnects``, as :class:`~edgepipe.media.VideoSource` has), and otherwise from what arrives: a source whose
-frames stopped coming ``stale_s`` seconds ago is "silent".
+A source's state comes from its status when the window has one (:attr:`SceneWindow.sources`,
+by source id: ``Describe`` gives it the states of the sources upstream, ``current_node().sources``;
+anything with ``state_info`` and ``reconnects``, as :class:`~edgepipe.media.status.SourceStatus`
+has), and otherwise from what arrives: a source whose frames stopped coming ``stale_s`` seconds
+ago is "silent".
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -64,9 +65,7 @@ class SourceState:
 class SceneWindow:
     """Results of the last ``window_s`` seconds, and the sources they came from."""
 
-    def __init__(
-        self, window_s: float, *, stale_s: float = 3.0, forget_s: float = 300.0, sources: Sequence[Any] = ()
-    ) -> None:
+    def __init__(self, window_s: float, *, stale_s: float = 3.0, forget_s: float = 300.0) -> None:
         """``forget_s``: a source seen (not given) and silent this long is left out of the state,
         so that the prompt does not grow with every source that ever came and went."""
         if window_s <= 0:
@@ -76,7 +75,8 @@ class SceneWindow:
         self.window_s = window_s
         self.stale_s = stale_s
         self.forget_s = forget_s
-        self.sources = tuple(sources)
+        self.sources: Mapping[str, Any] = {}
+        """Source id -> its status (``state_info``, ``reconnects``): listed first, in its own state."""
         self._seen: deque[tuple[float, str, Counter[str], bool]] = deque(maxlen=10_000)
         self._first: dict[str, float] = {}
         self._last: dict[str, float] = {}
@@ -106,7 +106,7 @@ class SceneWindow:
         """Every source given, then every source seen (in the order first seen)."""
         t = time.monotonic() if now is None else now
         frames: Counter[str] = Counter(e[1] for e in self._seen if e[3] and t - e[0] <= self.window_s)
-        objects = {str(getattr(s, "source_id", "")): s for s in self.sources}
+        objects = dict(self.sources)
         for sid in [s for s, last in self._last.items() if t - last > self.forget_s and s not in objects]:
             del self._first[sid], self._last[sid]
         ids = list(objects) + [s for s in self._first if s not in objects]  # first seen first
@@ -119,9 +119,7 @@ class SceneWindow:
             fps = n / span if span > 0 else 0.0
             obj = objects.get(sid)
             if obj is not None:
-                info = getattr(obj, "state_info", None)  # read together where the source can
-                if info is None:
-                    info = (getattr(obj, "state", "unknown"), getattr(obj, "state_reason", ""))
+                info = obj.state_info  # state and reason, read together
                 state = str(info[0])
                 reason = "" if state == "live" else str(info[1] or "")
                 reconnects = int(getattr(obj, "reconnects", 0) or 0)

@@ -119,6 +119,9 @@ class Frame(Leased):
     """One decoded picture. Planes are read-only views unless the frame says ``writable``."""
 
     result: ClassVar[bool] = False  # a picture, not a result: --results writes no line for it
+    perishable: ClassVar[bool] = True
+    """Worth only while new: lanes from a live source's frames keep the newest one by default
+    (:func:`edgepipe.graph.types.perishable`)."""
     __slots__ = (
         "_holder",
         "_pool",

@@ -7,7 +7,8 @@ inbox lane each item came from):
 
 - ``async``: ``await fn(item)`` on the event loop (async functions and methods);
 - ``thread``: the call runs on the node's resource executor (sync code, the default for it);
-- ``inline``: a plain call on the loop (sync code declared ``blocking=False``: cheap and pure);
+- ``inline``: a plain call on the loop (sync code that runs on the loop, ``on_loop``: cheap and
+  never blocking, declared by the node or by its code, :func:`~edgepipe.graph.spec.on_loop`);
 
 or, for a stage written as an async generator function over its input stream, ``stream``.
 
@@ -132,10 +133,10 @@ async def _aiter_thread(iterator: Iterator[Any], executor: Any, node_id: str) ->
 def _as_async_iterator(value: Any, spec: NodeSpec, executor: Any) -> AsyncIterator[Any]:
     if hasattr(value, "__aiter__"):
         return value.__aiter__()  # type: ignore[no-any-return]
-    if isinstance(value, Sequence | range | set | frozenset | dict) and not spec.blocking:
+    if isinstance(value, Sequence | range | set | frozenset | dict) and spec.on_loop is not False:
         return _aiter_inline(value)
     if hasattr(value, "__iter__"):
-        if spec.blocking is False:
+        if spec.on_loop:
             return _aiter_inline(value)
         return _aiter_thread(iter(value), executor, spec.node_id)
     raise _invalid(
@@ -175,7 +176,7 @@ def adapt_source(spec: NodeSpec, executor: Any, hooks_executor: Any) -> SourceAd
                     yield item
 
             return SourceAdapter(from_coroutine, start, stop, restartable=True)
-        if spec.blocking is False:
+        if spec.on_loop:
             return SourceAdapter(lambda: _as_async_iterator(target(), spec, executor), start, stop, True)
 
         async def from_function() -> AsyncIterator[Any]:
@@ -229,11 +230,11 @@ def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> Process
     lane = takes_lane(fn)
     if _is_async_fn(fn):
         return ProcessAdapter("async", fn, start, stop, takes_lane=lane)
-    if spec.blocking is False:
+    if spec.on_loop:
         if spec.timeout_s is not None:
             raise _invalid(
                 spec,
-                "timeout_s cannot interrupt code that runs on the event loop; drop blocking=False",
+                "timeout_s cannot interrupt code that runs on the event loop; declare on_loop=False",
             )
         return ProcessAdapter("inline", fn, start, stop, takes_lane=lane)
     prepare = getattr(target, "prepare", None)

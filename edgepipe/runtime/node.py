@@ -12,15 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from edgepipe.core.channel import Policy
-from edgepipe.core.context import NodeContext, set_current
+from edgepipe.core.context import NodeContext, SourceState, set_current
 from edgepipe.core.cputime import SETUP, run_counted
 from edgepipe.core.errors import NodeError, error_text
 from edgepipe.core.spans import SpanLog
+from edgepipe.graph.check import Graph
 from edgepipe.graph.spec import NodeKind, NodeSpec, OnError
 from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.runtime.calls import call_in_thread
@@ -37,6 +40,7 @@ log = logging.getLogger(__name__)
 class Host(Protocol):
     """What a node needs of the runtime that runs it."""
 
+    graph: Graph
     debug: bool
     stop_timeout_s: float
     all_started: asyncio.Event
@@ -56,6 +60,19 @@ class Host(Protocol):
     def node_finished(self, runner: NodeRunner) -> None: ...
 
     def hook_timeout_s(self) -> float: ...
+
+
+def source_states(graph: Graph, node_id: str) -> Mapping[str, SourceState]:
+    """The states of the sources upstream of ``node_id``, by node id: each source's code's
+    ``status`` (a :class:`~edgepipe.media.status.SourceStatus`), where it has one."""
+    states: dict[str, SourceState] = {}
+    for upstream in graph.upstream(node_id):
+        spec = graph.node(upstream)
+        status = getattr(spec.target, "status", None) if spec.kind is NodeKind.SOURCE else None
+        # Looked up, not read: a state that raises is its readers' to count, not the node's.
+        if status is not None and inspect.getattr_static(status, "state_info", None) is not None:
+            states[upstream] = status
+    return MappingProxyType(states)
 
 
 class NodeRunner:
@@ -124,6 +141,8 @@ class NodeRunner:
                 live_input=self.inbox is not None
                 and all(c.policy is Policy.LATEST for c in self.inbox.channels),
                 stopping=self.host.stop_requested,
+                pipeline=self.host.graph.name,
+                sources=source_states(self.host.graph, self.node_id),
             )
         return self._context
 

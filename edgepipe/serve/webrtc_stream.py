@@ -4,7 +4,9 @@ watches) and the results on each viewer's ``results`` data channel::
 
     stream = WebRTCStream()
     p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)
-    p.sink("view_results", stream.results, inputs=faces, queue_size=16, blocking=False)
+    p.sink("view_results", stream.results, inputs=faces, queue_size=16)
+
+(``results`` runs on the event loop, where the viewers' channels are: it says so itself.)
 
 What a track shows is the pipeline's choice: ``face_privacy`` feeds ``video`` from the blurred
 branch only. ``edgepipe run FILE --port N`` finds the stream among the graph's nodes and answers
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.errors import PipelineError
 from edgepipe.graph.check import Graph
+from edgepipe.graph.spec import on_loop
 from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
 
 if TYPE_CHECKING:
@@ -62,6 +65,7 @@ class WebRTCStream:
         out.stream = self
         return out
 
+    @on_loop
     def results(self, item: Any) -> None:
         """A sink sending results (:class:`~edgepipe.vision.Detections`, an LM's ``token`` and
         ``event`` messages: any result, see :mod:`edgepipe.sinks.messages`) to every viewer;

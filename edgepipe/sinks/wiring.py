@@ -2,11 +2,12 @@
 three of them (face privacy, scene descriptions, the demo) wire the sinks the same way::
 
     events = add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=blurred,
-                                 triggers=faces, results=[faces], sources=[video], live=live)
+                                 triggers=faces, results=[faces], live=live)
 
 ``frames`` are the pipeline's *output* pictures (for face privacy the blurred ones, never the
 camera's): the event clips hold what a viewer or a recording gets. ``triggers`` start a clip
-(detections of ``labels`` scored at least ``min_score``; the sources' ``stalled`` state too).
+(detections of ``labels`` scored at least ``min_score``; the ``stalled`` state of a source
+upstream too). The sinks learn the pipeline's name and the sources' states from the graph.
 The ``event`` messages of the clips go to the MQTT sink with ``results`` and to the log. With
 both arguments empty nothing is added: no node, no file, no connection.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from edgepipe.graph.pipeline import Pipeline
 from edgepipe.graph.spec import Input, NodeRef
@@ -42,7 +42,6 @@ def add_mqtt_and_events(
     frames: NodeRef,
     triggers: NodeRef | None,
     results: Sequence[NodeRef],
-    sources: Sequence[Any],
     live: bool,
     labels: Collection[str] = ("face",),
     min_score: float = 0.5,
@@ -65,15 +64,14 @@ def add_mqtt_and_events(
                 f"events_dir: event clips start on a {object_name}, and this run detects none "
                 "(give a detector, or no events_dir)"
             )
-        recorder = EventRecorder(events_dir, trigger=Trigger(labels=set(labels), min_score=min_score),
-                                 sources=sources)  # fmt: skip
-        lane = Input(frames, policy="latest", size=2) if live else Input(frames, policy="block", size=8)
+        recorder = EventRecorder(events_dir, trigger=Trigger(labels=set(labels), min_score=min_score))
+        lane = Input(frames, "latest", 2) if live else Input(frames, "block", 8)
         events = p.stage("events", recorder, inputs={"frames": lane, "triggers": triggers}, queue_size=16)
         p.sink("event_log", log_recording, inputs=events, queue_size=16)
     if mqtt:
         from edgepipe.sinks.mqtt.sink import MqttSink
 
-        sink = MqttSink(mqtt, device or None, pipeline=p, sources=sources, object_name=object_name)
+        sink = MqttSink(mqtt, device or None, object_name=object_name)
         inputs = [*results, *([events] if events is not None else [])]
         p.sink("mqtt", sink, inputs=inputs, queue_size=16)
     return events

@@ -2,7 +2,7 @@
 
 ::
 
-    p.stage("faces", Detector("centerface"), inputs=camera, policy="latest", queue_size=1)
+    p.stage("faces", Detector("centerface"), inputs=camera)  # a live camera: a latest lane of one
 
 On ``start()`` it resolves the model (a registry name is fetched once if missing; a path is
 used as is), loads it (:class:`~edgepipe.infer.Session`: providers, threads, deadline), runs it

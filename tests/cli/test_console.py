@@ -9,11 +9,12 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
-from edgepipe import Pipeline, run, run_async
+from edgepipe import Pipeline
 from edgepipe.cli.console import LEDGER_WIDTH, WIDTH, print_summary, stats_table, stats_view
 from edgepipe.media.frame import Frame
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runtime.engine import Snapshot
+from edgepipe.runtime.run import run, run_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 

@@ -260,7 +260,7 @@ def test_run_time_failure_names_the_node_and_exits_1(tmp_path: Path) -> None:
 def test_graph_prints_nodes_channels_and_resources() -> None:
     text = edgepipe("graph", "pipelines/demo.py")
     assert text.returncode == 0, text.stderr
-    assert "camera -> motion  size=1 policy=latest" in text.stdout
+    assert "camera -> motion  size=1 policy=latest  (a live source's frames)" in text.stdout
     assert "motion        stage   MotionDetector  [Frame -> Message]" in text.stdout
     assert "faces         stage   Detector  [Frame -> Detections]" in text.stdout
     data = json.loads(edgepipe("graph", "pipelines/demo.py", "--format", "json").stdout)
@@ -273,6 +273,7 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
         "size": 1,
         "policy": "latest",
         "max_age_s": None,
+        "live_frames": True,
     }
     assert data["headroom"] == 0.3
     assert {n["id"]: n["priority"] for n in data["nodes"]}["camera"] == "high"
@@ -290,6 +291,7 @@ def test_graph_prints_nodes_channels_and_resources() -> None:
         "size": 1,
         "policy": "latest",
         "max_age_s": None,
+        "live_frames": True,
     }
     assert lanes["motion"]["policy"] == lanes["faces"]["policy"] == "block"  # results are never dropped
     recording_text = edgepipe("graph", "pipelines/demo.py", "--record", "x.mp4").stdout

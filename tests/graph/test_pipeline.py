@@ -157,7 +157,7 @@ def test_each_input_is_a_lane_with_its_own_policy_and_size() -> None:
         "annotate",
         print,
         inputs={
-            "frames": Input(camera, policy="latest", size=1),
+            "frames": Input(camera, policy="latest", queue_size=1),
             "faces": faces,
             "motion": (motion, "drop_new"),
         },
@@ -189,9 +189,11 @@ def test_bad_lanes_are_refused_at_the_declaration() -> None:
     src = p.source("src", numbers)
     with pytest.raises(GraphError, match=r"node 'x': lane 'frames': unknown channel policy 'newest'"):
         p.sink("x", print, inputs={"frames": (src, "newest")})
-    with pytest.raises(GraphError, match=r"lane 'src': size must be an integer of at least 1, got 0"):
-        p.sink("y", print, inputs=[Input(src, size=0)])
-    with pytest.raises(GraphError, match=r"an input tuple is \(node, policy\) or \(node, policy, size\)"):
+    with pytest.raises(GraphError, match=r"lane 'src': queue_size must be an integer of at least 1, got 0"):
+        p.sink("y", print, inputs=[Input(src, queue_size=0)])
+    with pytest.raises(
+        GraphError, match=r"an input tuple is \(node, policy\) or \(node, policy, queue_size\)"
+    ):
         p.sink("z", print, inputs=[(src, "block", 1, "extra")])
     with pytest.raises(GraphError, match="an input is listed twice"):
         p.sink("w", print, inputs={"one": src, "two": src})
@@ -199,3 +201,112 @@ def test_bad_lanes_are_refused_at_the_declaration() -> None:
         p.sink("v", print, inputs=3)  # type: ignore[arg-type]
     with pytest.raises(GraphError, match="timeout_s must be a positive number of seconds, got nan"):
         p.sink("u", print, inputs=src, timeout_s=float("nan"))
+
+
+class Picture:
+    """An item that is worth only while new, as a video frame."""
+
+    perishable = True
+
+
+class Camera:
+    """A live source of pictures (as a VideoSource of a camera): ``live`` and the item type."""
+
+    def __init__(self, live: bool = True) -> None:
+        self.live = live
+
+    async def __aiter__(self) -> AsyncIterator[Picture]:
+        yield Picture()
+
+
+class Feed:
+    """A live source of results (a broker): live, but its items are not perishable."""
+
+    live = True
+
+    async def __aiter__(self) -> AsyncIterator[int]:
+        yield 1
+
+
+def lanes_of(p: Pipeline, node_id: str) -> list[tuple[str, str, int, bool]]:
+    return [
+        (lane.source, lane.policy.value, lane.size, lane.live_frames)
+        for lane in p.validate().node(node_id).lanes
+    ]
+
+
+def test_a_live_sources_frames_default_to_the_newest_one_and_files_to_every_one() -> None:
+    p = Pipeline("defaults")
+    camera = p.source("camera", Camera())
+    clip = p.source("clip", Camera(live=False))
+    feed = p.source("feed", Feed())
+    p.sink("view", print, inputs=[camera, clip, feed])
+    assert lanes_of(p, "view") == [
+        ("camera", "latest", 1, True),  # old code: block, 8
+        ("clip", "block", 8, False),
+        ("feed", "block", 8, False),
+    ]
+    # What is declared wins, each setting by itself; a latest lane of live frames keeps one.
+    p.sink("record", print, inputs=camera, policy="block")
+    p.sink("detect", print, inputs=camera, queue_size=2)
+    p.sink("latest", print, inputs=camera, policy="latest")
+    p.sink(
+        "lanes",
+        print,
+        inputs={"a": Input(camera, "drop_new"), "b": (p.source("cam2", Camera()), "latest", 3)},
+    )
+    assert lanes_of(p, "record") == [("camera", "block", 8, True)]
+    assert lanes_of(p, "detect") == [("camera", "latest", 2, True)]
+    assert lanes_of(p, "latest") == [("camera", "latest", 1, True)]
+    assert lanes_of(p, "lanes") == [("camera", "drop_new", 8, True), ("cam2", "latest", 3, True)]
+    # max_age_s is for lossy lanes: a live camera's default lane is one.
+    p.sink("aged", print, inputs=camera, max_age_s=1.0)
+    assert p.validate().node("aged").lanes[0].max_age_s == 1.0
+
+
+def test_a_stage_of_frames_is_no_live_source() -> None:
+    def same(picture: Picture) -> Picture:
+        return picture
+
+    p = Pipeline("downstream")
+    blurred = p.stage("blur", same, inputs=p.source("camera", Camera()))
+    p.sink("record", print, inputs=blurred)
+    assert lanes_of(p, "record") == [("blur", "block", 8, False)]  # a recording gets every frame
+
+
+def test_a_node_runs_on_the_loop_when_its_code_says_so_unless_declared_otherwise() -> None:
+    from edgepipe.graph.spec import on_loop
+
+    class Cheap:
+        on_loop = True
+
+        def process(self, item: int) -> None:
+            pass
+
+    class Method:
+        @on_loop
+        def results(self, item: int) -> None:
+            pass
+
+    p = Pipeline("loop")
+    src = p.source("numbers", numbers)
+    p.sink("cheap", Cheap(), inputs=src)
+    p.sink("method", Method().results, inputs=src)
+    p.sink("said", Cheap(), inputs=src, on_loop=False)
+    p.sink("plain", print, inputs=src)
+    graph = p.validate()
+    assert [graph.node(n).on_loop for n in ("cheap", "method", "said", "plain")] == [True, True, False, None]
+
+
+def test_upstream_is_every_node_whose_output_reaches_a_node() -> None:
+    p = Pipeline("up")
+    a = p.source("a", numbers)
+    b = p.source("b", numbers)
+    text = p.stage("text", to_text, inputs=a)
+    loud = p.stage("loud", shout, inputs=text)
+    p.sink("out", print, inputs=[loud, b])
+    graph = p.validate()
+    assert set(graph.upstream("out")) == {"a", "b", "text", "loud"}
+    assert graph.upstream("out") == tuple(n.node_id for n in graph.nodes if n.node_id != "out")  # graph order
+    assert graph.upstream("loud") == ("a", "text")
+    assert graph.upstream("a") == ()

@@ -50,3 +50,15 @@ def test_compatibility() -> None:
     assert compatible(list[int], list[str])  # generics compare by origin only
     assert type_name(int | None) == "int | None"
     assert type_name(Frame) == "Frame"
+
+
+def test_a_video_source_declares_frames_which_are_perishable() -> None:
+    from edgepipe.graph.types import perishable
+    from edgepipe.media import Frame as VideoFrame
+    from edgepipe.media import VideoSource
+    from edgepipe.testing import FakeSource
+
+    assert declared_types(VideoSource("synthetic://64x48@5"), "source") == (None, VideoFrame)  # old: None
+    assert perishable(VideoFrame)
+    assert not perishable(Frame)
+    assert declared_types(FakeSource([1]), "source") == (None, None)  # a generic's T: unknown

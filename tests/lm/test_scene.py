@@ -49,11 +49,12 @@ def test_observed_sources_are_live_then_silent() -> None:
     assert state.startswith("front: silent")
 
 
-def test_a_source_object_gives_its_own_state_and_reason() -> None:
-    camera = SimpleNamespace(source_id="camera", state="stalled", state_reason="read timed out", reconnects=2)
-    window = SceneWindow(10.0, sources=[camera])
+def test_a_source_status_gives_its_own_state_and_reason() -> None:
+    camera = SimpleNamespace(state_info=("stalled", "read timed out"), reconnects=2)
+    window = SceneWindow(10.0)
+    window.sources = {"camera": camera}  # what Describe gives it: current_node().sources
     assert window.fields(now=5.0)["state"] == "camera: stalled (read timed out), no frames yet, 2 reconnects"
-    camera.state, camera.state_reason = "live", "ignored while live"
+    camera.state_info = ("live", "ignored while live")
     window.observe(faces("camera", 0, 1), now=6.0)
     assert window.source_states(now=6.5)[0].to_dict() == {
         "source": "camera", "state": "live", "frames": 1, "fps": 2.0, "last_frame_s": 0.5,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy, OnError
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from edgepipe import NodeError, Pipeline, run_async
+from edgepipe import NodeError, Pipeline
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy, OnError
 from edgepipe.runtime.engine import Runtime
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.core.lease import Leased
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from edgepipe.testing import ListSink
 
 

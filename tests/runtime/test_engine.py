@@ -1,18 +1,22 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from edgepipe import Message, NodeError, Pipeline, run, run_async
+from edgepipe import Message, NodeError, Pipeline
 from edgepipe.core.errors import NodeTimeout
 from edgepipe.graph.pipeline import ErrorPolicy, OnError
+from edgepipe.graph.spec import on_loop as declare_on_loop
+from edgepipe.runtime.run import run, run_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -67,7 +71,7 @@ async def test_every_form_of_node_code_runs() -> None:
     s3 = p.source("list", [100, 200])
     plus = p.stage("plus", add_one, inputs=[s1, s2, s3])
     double = p.stage("double", doubler, inputs=plus)
-    inline = p.stage("inline", lambda x: x - 1, inputs=double, blocking=False)
+    inline = p.stage("inline", lambda x: x - 1, inputs=double, on_loop=True)
     even = p.stage("even", evens, inputs=inline)
     p.sink("out", out, inputs=even)
     await run_async(p)
@@ -87,7 +91,7 @@ async def test_returning_none_emits_nothing_and_multiple_inputs_merge() -> None:
     p = Pipeline()
     a = p.source("a", FakeSource([1, 2, 3]))
     b = p.source("b", FakeSource([4, 5, 6]))
-    odd = p.stage("odd", lambda x: x if x % 2 else None, inputs=[a, b], blocking=False)
+    odd = p.stage("odd", lambda x: x if x % 2 else None, inputs=[a, b], on_loop=True)
     p.sink("out", out, inputs=odd)
     report = await run_async(p)
     assert sorted(out.items) == [1, 3, 5]
@@ -263,7 +267,7 @@ async def test_stop_drains_queued_items_to_the_sinks() -> None:
     out: ListSink[int] = ListSink(delay_s=0.002)
     p = Pipeline()
     src = p.source("src", FakeSource(range(10_000), interval_s=0.0005))
-    stage = p.stage("pass", lambda x: x, inputs=src, blocking=False, queue_size=50)
+    stage = p.stage("pass", lambda x: x, inputs=src, on_loop=True, queue_size=50)
     p.sink("out", out, inputs=stage, queue_size=50)
     report = await run_async(p, duration_s=0.3)
     assert report.stopped_by == "stop"
@@ -304,21 +308,27 @@ async def test_blocking_code_never_runs_on_the_event_loop(caplog: pytest.LogCapt
         time.sleep(0.03)  # a blocking decode or inference call
         return x
 
-    def build(blocking: bool | None) -> Pipeline:
+    def build(code: Any, on_loop: bool | None) -> Pipeline:
         p = Pipeline()
         src = p.source("src", FakeSource(range(5)))
-        p.sink("out", ListSink(), inputs=p.stage("heavy", heavy, inputs=src, blocking=blocking))
+        p.sink("out", ListSink(), inputs=p.stage("heavy", code, inputs=src, on_loop=on_loop))
         return p
 
+    async def slow_on_the_loop(code: Any, on_loop: bool | None) -> bool:
+        caplog.clear()
+        await run_async(build(code, on_loop))
+        return any("took" in r.getMessage() for r in caplog.records)
+
+    declared = declare_on_loop(functools.partial(heavy))  # the code says where it runs
     loop = asyncio.get_running_loop()
     loop.set_debug(True)
     loop.slow_callback_duration = 0.02
     try:
         with caplog.at_level(logging.WARNING, logger="asyncio"):
-            await run_async(build(None))
-            assert not [r for r in caplog.records if "took" in r.getMessage()]
-            await run_async(build(False))  # the control: on the loop, it is caught
-            assert [r for r in caplog.records if "took" in r.getMessage()]
+            assert not await slow_on_the_loop(heavy, None)
+            assert await slow_on_the_loop(heavy, True)  # the control: on the loop, it is caught
+            assert await slow_on_the_loop(declared, None)  # old code: on a thread
+            assert not await slow_on_the_loop(declared, False)  # the declaration's word wins
     finally:
         loop.set_debug(False)
 

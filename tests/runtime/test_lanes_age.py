@@ -158,7 +158,7 @@ def test_max_age_applies_on_a_single_lane_stage_too() -> None:
     sink: ListSink[Stamped] = ListSink()
     p = Pipeline("age")
     st = p.stage("st", slow, inputs=p.source("cam", camera), policy="latest", queue_size=4, max_age_s=1.0,
-                 blocking=True)  # fmt: skip
+                 on_loop=False)  # fmt: skip
     p.sink("out", sink, inputs=st)
     run_pipeline(p)
     assert [f.seq for f in sink.items if f.seq >= 100] == []

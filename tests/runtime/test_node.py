@@ -9,12 +9,14 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import ClassVar
 
-from edgepipe import Pipeline, run, run_async
+from edgepipe import Pipeline
 from edgepipe.core.context import current_node
 from edgepipe.core.lease import Leased
 from edgepipe.graph.pipeline import ErrorPolicy, OnError
+from edgepipe.runtime.run import run, run_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -273,3 +275,29 @@ def test_a_sync_start_hook_knows_its_node_and_its_cpu_is_the_nodes_setup() -> No
         a.done.get(("writer", cputime.SETUP), 0) for a in accounts
     )
     assert setup >= 0.009e9
+
+
+async def test_a_node_knows_its_pipeline_and_the_states_of_the_sources_upstream() -> None:
+    status = SimpleNamespace(state_info=("live", ""))
+    camera = FakeSource([1, 2])
+    camera.status = status  # type: ignore[attr-defined]  # as a VideoSource's SourceStatus
+    seen: dict[str, tuple[str, dict[str, object]]] = {}
+
+    class Probe:
+        async def start(self) -> None:
+            ctx = current_node()
+            seen[ctx.node_id] = (ctx.pipeline, dict(ctx.sources))
+
+        async def process(self, item: int) -> int:
+            return item
+
+    p = Pipeline("probe")
+    mid = p.stage("mid", Probe(), inputs=p.source("camera", camera))
+    p.sink("out", Probe(), inputs=[mid, p.source("plain", FakeSource([3]))])  # no status: not listed
+    p.sink("alone", Probe(), inputs="plain")
+    await run_async(p)
+    assert seen == {  # old code: no pipeline, no sources (they were passed to each node by hand)
+        "mid": ("probe", {"camera": status}),
+        "out": ("probe", {"camera": status}),  # through "mid": every source upstream
+        "alone": ("probe", {}),
+    }

@@ -59,7 +59,7 @@ def test_runs_go_back_to_back_on_one_thread_even_while_the_loop_is_busy() -> Non
 
     p = Pipeline()
     src = p.source("src", FakeSource(range(25)))
-    p.sink("hog", hog_the_loop, inputs=p.stage("steps", steps, inputs=src), blocking=False)
+    p.sink("hog", hog_the_loop, inputs=p.stage("steps", steps, inputs=src), on_loop=True)
     run_pipeline(p)
     assert got == list(range(25))
     assert len(steps.threads) == 1

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.core.context import current_node
 from edgepipe.core.lease import Leased
 from edgepipe.graph.pipeline import Input
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -77,7 +78,7 @@ async def test_handlers_that_take_a_lane_get_its_name_in_every_mode() -> None:
     right = p.source("right", FakeSource(["r1"]))
     p.sink("thread", on_thread, inputs={"L": left, "R": right})
     p.sink("async", on_loop, inputs={"L": left, "R": right})
-    p.sink("inline", inline, inputs={"L": left, "R": right}, blocking=False)
+    p.sink("inline", inline, inputs={"L": left, "R": right}, on_loop=True)
     await run_async(p)
     for mode in seen:
         assert seen[mode] == {("l1", "L"), ("l2", "L"), ("r1", "R")}, mode
@@ -121,7 +122,7 @@ async def test_busy_time_counts_every_call_while_latency_is_sampled() -> None:
     p.sink(
         "out",
         out,
-        inputs=p.stage("work", work, inputs=p.source("src", FakeSource(range(calls))), blocking=False),
+        inputs=p.stage("work", work, inputs=p.source("src", FakeSource(range(calls))), on_loop=True),
     )
     report = await run_async(p)
     stats = report.stats.node("work")

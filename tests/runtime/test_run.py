@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.runtime import stopsignals
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from edgepipe.runtime.stopsignals import STOP_SIGNALS, StopRequested, after_run, raise_on_stop, stop_within
 from edgepipe.testing import FakeSource, ListSink
 

@@ -52,7 +52,7 @@ async def served(stream: WebRTCStream) -> AsyncIterator[tuple[str, Runtime]]:
     camera = p.source("camera", VideoSource("synthetic://320x240@30"))
     p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
     faces = p.stage("faces", detector, inputs=camera, policy="latest", queue_size=1)
-    p.sink("view_results", stream.results, inputs=faces, queue_size=16, blocking=False)
+    p.sink("view_results", stream.results, inputs=faces, queue_size=16)
     server = HttpServer(ServeConfig(port=0))
     runtimes: list[Runtime] = []
 

@@ -32,10 +32,10 @@ def pipeline(
 ) -> Pipeline:
     """synthetic camera -> fake faces -> MQTT."""
     p = Pipeline("mqtt_test")
-    source = VideoSource(f"synthetic://160x120@{fps}")
-    camera = p.source("camera", source)
-    faces = p.stage("faces", fake_faces, inputs=camera, policy="latest", queue_size=1, blocking=False)
-    sink = MqttSink(broker, device or None, pipeline=p, sources=[source], outbox_size=outbox, object_name="face",
-                    backoff_max_s=backoff_max_s)  # fmt: skip
+    camera = p.source("camera", VideoSource(f"synthetic://160x120@{fps}"))
+    faces = p.stage("faces", fake_faces, inputs=camera, on_loop=True)  # live frames: latest, 1
+    sink = MqttSink(
+        broker, device or None, outbox_size=outbox, object_name="face", backoff_max_s=backoff_max_s
+    )
     p.sink("mqtt", sink, inputs=faces, queue_size=16)
     return p

@@ -14,7 +14,7 @@ def declared(**kwargs: object) -> Pipeline:
     camera = p.source("camera", FakeSource([]))
     faces = p.stage("faces", lambda frame: frame, inputs=camera)
     options = {"mqtt": "", "events_dir": "", "frames": camera, "triggers": faces, "results": [faces],
-               "sources": [], "live": True} | kwargs  # fmt: skip
+               "live": True} | kwargs  # fmt: skip
     add_mqtt_and_events(p, **options)  # type: ignore[arg-type]
     return p
 

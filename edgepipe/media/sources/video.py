@@ -60,8 +60,10 @@ threads, so an open that hangs never keeps the process alive."""
 class VideoSource:
     """Frames from ``url`` (see :mod:`edgepipe.media.url` for what URLs mean).
 
-    Use as a pipeline source: ``p.source("camera", VideoSource(url))``. Its consumers should
-    read live video through a ``latest`` channel (``policy="latest", queue_size=1``).
+    Use as a pipeline source: ``p.source("camera", VideoSource(url))``. Its frames reach the
+    nodes that read a live one through a ``latest`` lane of one frame unless they declare
+    otherwise (the newest picture, never a queue of old ones: :mod:`edgepipe.graph.pipeline`);
+    a file's through a ``block`` lane (every frame).
     """
 
     def __init__(
@@ -131,6 +133,12 @@ class VideoSource:
     def source_id(self) -> str:
         """The id its frames carry: the node's id once started in a pipeline, else the URL."""
         return self._status.source_id
+
+    @property
+    def status(self) -> SourceStatus:
+        """Its state, counters and decoder in one object, the same across restarts: what the
+        nodes downstream read as ``current_node().sources[node_id]``."""
+        return self._status
 
     @property
     def decodes_video(self) -> bool:

@@ -3,8 +3,7 @@
 ::
 
     blurred = p.stage("blur", Redact(), inputs=faces)
-    events = p.stage("events", EventRecorder("events", trigger=Trigger(labels={"face"}), pre_s=5, post_s=5,
-                                             sources=[camera_source]),
+    events = p.stage("events", EventRecorder("events", trigger=Trigger(labels={"face"}), pre_s=5, post_s=5),
                      inputs={"frames": (blurred, "latest", 2), "faces": faces})
     p.sink("event_log", log_events, inputs=events)
 
@@ -43,8 +42,8 @@ clip finished by ``stop()`` (a forced stop) is told through the run's events ins
 viewers, MQTT's listener: the stage's outputs are closed by then).
 
 Encoding and file writes run on the recorder's own worker thread, never on the event loop; a
-timer checks for a lost source and polls ``sources`` (objects with ``source_id`` and
-``state_info``, such as :class:`~edgepipe.media.VideoSource`) four times a second.
+timer checks for a lost source and polls the states of the sources upstream
+(``current_node().sources``: a :class:`~edgepipe.media.VideoSource`'s) four times a second.
 """
 
 from __future__ import annotations
@@ -55,11 +54,11 @@ import contextlib
 import logging
 import math
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from edgepipe.core.context import current_node
+from edgepipe.core.context import SourceState, current_node
 from edgepipe.core.errors import OutputError, os_reason
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.units import check_seconds
@@ -101,7 +100,6 @@ class EventRecorder:
         max_clip_s: float = 120.0,
         max_bytes: int | None = 2_000_000_000,
         max_age_s: float | None = 7 * 86400.0,
-        sources: Sequence[Any] = (),
         encoder: str = "auto",
         crf: int = 23,
         keyframe_interval_s: float = 1.0,
@@ -133,7 +131,9 @@ class EventRecorder:
             )
         self.events_dir = Path(events_dir)
         self.trigger = trigger if trigger is not None else Trigger()
-        self.sources = tuple(sources)
+        self.sources: Mapping[str, SourceState] = {}
+        """The states of the sources upstream, by node id (the node's context's, from
+        :meth:`start` on): a state such as ``stalled`` may trigger a clip."""
         packets = math.ceil((pre_s + keyframe_interval_s + 1.0) * MAX_FPS)
         age = None if max_age_s is None else float(max_age_s)
         self.limits = Limits(
@@ -178,6 +178,7 @@ class EventRecorder:
         try:
             ctx = current_node()
             self.engine.ticket.set_owner(ctx.node_id, "encode", ctx.priority)
+            self.sources = ctx.sources
         except RuntimeError:
             pass
         # Named for the CPU ledger: its work (mostly encoding, the encoder's threads started
@@ -294,9 +295,8 @@ class EventRecorder:
         return self._sent()
 
     async def _tick(self) -> None:
-        for source in self.sources:
-            source_id = str(getattr(source, "source_id", "") or "source")
-            info = getattr(source, "state_info", None)
+        for source_id, source in self.sources.items():
+            info = source.state_info
             state, reason = (str(info[0]), str(info[1])) if info is not None else ("", "")
             if state and self._states.get(source_id) != state:
                 self._states[source_id] = state

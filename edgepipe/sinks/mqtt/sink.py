@@ -2,10 +2,11 @@
 
 ::
 
-    from edgepipe.sinks import MqttSink
+    from edgepipe import MqttSink
 
-    mqtt = MqttSink("mqtt://127.0.0.1:1883", pipeline=p, sources=[camera_source])
-    p.sink("mqtt", mqtt, inputs=faces, queue_size=16)
+    p.sink("mqtt", MqttSink("mqtt://127.0.0.1:1883"), inputs=faces, queue_size=16)
+
+The topics name the pipeline (``Pipeline(name)``), learnt at start from the node's context.
 
 Topics, payloads and each kind's QoS and retain flag: :mod:`~edgepipe.sinks.mqtt.topics`.
 Connection, last will and reconnects: :mod:`~edgepipe.sinks.mqtt.client`. The bounded outbox:
@@ -30,9 +31,9 @@ kind (events, states, counts: delivery was asked for) fail the run
 many were still queued, how many dropped during the run and when); QoS 0 ones (each frame's
 detections) are one log line, not a failure.
 
-Camera states come from the ``sources`` given (read twice a second: a
-:class:`~edgepipe.media.VideoSource`'s ``state_info``), from ``source_state`` results fed to
-the sink, and from :meth:`MqttSink.hear` (a runtime listener:
+Camera states come from the sources upstream of the sink (``current_node().sources``, read
+twice a second: a :class:`~edgepipe.media.VideoSource`'s state), from ``source_state``
+results fed to the sink, and from :meth:`MqttSink.hear` (a runtime listener:
 ``runtime.add_listener(sink.hear)``).
 """
 
@@ -45,10 +46,10 @@ import importlib.util
 import logging
 import ssl
 from collections import Counter
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from edgepipe.core.context import current_node
+from edgepipe.core.context import SourceState, current_node
 from edgepipe.sinks.messages import SCHEMA_VERSION, message_of
 from edgepipe.sinks.mqtt.config import (
     MqttConfigError,
@@ -82,8 +83,6 @@ class MqttSink:
         url: str,
         device: str | None = None,
         *,
-        pipeline: Any,
-        sources: Sequence[Any] = (),
         payload: PayloadFormat = "json",
         qos: dict[str, int] | None = None,
         retain: dict[str, bool] | None = None,
@@ -98,8 +97,8 @@ class MqttSink:
         backoff_max_s: float = 30.0,
     ) -> None:
         """``url``: the broker (:mod:`~edgepipe.sinks.mqtt.config`). ``device``: this camera or
-        box in the topics (default: the host name); ``pipeline``: the pipeline (or its name).
-        ``sources``: the pipeline's sources, whose states are published. ``payload``: ``json``
+        box in the topics (default: the host name); the pipeline's name in them comes from the
+        run (:meth:`start`). ``payload``: ``json
         or ``msgpack``. ``qos``/``retain``: by kind, over the defaults. ``outbox_size``: messages
         held while the broker is away. ``detections``: publish every frame's detections (the
         ``count`` topic is published on changes either way). ``discovery``: Home Assistant
@@ -116,9 +115,9 @@ class MqttSink:
                 "the MQTT sink needs aiomqtt, which is not installed: pip install 'edgepipe[mqtt]'"
             )
         self.broker = parse_broker_url(url)
-        name = getattr(pipeline, "name", pipeline)
         self.device = default_device() if device is None else checked_level("device", device)
-        self.pipeline = checked_level("pipeline name", name)
+        self.pipeline = "pipeline"
+        """The pipeline's name in the topics: the running pipeline's from :meth:`start` on."""
         checked_level("topic prefix", prefix)
         if discovery is None:
             discovery = payload == "json"
@@ -133,7 +132,9 @@ class MqttSink:
         except ValueError as exc:
             raise MqttConfigError(str(exc)) from None
         self.client_id = client_id(self.device, self.pipeline)
-        self.sources = tuple(sources)
+        self.sources: Mapping[str, SourceState] = {}
+        """The states of the sources upstream, by node id: the node's context's, from
+        :meth:`start` on (published as they change)."""
         self.detections = detections
         self.discovery = discovery
         self.discovery_prefix = discovery_prefix
@@ -173,6 +174,8 @@ class MqttSink:
         with contextlib.suppress(RuntimeError):  # outside a pipeline (a unit test) it keeps its own
             ctx = current_node()
             self._gauges, node_id, run_blocking = ctx.gauges, ctx.node_id, ctx.run_blocking
+            self.name_pipeline(ctx.pipeline)
+            self.sources = ctx.sources
         connection = Connection(
             self.broker, self.client_id, self.topics, self.outbox, self._announcements, node_id=node_id,
             keepalive_s=self.keepalive_s, backoff_initial_s=self.backoff_initial_s,
@@ -184,8 +187,8 @@ class MqttSink:
             make = functools.partial(ssl.create_default_context, cafile=self.broker.ca_file)
             connection.tls_context = await run_blocking(make) if run_blocking is not None else make()
         self.connection = connection
-        for source in self.sources:
-            self._see(str(getattr(source, "source_id", "") or ""))
+        for source_id in self.sources:
+            self._see(source_id)
         self._report()
         # The sink's own tasks live in a TaskGroup entered here and left in stop(): both hooks
         # run in the node's task, which owns the group for the node's whole life.
@@ -199,6 +202,19 @@ class MqttSink:
         if self.sources:
             self._tasks.append(group.create_task(self._guarded("camera-state watcher", self._watch_sources()),
                                                  name=f"{node_id}:mqtt-states"))  # fmt: skip
+
+    def check_pipeline_name(self, name: str) -> None:
+        """Refuse, before the run starts (the graph's validation calls it), a pipeline name that
+        cannot be a topic level: :class:`MqttConfigError` naming it."""
+        checked_level("pipeline name", name)
+
+    def name_pipeline(self, name: str) -> None:
+        """Name the pipeline in the topics and the client id: :meth:`start` does, with the
+        running pipeline's name (call it only to use the sink outside a pipeline). Raises
+        :class:`MqttConfigError` for a name that cannot be a topic level."""
+        self.pipeline = checked_level("pipeline name", name)
+        self.topics.name_pipeline(self.pipeline)
+        self.client_id = client_id(self.device, self.pipeline)
 
     async def process(self, item: Any) -> None:
         """Queue ``item`` for the broker; never waits."""
@@ -322,10 +338,9 @@ class MqttSink:
         self._report()
 
     def _poll_states(self) -> None:
-        for source in self.sources:
-            source_id = str(getattr(source, "source_id", "") or "")
-            info = getattr(source, "state_info", None)
-            if not source_id or not isinstance(info, tuple):
+        for source_id, source in self.sources.items():
+            info = source.state_info
+            if not isinstance(info, tuple):
                 continue
             state, reason = str(info[0]), str(info[1] or "")
             if self._states.get(source_id) == (state, reason) or state == "idle":

@@ -95,14 +95,22 @@ class Topics:
             if level not in (0, 1, 2):
                 raise ValueError(f"MQTT QoS of {kind!r} must be 0, 1 or 2, not {level!r}")
         self.device = device
-        self.pipeline = pipeline
-        self.root = f"{prefix}/{device}/{pipeline}"
-        self.status = f"{self.root}/status"
+        self.prefix = prefix
+        self.pipeline = ""
+        self.root = ""
+        self.status = ""
         """The availability topic: ``online`` while connected, ``offline`` (the last will) after."""
+        self.name_pipeline(pipeline)
         self.payload = payload
         self._qos = dict(qos or {})
         self._retain = dict(retain or {})
         self._policies: dict[str, KindPolicy] = {}
+
+    def name_pipeline(self, pipeline: str) -> None:
+        """Topics of the pipeline ``pipeline`` from now on (the sink learns its name at start)."""
+        self.pipeline = pipeline
+        self.root = f"{self.prefix}/{self.device}/{pipeline}"
+        self.status = f"{self.root}/status"
 
     def policy(self, kind: str) -> KindPolicy:
         policy = self._policies.get(kind)

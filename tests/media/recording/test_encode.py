@@ -8,13 +8,14 @@ import av
 import numpy as np
 import pytest
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.core.errors import NodeError
 from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import I420, NV12, Frame, from_av, from_planes, from_rgb, nv12_views
 from edgepipe.media.recording.encode import Recorder, fill_av_frame, pick_encoder
 from edgepipe.media.sources.synthetic import MATRIX, Scene
 from edgepipe.media.sources.video import VideoSource
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from tests.colour_clips import PATCH, first_frame, make_colour_clip, picture, stream_tags
 
 

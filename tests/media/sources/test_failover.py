@@ -10,12 +10,13 @@ import av.error
 import numpy as np
 import pytest
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.media.decode import StreamDecoder
 from edgepipe.media.frame import Frame
 from edgepipe.media.sources import failover
 from edgepipe.media.sources.failover import DecoderWatch
 from edgepipe.media.sources.video import VideoSource
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 
 
 def _packet(i: int, gop: int = 5) -> Any:

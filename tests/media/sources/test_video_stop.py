@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.media.sources.reconnect import Reconnector
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runtime.engine import Runtime
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from tests.media.sources.test_video import FrameLog, pipeline
 
 

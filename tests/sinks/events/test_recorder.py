@@ -16,10 +16,12 @@ import av
 import numpy as np
 import pytest
 
-from edgepipe import Pipeline, run_async
+from edgepipe import Pipeline
 from edgepipe.core.errors import NodeError
 from edgepipe.media import VideoSource
 from edgepipe.media.frame import Frame, from_rgb
+from edgepipe.media.status import SourceStatus
+from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
 from edgepipe.sinks.events.recorder import EventRecorder
 from edgepipe.sinks.events.trigger import Trigger
 from tests.sinks.paint_events import Events, pipeline
@@ -103,13 +105,13 @@ async def test_the_end_of_the_input_finishes_the_clip(make_clip: Any, tmp_path: 
 
 
 class _Camera:
-    """A source that stalls: frames for ``frames`` frames, then ``stalled`` and no more."""
-
-    source_id = "cam"
+    """A source that stalls: frames for ``frames`` frames, then ``stalled`` and no more. Its
+    ``status`` reaches the recorder through the graph (the node's context), as a VideoSource's."""
 
     def __init__(self, frames: int) -> None:
         self.frames = frames
-        self.state_info = ("live", "")
+        self.status = SourceStatus("cam")
+        self.status.set_state("live")
         rgb = np.full((240, 320, 3), 120, np.uint8)
         self._picture = rgb
 
@@ -117,14 +119,14 @@ class _Camera:
         for seq in range(self.frames):
             await asyncio.sleep(FRAME_S)
             yield from_rgb(self._picture, source_id="cam", seq=seq)
-        self.state_info = ("stalled", "no frame for 5 s")
+        self.status.set_state("stalled", "no frame for 5 s")
         await asyncio.sleep(3600)
 
 
 async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_path: Path) -> None:
     camera = _Camera(frames=45)
     recorder = EventRecorder(tmp_path / "events", trigger=Trigger(events=False), pre_s=1.0, post_s=10.0,
-                             sources=[camera], lost_after_s=0.5)  # fmt: skip
+                             lost_after_s=0.5)  # fmt: skip
     events = Events()
     p = Pipeline()
     frames = p.source("cam", camera)

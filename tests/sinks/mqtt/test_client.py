@@ -108,8 +108,10 @@ async def test_two_sinks_with_one_client_id_are_told_once_and_back_off(
     mosquitto: Mosquitto, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(mqtt_client, "TAKEOVER_BACKOFF_S", 2.0, raising=False)  # 30 s in earnest
-    sinks = [MqttSink(mosquitto.url, "cam1", pipeline="test", discovery=False, backoff_initial_s=0.1,
-                      backoff_max_s=0.4) for _ in range(2)]  # fmt: skip
+    sinks = [MqttSink(mosquitto.url, "cam1", discovery=False, backoff_initial_s=0.1, backoff_max_s=0.4)
+             for _ in range(2)]  # fmt: skip
+    for sink in sinks:  # outside a pipeline: its name is given, not learnt at start
+        sink.name_pipeline("test")
     async with subscribed(mosquitto.port, ("edgepipe/cam1/test/status",)) as sub:
         with caplog.at_level(logging.INFO, logger="edgepipe.sinks"):
             for sink in sinks:  # one process, then another started a little later

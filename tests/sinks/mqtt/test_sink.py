@@ -14,6 +14,7 @@ import msgpack
 import pytest
 
 from edgepipe import Pipeline
+from edgepipe.core.errors import GraphError
 from edgepipe.runtime.engine import Runtime
 from edgepipe.runtime.run import run_async
 from edgepipe.sinks import MqttSink
@@ -47,7 +48,7 @@ def results_pipeline(
 ) -> tuple[Pipeline, MqttSink]:
     p = Pipeline("test")
     src = p.source("results", FakeSource(items, interval_s=interval_s))
-    sink = MqttSink(url, options.pop("device", "cam1"), pipeline=p, object_name="face", **options)
+    sink = MqttSink(url, options.pop("device", "cam1"), object_name="face", **options)
     p.sink("mqtt", sink, inputs=src, queue_size=16)
     return p, sink
 
@@ -168,7 +169,18 @@ def test_without_aiomqtt_the_sink_says_how_to_install_it(monkeypatch: pytest.Mon
         importlib.util, "find_spec", lambda name, *a: None if name == "aiomqtt" else real(name, *a)
     )
     with pytest.raises(ImportError, match=r"pip install 'edgepipe\[mqtt\]'"):
-        MqttSink(f"mqtt://127.0.0.1:{free_port()}", pipeline="test")
+        MqttSink(f"mqtt://127.0.0.1:{free_port()}")
+
+
+def test_a_pipeline_name_that_cannot_be_a_topic_level_is_refused_when_the_graph_is_checked() -> None:
+    # The name comes from the graph now (no pipeline= argument), and is still refused before
+    # anything starts: GraphError, exit 2 from `edgepipe run`.
+    p = Pipeline("front/door")
+    p.sink("mqtt", MqttSink(f"mqtt://127.0.0.1:{free_port()}", "cam"), inputs=p.source("src", FakeSource([])))
+    with pytest.raises(
+        GraphError, match=r"node 'mqtt': MQTT pipeline name 'front/door' cannot be a topic level"
+    ):
+        p.validate()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -23,9 +25,8 @@ pytestmark = pytest.mark.slow
 
 
 class Camera:
-    """What the sink reads of a source: its id and state."""
+    """What the sink reads of a source: its state."""
 
-    source_id = "camera"
     state_info = ("live", "")
 
 
@@ -34,7 +35,9 @@ async def test_a_stop_cut_short_during_the_flush_ends_the_sinks_tasks(mosquitto:
     """A node gives a hook a bounded time (0.5 s at the least): when it runs out while the sink
     flushes into a broker that does not answer (here: paused), the stop ends then, tasks and
     all, instead of waiting for ever on the camera-state watcher."""
-    sink = MqttSink(mosquitto.url, "cam1", pipeline="test", sources=[Camera()])
+    sink = MqttSink(mosquitto.url, "cam1")
+    sink.name_pipeline("test")  # outside a pipeline: the name and the sources are given, not learnt
+    sink.sources = {"camera": Camera()}
     async with subscribed(mosquitto.port, ("edgepipe/cam1/test/status",)) as sub:
         await sink.start()
         await sub.wait_for(
@@ -60,39 +63,47 @@ async def test_a_stop_cut_short_during_the_flush_ends_the_sinks_tasks(mosquitto:
         os.kill(mosquitto.process.pid, signal.SIGCONT)
 
 
-class BrokenCamera:
-    """A source whose state cannot be read (a bug in it)."""
-
-    source_id = "camera"
+class BrokenStatus:
+    """A source's state that cannot be read (a bug in it)."""
 
     @property
     def state_info(self) -> tuple[str, str]:
         raise RuntimeError("state_info is broken")
 
 
-def run_with(sink: MqttSink) -> tuple[Pipeline, list[Detections]]:
+class BrokenCamera:
+    """A source of detections whose status (what the graph hands the sink) is broken."""
+
+    status = BrokenStatus()
+
+    async def __aiter__(self) -> AsyncIterator[Detections]:
+        for n in range(60):
+            yield frame(n, n % 2)
+            await asyncio.sleep(0.02)
+
+
+def run_with(sink: MqttSink, source: Any) -> Pipeline:
     p = Pipeline("test")
-    items = [frame(n, n % 2) for n in range(60)]
-    p.sink("mqtt", sink, inputs=p.source("results", FakeSource(items, interval_s=0.02)), queue_size=16)
-    return p, items
+    p.sink("mqtt", sink, inputs=p.source("results", source), queue_size=16)
+    return p
 
 
 @pytest.mark.timeout(60)
 async def test_a_failing_state_watcher_or_connection_degrades_the_sink_not_the_node(
     mosquitto: Mosquitto,
 ) -> None:
-    watcher = MqttSink(mosquitto.url, "cam1", pipeline="test", sources=[BrokenCamera()])
-    connection = MqttSink(mosquitto.url, "cam2", pipeline="test")
+    watcher = MqttSink(mosquitto.url, "cam1")  # fed by a source whose status is broken
+    connection = MqttSink(mosquitto.url, "cam2")
 
     def bug(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug in the session")
 
     connection.topics.status_publication = bug  # type: ignore[method-assign]
     async with subscribed(mosquitto.port, ("edgepipe/cam1/test/camera/detections",)) as sub:
-        for sink in (watcher, connection):
-            p, items = run_with(sink)
-            report = await asyncio.wait_for(run_async(p), 30)
+        fake = FakeSource([frame(n, n % 2) for n in range(60)], interval_s=0.02)
+        for sink, source in ((watcher, BrokenCamera()), (connection, fake)):
+            report = await asyncio.wait_for(run_async(run_with(sink, source)), 30)
             node = next(n for n in report.stats.nodes if n.node_id == "mqtt")
-            assert (node.items_in, node.errors, node.state) == (len(items), 0, "done"), node
+            assert (node.items_in, node.errors, node.state) == (60, 0, "done"), node
             assert node.gauges["errors"] >= 1, node.gauges
         await sub.wait_for(lambda: len(sub.heard) == 60, what="cam1's detections")

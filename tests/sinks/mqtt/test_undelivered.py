@@ -21,7 +21,7 @@ def _events(sink: MqttSink, n: int) -> None:
 def test_the_line_tells_an_old_outage_from_the_current_one(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [T0]
     monkeypatch.setattr(mqtt_outbox, "time", SimpleNamespace(time=lambda: now[0]), raising=False)
-    sink = MqttSink("mqtt://127.0.0.1:1", "cam1", pipeline="test", discovery=False, outbox_size=2)
+    sink = MqttSink("mqtt://127.0.0.1:1", "cam1", discovery=False, outbox_size=2)
     _events(sink, 3)  # an outage: one dropped
     now[0] = T0 + 3600
     _events(sink, 1)  # still out an hour later: another
@@ -42,7 +42,7 @@ def test_one_drop_is_said_with_its_time_and_qos_0_drops_are_not_timed(
 ) -> None:
     now = [T0]
     monkeypatch.setattr(mqtt_outbox, "time", SimpleNamespace(time=lambda: now[0]), raising=False)
-    sink = MqttSink("mqtt://127.0.0.1:1", "cam1", pipeline="test", discovery=False, outbox_size=1,
+    sink = MqttSink("mqtt://127.0.0.1:1", "cam1", discovery=False, outbox_size=1,
                     qos={"event": 0, "source_state": 1})  # fmt: skip
     _events(sink, 3)  # QoS 0: dropped, not asked for
     assert sink.failed_output is None
