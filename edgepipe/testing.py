@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 from edgepipe.graph.pipeline import Pipeline
 from edgepipe.runtime.engine import RunReport, Watcher
-from edgepipe.runtime.run import run
+from edgepipe.runtime.run import run_graph
 
 T = TypeVar("T")
 
@@ -96,7 +96,7 @@ def run_pipeline(
     **kwargs: Any,
 ) -> RunReport:
     """Validate and run ``pipeline`` to the end (or for ``duration_s``) on a fresh event loop."""
-    return run(
+    return run_graph(
         pipeline,
         loop=loop,
         duration_s=duration_s,

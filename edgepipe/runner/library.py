@@ -1,7 +1,7 @@
 """One runner for the command and for Python: ``edgepipe.run(pipeline)`` does what
 ``edgepipe run FILE`` does.
 
-Around the engine (:func:`edgepipe.runtime.run.run_async`) it wires:
+Around the engine (:func:`edgepipe.runtime.run.run_graph_async`) it wires:
 
 - **the governor**: a :class:`~edgepipe.sched.Scheduler` for every run, keeping the pipeline's
   ``headroom`` (``Pipeline(headroom=0.3)``, or ``headroom=`` here) of the usable cores free;
@@ -68,7 +68,7 @@ async def run_async(
     but never slows any work (``--no-governor``). ``port`` (0: any free one), ``host`` and
     ``metrics_open``: serve as ``--port``, ``--host`` and ``--metrics-open`` do (a host other than
     loopback needs ``$EDGEPIPE_TOKEN``). ``health_file``: keep a heartbeat there. The rest is
-    :func:`edgepipe.runtime.run.run_async`'s. Raises ``ValueError`` for a headroom out of range,
+    :func:`edgepipe.runtime.run.run_graph_async`'s. Raises ``ValueError`` for a headroom out of range,
     :class:`~edgepipe.serve.ServeError` when the address cannot be taken, and what the engine
     raises; nothing has started then.
     """
@@ -81,7 +81,7 @@ async def run_async(
         around.insert(0, serving(graph, port, host, metrics_open=metrics_open))
     if health_file is not None:
         around.append(heartbeat(health_file))
-    return await engine.run_async(
+    return await engine.run_graph_async(
         graph,
         duration_s=duration_s,
         results_path=results_path,

@@ -24,7 +24,7 @@ from edgepipe.wire.results import ResultsWriter
 log = logging.getLogger(__name__)
 
 
-async def run_async(
+async def run_graph_async(
     pipeline: Pipeline | Graph,
     *,
     duration_s: float | None = None,
@@ -100,7 +100,7 @@ async def run_async(
                 signal.signal(signum, after_run(before))
 
 
-def run(
+def run_graph(
     pipeline: Pipeline | Graph,
     *,
     loop: str = "auto",
@@ -117,7 +117,7 @@ def run(
 ) -> RunReport:
     """Run ``pipeline`` on a new event loop (uvloop when installed) and return its report."""
     return run_on_loop(
-        run_async(
+        run_graph_async(
             pipeline,
             duration_s=duration_s,
             results_path=results_path,

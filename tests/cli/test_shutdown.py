@@ -19,7 +19,7 @@ import pytest
 import tiny_lm
 
 from edgepipe import load_pipeline
-from edgepipe.runtime.run import run
+from edgepipe.runtime.run import run_graph
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.wire.results import FLUSH_INTERVAL_S
 from tests.stopping import BUDGET_S, DRAIN_S, REPO, start
@@ -237,7 +237,9 @@ def test_a_shipped_pipeline_leaves_no_thread_that_would_keep_the_process_alive(
     served = "--port" in shipped
     args = [a for a in shipped if a not in ("--port", "0")]
     watchers = [HttpServer(ServeConfig(port=0))] if served else []
-    report = run(load_pipeline(args[0], args[1:]), duration_s=1.0, drain_timeout_s=DRAIN_S, watchers=watchers)
+    report = run_graph(
+        load_pipeline(args[0], args[1:]), duration_s=1.0, drain_timeout_s=DRAIN_S, watchers=watchers
+    )
     assert report.stopped_by == "stop"
     assert _alive_non_daemon(before) == []
 
@@ -248,13 +250,13 @@ def test_the_hung_cases_leave_no_thread_that_would_keep_the_process_alive(
     before = set(threading.enumerate())
     hung = load_pipeline(pipeline_file(tmp_path, HUNG_STAGE), [])
     t0 = time.monotonic()
-    assert run(hung, duration_s=0.5, drain_timeout_s=DRAIN_S).stopped_by == "forced"
+    assert run_graph(hung, duration_s=0.5, drain_timeout_s=DRAIN_S).stopped_by == "forced"
     blobs = load_pipeline(pipeline_file(tmp_path, BLOBS), [])
-    report = run(blobs, duration_s=0.5, drain_timeout_s=DRAIN_S, results_path=str(unread_fifo))
+    report = run_graph(blobs, duration_s=0.5, drain_timeout_s=DRAIN_S, results_path=str(unread_fifo))
     assert report.results_lost > 0
     assert report.results_error is not None
     stuck = load_pipeline(pipeline_file(tmp_path, HUNG_STAGE), ["--source", f"rtsp://{silent_server}/cam"])
-    assert run(stuck, duration_s=0.5, drain_timeout_s=DRAIN_S).stopped_by == "stop"
+    assert run_graph(stuck, duration_s=0.5, drain_timeout_s=DRAIN_S).stopped_by == "stop"
     assert time.monotonic() - t0 <= 3 * (0.5 + BUDGET_S)
     assert _alive_non_daemon(before) == []
 

@@ -18,7 +18,7 @@ from edgepipe.lm.describe import Describe
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_async
+from edgepipe.runtime.run import run_graph_async
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire.results import Message
@@ -207,7 +207,7 @@ def test_describe_cancelled_mid_answer_frees_the_model(
     p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
 
     async def cancelled_mid_answer() -> weakref.ref[Any]:
-        run = asyncio.ensure_future(run_async(p))
+        run = asyncio.ensure_future(run_graph_async(p))
         for _ in range(1000):
             if len(sink.items) >= 2:  # tokens are coming: the model is mid-answer
                 break

@@ -8,7 +8,7 @@ import time
 from edgepipe import Pipeline
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy, OnError
-from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
+from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
@@ -150,7 +150,7 @@ async def test_an_open_circuit_counts_every_item_of_a_skipped_batch() -> None:
     src = p.source("src", FakeSource(range(400)))
     policy = ErrorPolicy(OnError.SKIP, open_after=1, cooldown_s=60)
     p.sink("out", ListSink(), inputs=p.stage("b", Broken(), inputs=src, on_error=policy, queue_size=16))
-    stats = (await run_async(p)).stats.node("b")
+    stats = (await run_graph_async(p)).stats.node("b")
     assert stats.errors == 1
     assert stats.items_in == 400
     assert stats.items_in - stats.skipped <= 4  # only the failed batch was called

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from edgepipe import Pipeline
-from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
+from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -26,5 +26,5 @@ async def test_nonsense_durations_are_refused_before_anything_starts(
     p = Pipeline()
     p.sink("out", out, inputs=p.source("src", FakeSource(range(3))))
     with pytest.raises(ValueError, match=message):
-        await run_async(p, **kwargs)  # type: ignore[arg-type]
+        await run_graph_async(p, **kwargs)  # type: ignore[arg-type]
     assert not out.started

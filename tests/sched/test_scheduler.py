@@ -11,7 +11,7 @@ import pytest
 
 from edgepipe import NodeError, Pipeline, RunReport
 from edgepipe.planning.memory import memory_plan
-from edgepipe.runtime.run import run_async
+from edgepipe.runtime.run import run_graph_async
 from edgepipe.sched import EveryKnob, Scheduler, cpu_budget, gate
 from edgepipe.testing import run_pipeline
 
@@ -163,7 +163,7 @@ def test_two_governed_runs_at_once_in_one_process_each_keep_their_own() -> None:
         stages[name] = Sees(name)
         p.sink("drop", lambda x: None, inputs=p.stage("see", stages[name], inputs=p.source("items", ticks)))
         schedulers[name] = Scheduler(p.validate())
-        return await run_async(p, scheduler=schedulers[name], duration_s=0.4)
+        return await run_graph_async(p, scheduler=schedulers[name], duration_s=0.4)
 
     async def both() -> list[RunReport]:
         return await asyncio.gather(one("a", 0.5), one("b", 0.0))

@@ -16,7 +16,7 @@ from edgepipe import Pipeline
 from edgepipe.media.sources.reconnect import Reconnector
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
+from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from tests.media.sources.test_video import FrameLog, pipeline
 
 
@@ -36,7 +36,7 @@ async def test_a_skip_source_whose_decode_thread_died_opens_again(
     sink = FrameLog()
     p = Pipeline()
     p.sink("out", sink, inputs=p.source("cam", VideoSource(str(clip)), on_error="skip"))  # type: ignore[arg-type]
-    report = await asyncio.wait_for(run_async(p), 30)  # it used to wait for the dead thread forever
+    report = await asyncio.wait_for(run_graph_async(p), 30)  # it used to wait for the dead thread forever
     cam = report.stats.node("cam")
     assert cam.errors == 1
     assert cam.gauges["source"] == "ended"

@@ -21,7 +21,7 @@ from edgepipe.core.errors import NodeError
 from edgepipe.media import VideoSource
 from edgepipe.media.frame import Frame, from_rgb
 from edgepipe.media.status import SourceStatus
-from edgepipe.runtime.run import run_async  # the engine alone: ungoverned
+from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from edgepipe.sinks.events.recorder import EventRecorder
 from edgepipe.sinks.events.trigger import Trigger
 from tests.sinks.paint_events import Events, pipeline
@@ -46,7 +46,7 @@ async def test_a_clip_triggered_mid_stream_plays_from_a_keyframe_and_holds_pre_a
     tmp_path: Path,
 ) -> None:
     p = pipeline(str(tmp_path / "events"), trigger_at=45, pre_s=1.0, post_s=1.0)
-    await run_async(p, duration_s=6.0)
+    await run_graph_async(p, duration_s=6.0)
     start, end = _events(p)
     assert (start["state"], end["state"], end["ended_by"]) == ("start", "end", "post_roll")
     assert end["trigger"] == {"kind": "event", "reason": "frame 45", "source": "camera"}
@@ -75,7 +75,7 @@ async def test_a_trigger_storm_extends_clips_up_to_their_longest(tmp_path: Path)
     # A trigger every 3 frames (0.2 s) from frame 15 to the end of the run: one clip at a time,
     # each extended, cut at max_clip_s on a keyframe, the next carrying on from there.
     p = pipeline(str(tmp_path / "events"), trigger_at=15, every=3, pre_s=0.5, post_s=1.0, max_clip_s=3.0)
-    await run_async(p, duration_s=6.0)
+    await run_graph_async(p, duration_s=6.0)
     ends = [m for m in _events(p) if m["state"] == "end"]
     assert 2 <= len(ends) == len(list((tmp_path / "events").iterdir())) <= 3
     assert sum(m["triggers"] for m in ends) >= 15
@@ -93,7 +93,7 @@ async def test_a_trigger_storm_extends_clips_up_to_their_longest(tmp_path: Path)
 async def test_the_end_of_the_input_finishes_the_clip(make_clip: Any, tmp_path: Path) -> None:
     clip = make_clip("ends.mp4", width=320, height=240, fps=30, seconds=2)
     p = pipeline(str(tmp_path / "events"), source=str(clip), trigger_at=40, pre_s=0.5, post_s=30.0)
-    await run_async(p)
+    await run_graph_async(p)
     _start, end = _events(p)
     assert end["ended_by"] == "ended"
     frames, _ = _decode(Path(end["path"]))
@@ -132,7 +132,7 @@ async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_p
     frames = p.source("cam", camera)
     p.sink("log", events, inputs=p.stage("events", recorder, inputs=frames))
     t0 = time.monotonic()
-    await run_async(p, duration_s=5.5)
+    await run_graph_async(p, duration_s=5.5)
     assert time.monotonic() - t0 >= 5.0  # the source never ended: the clip was finished while it ran
     start, end = events.messages
     assert start["trigger"] == {
@@ -148,7 +148,7 @@ async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_p
 
 async def test_no_trigger_no_clip(tmp_path: Path) -> None:
     p = pipeline(str(tmp_path / "events"), trigger_at=10_000)
-    await run_async(p, duration_s=2.0)
+    await run_graph_async(p, duration_s=2.0)
     assert _events(p) == []
     assert list((tmp_path / "events").iterdir()) == []
 
@@ -173,7 +173,7 @@ async def test_a_folder_gone_between_declaration_and_start_is_refused_at_start(t
     with pytest.raises(
         NodeError, match=r"start\(\) failed: OutputError: .*event clips: expected a folder path, not a file"
     ):
-        await run_async(p, duration_s=1.0)
+        await run_graph_async(p, duration_s=1.0)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 
 from edgepipe import Message, Pipeline
 from edgepipe.runtime.engine import RunReport
-from edgepipe.runtime.run import run_async
+from edgepipe.runtime.run import run_graph_async
 from edgepipe.sinks.messages import message_of, unpack
 from edgepipe.sinks.streams import TcpStream
 from edgepipe.sinks.streams.client import messages, read_messages
@@ -60,7 +60,7 @@ async def test_two_clients_get_every_message_in_order_framed() -> None:
     stream = TcpStream(port=0)
     first = asyncio.create_task(collect(stream.port))
     raw_reader, raw_writer = await asyncio.open_connection("127.0.0.1", stream.port)
-    report = await run_async(pipeline(stream, numbered(stream, 300, clients=2)))
+    report = await run_graph_async(pipeline(stream, numbered(stream, 300, clients=2)))
     got = await first
     raw = await raw_reader.read()  # to the end: the stream closes when the pipeline stops
     raw_writer.close()
@@ -82,7 +82,7 @@ async def test_detections_go_as_the_data_channel_sends_them() -> None:
         yield dets
 
     task = asyncio.create_task(collect(stream.port))
-    await run_async(pipeline(stream, source))
+    await run_graph_async(pipeline(stream, source))
     (got,) = await task
     assert got == message_of(dets)
     assert got["boxes"] == [[1.0, 2.0, 30.0, 40.0, 0.9, "face", None]]
@@ -97,7 +97,7 @@ async def test_a_client_that_never_reads_loses_messages_the_other_does_not() -> 
     reader = asyncio.create_task(collect(stream.port))
     n = 3000  # ~3 MB: far more than the stuck client's buffers
     try:
-        report = await run_async(pipeline(stream, numbered(stream, n, clients=2, pad=1000)))
+        report = await run_graph_async(pipeline(stream, numbered(stream, n, clients=2, pad=1000)))
         # The run ended with every message taken by the sink while one client read nothing at
         # all: it never waited for that client.
         assert report.stats.node("tcp").items_in == n
@@ -132,7 +132,7 @@ async def test_a_client_that_leaves_is_dropped_and_the_rest_go_on() -> None:
         left.set()
 
     leaving = asyncio.create_task(leave())
-    report = await run_async(pipeline(stream, source))
+    report = await run_graph_async(pipeline(stream, source))
     await leaving
     assert [m["n"] for m in await stayer] == list(range(100))
     tcp = report.stats.node("tcp")
@@ -144,7 +144,7 @@ async def test_a_token_is_asked_of_clients_when_given() -> None:
     wrong_reader, wrong_writer = await asyncio.open_connection("127.0.0.1", stream.port)
     wrong_writer.write(b"not-the-token\n")
     right = asyncio.create_task(collect(stream.port, token="s3cret-token"))
-    report = await run_async(pipeline(stream, numbered(stream, 5, clients=1)))
+    report = await run_graph_async(pipeline(stream, numbered(stream, 5, clients=1)))
     assert [m["n"] for m in await right] == list(range(5))
     assert await wrong_reader.read() == b""  # closed, sent nothing
     wrong_writer.close()
@@ -161,7 +161,7 @@ async def test_clients_past_max_clients_are_refused() -> None:
         await until(lambda: stream.refused >= 1)
         yield Message("event", {"n": 0})
 
-    report = await run_async(pipeline(stream, source))
+    report = await run_graph_async(pipeline(stream, source))
     assert [m["n"] async for m in read_messages(first_reader)] == [0]
     assert await extra_reader.read() == b""
     first_writer.close()
@@ -195,7 +195,9 @@ def test_a_port_in_use_is_refused_at_declaration() -> None:
 async def test_a_stream_without_clients_packs_nothing_and_restarts_on_its_port() -> None:
     stream = TcpStream(port=0)
     port = stream.port
-    report: RunReport = await run_async(pipeline(stream, [Message("event", {"n": i}) for i in range(3)]))
+    report: RunReport = await run_graph_async(
+        pipeline(stream, [Message("event", {"n": i}) for i in range(3)])
+    )
     assert report.stats.node("tcp").gauges["sent"] == 0
 
     # Run again (a restart's start() after stop()): the same port is taken again.
@@ -207,7 +209,7 @@ async def test_a_stream_without_clients_packs_nothing_and_restarts_on_its_port()
                 await asyncio.sleep(0.02)
 
     task = asyncio.create_task(connect_when_listening())
-    await run_async(pipeline(stream, numbered(stream, 2, clients=1)))
+    await run_graph_async(pipeline(stream, numbered(stream, 2, clients=1)))
     assert [m["n"] for m in await task] == [0, 1]
     assert stream.port == port
 
