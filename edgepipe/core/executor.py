@@ -5,9 +5,11 @@ one hung driver call (a camera that never answers) would hang the process foreve
 pipeline gave up on it. These workers are daemon threads: a call abandoned at its deadline keeps
 its thread until it returns, but never keeps the process alive.
 
-Each worker thread runs in a copy of the context the pool was made in (``contextvars``): made
-by a run, or by a node's code, its threads work for that run (:mod:`edgepipe.core.scope`) without
-a copy of the context per call.
+Each worker thread runs in a copy of a context (``contextvars``): the one the pool was given (a
+run's pools); else that of the call that started the thread when it works for a run; else the one
+the pool was made in. A pool a node's code makes in its constructor, before any run, thus works
+for the run that uses it (:mod:`edgepipe.core.scope`: its gate, budget and memory plan), without a
+copy of the context per call.
 
 The work queue has no fixed bound because its callers bound it: each node has at most one call
 in flight (it awaits the result before taking its next item), so a pool never holds more calls
@@ -25,6 +27,7 @@ from concurrent.futures import Executor, Future
 from typing import Any, ParamSpec, TypeVar
 
 from edgepipe.core.errors import ExitCalled
+from edgepipe.core.scope import current_scope
 from edgepipe.core.threadname import Tag, name_thread, thread_ending
 
 P = ParamSpec("P")
@@ -47,7 +50,8 @@ class DaemonThreadPool(Executor):
     ) -> None:
         """``tag``: the OS name of its threads, saying whose work they do (the CPU ledger's
         :mod:`~edgepipe.core.threadname`); None: they keep the name they were started with.
-        ``context``: what its threads run in (default: the caller's, as it is now)."""
+        ``context``: what its threads run in (default: the context of the call that starts a
+        thread if it works for a run, else the one the pool is made in)."""
         if max_workers < 1:
             raise ValueError(f"resource '{name}': max_workers must be at least 1")
         self.max_workers = max_workers
@@ -61,7 +65,8 @@ class DaemonThreadPool(Executor):
         self._lock = threading.Lock()
         self._shutdown = False
         self.tag = tag
-        self._context = context if context is not None else contextvars.copy_context()
+        self._context = context
+        self._made_in = contextvars.copy_context() if context is None else context
 
     def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         future: Future[R] = Future()
@@ -73,8 +78,10 @@ class DaemonThreadPool(Executor):
             if len(self._threads) < self.max_workers or (
                 busy and len(self._threads) < self.max_workers + self.spare_workers
             ):
+                # A context is entered by one thread at a time: each thread gets its own copy.
+                context = self._thread_context()
                 thread = threading.Thread(
-                    target=self._context.copy().run,  # a context is entered by one thread at a time
+                    target=context.run,
                     args=(self._worker,),
                     name=f"edgepipe-{self.name}-{len(self._threads)}",
                     daemon=True,
@@ -82,6 +89,11 @@ class DaemonThreadPool(Executor):
                 self._threads.append(thread)
                 thread.start()
         return future
+
+    def _thread_context(self) -> contextvars.Context:
+        if self._context is None and current_scope() is not None:
+            return contextvars.copy_context()
+        return self._made_in.copy()
 
     def _worker(self) -> None:
         if self.tag is not None:

@@ -9,9 +9,10 @@ caller works for. Outside any run (a script, a unit test) a slot gives its proce
 ``gate()`` and ``memory_plan()`` work everywhere.
 
 How work finds its run: a context variable. The runtime enters the run's scope in the task that
-runs it (:func:`entered`), so its nodes' tasks, created from there, inherit it; thread pools run
-their threads in the context they were made in (:class:`~edgepipe.core.executor.DaemonThreadPool`),
-and the runtime makes its pools in one holding the scope (:func:`context_of`): a node's calls on
+runs it (:func:`entered`), so its nodes' tasks, created from there, inherit it; a thread pool runs a
+thread in the context of the run that starts it, else the one it was made in
+(:class:`~edgepipe.core.executor.DaemonThreadPool`), and the runtime makes its pools in one
+holding the scope (:func:`context_of`): a node's calls on
 a worker thread reach the same scope, and two runs in one process (two threads, or two
 ``run_async`` in one loop) never see each other's. ``asyncio``'s ``run_in_executor`` and a
 ``threading.Thread`` do not carry the context by themselves: a thread started elsewhere is
