@@ -155,11 +155,16 @@ def test_a_waiter_that_deferred_to_another_is_woken_when_that_one_starts() -> No
 
 def test_the_pace_wait_does_not_count_against_the_runs_deadline() -> None:
     gate = Gate(1)
-    lm = Ticket("describe", "lm", 0, duty=0.06)
-    with gate.admit(lm, timeout_s=1.0):
+    lm = Ticket("describe", "lm", 0, duty=0.25)
+    with gate.admit(lm, timeout_s=0.05):
         time.sleep(0.1)
-    with gate.admit(lm, timeout_s=1.0):  # paced ~1.6 s with the gate idle: no AdmissionTimeout
-        pass
+        t_end = time.monotonic()
+    pace_s = lm.busy_s * (1 / 0.25 - 1)  # ~0.3 s: six times the deadline below
+    with gate.admit(lm, timeout_s=0.05):  # the gate is idle: only the pace holds it, no AdmissionTimeout
+        t_start = time.monotonic()
+    assert t_start - t_end >= pace_s - 0.001, "the second call was not paced"
+    assert lm.waited_s >= pace_s - 0.001
+    assert lm.calls == 2
 
 
 def waiting_call(gate: Gate, ticket: Ticket) -> tuple[threading.Thread, dict[str, object]]:
