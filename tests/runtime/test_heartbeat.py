@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -16,9 +15,8 @@ import pytest
 from edgepipe.runtime.engine import Snapshot
 from edgepipe.runtime.heartbeat import IDLE_MARGIN_S, Progress, check
 from edgepipe.runtime.metrics import NodeStats
-
-REPO = Path(__file__).resolve().parents[2]
-EDGEPIPE = [sys.executable, "-m", "edgepipe"]
+from tests.cli_process import edgepipe
+from tests.cli_process import start as start_edgepipe
 
 # A source at 20 items/s; `work` passes them on, or (hang=1) sleeps past its deadline on every
 # one: the process, the loop and the heartbeat are all fine, and nothing moves.
@@ -47,16 +45,14 @@ PIPELINE = """\
 
 
 def health(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EDGEPIPE, "health", str(path), *args], capture_output=True, text=True,
-                          timeout=30, cwd=REPO)  # fmt: skip
+    return edgepipe("health", path, *args)
 
 
 def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], Path]:
     pipeline = tmp_path / "p.py"
     pipeline.write_text(textwrap.dedent(PIPELINE))
     beat = tmp_path / "health.json"
-    proc = subprocess.Popen([*EDGEPIPE, "run", str(pipeline), "--health-file", str(beat), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)  # fmt: skip
+    proc = start_edgepipe("run", pipeline, "--health-file", beat, *args)
     return proc, beat
 
 

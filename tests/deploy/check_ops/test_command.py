@@ -2,21 +2,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from edgepipe.deploy.check_ops.check import read_nodes
+from tests.cli_process import edgepipe
 from tests.deploy.ops_models import neg_between_relus
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def check_ops(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "check-ops", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return edgepipe("check-ops", *args)
 
 
 def test_an_op_the_target_lacks_is_exit_1_named_with_advice_and_cost(tmp_path: Path) -> None:

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import tiny_lm
 
+from tests.cli_process import edgepipe
 from tests.deploy.conftest import CONFIG
 
 REPO = Path(__file__).resolve().parents[3]
@@ -20,8 +20,7 @@ def tiny_lm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def plan(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "plan", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return edgepipe("plan", *args)
 
 
 def test_json_has_the_bandwidth_needed() -> None:

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def trace(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "trace", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return edgepipe("trace", *args, cwd=cwd)
 
 
 def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, tmp_path: Path) -> None:
