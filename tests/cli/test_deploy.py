@@ -29,6 +29,7 @@ def test_each_command_has_its_module_and_the_shared_format_option(command: str) 
     assert "--help" in options
 
 
+@pytest.mark.slow
 def test_a_reader_closing_the_pipe_is_not_an_internal_error(tmp_path: Path) -> None:
     for i in range(400):  # enough JSON to outgrow the pipe's buffer
         (tmp_path / f"f{i:03}.txt").write_text("plain text\n" * 3)
@@ -216,6 +217,7 @@ def test_a_file_name_that_is_not_utf8_is_printed_as_its_bytes(
     assert raw in strict.buffer.getvalue()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_clip_not_decoded_in_time_is_not_checked_and_never_called_damaged(
     clip: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

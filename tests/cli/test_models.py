@@ -22,6 +22,7 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.slow
 def test_list_as_json(capsys: pytest.CaptureFixture[str], centerface: Path) -> None:
     assert main(["models", "list", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -31,6 +32,7 @@ def test_list_as_json(capsys: pytest.CaptureFixture[str], centerface: Path) -> N
     assert row["path"] == str(centerface)
 
 
+@pytest.mark.slow
 def test_path_before_and_after_pull(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(tmp_path))
@@ -78,6 +80,7 @@ def _edgepipe(*args: str, cache: Path, **env: str) -> subprocess.CompletedProces
     return edgepipe(*args, env={"EDGEPIPE_CACHE_DIR": str(cache), **env})
 
 
+@pytest.mark.slow
 def test_list_names_the_language_model_and_how_to_get_it(tmp_path: Path) -> None:
     done = _edgepipe("models", "list", cache=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -95,6 +98,7 @@ def test_list_names_the_language_model_and_how_to_get_it(tmp_path: Path) -> None
     assert "not pullable: export it (docs/language-models.md)" in pull.stderr
 
 
+@pytest.mark.slow
 def test_cache_is_shown_and_safe_when_there_is_none(tmp_path: Path) -> None:
     done = _edgepipe("models", "cache", cache=tmp_path / "nothing")
     assert done.returncode == 0, done.stderr
@@ -113,6 +117,7 @@ def test_cache_is_shown_and_safe_when_there_is_none(tmp_path: Path) -> None:
         ([], {"EDGEPIPE_CACHE_MAX": "lots"}, "EDGEPIPE_CACHE_MAX='lots' is not a size"),
     ],
 )
+@pytest.mark.slow
 def test_cache_usage_errors_exit_2(
     tmp_path: Path, args: list[str], env: dict[str, str], message: str
 ) -> None:
@@ -150,6 +155,7 @@ def test_cache_lists_pulled_models_and_graphs_and_cleans_them(tmp_path: Path) ->
     assert list((cache / "models").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_clean_keeps_what_is_being_written_or_in_use(tmp_path: Path, centerface: Path) -> None:
     cache = tmp_path / "cache"
     shutil.copytree(centerface.parent, cache / "models" / "centerface")

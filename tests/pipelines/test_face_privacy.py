@@ -25,6 +25,7 @@ def flat_steps(picture: np.ndarray) -> float:
     return float((np.abs(np.diff(picture.astype(int), axis=1)) <= 2).mean())
 
 
+@pytest.mark.slow
 def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path, centerface: Path) -> None:
     out = tmp_path / "blurred.mp4"
     pipeline = load_pipeline(PIPELINE, ["--output", str(out)])  # the default camera, 640x480
@@ -67,6 +68,7 @@ def test_without_output_nothing_is_written_and_the_log_says_so(tmp_path: Path, c
     assert re.search(r"camera frame \d+: 1 face\(s\)", done.stderr), done.stderr  # it ran, and found the face
 
 
+@pytest.mark.slow
 def test_faces_are_pixelated_in_the_recording(tmp_path: Path, make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     clip = make_clip("privacy.mp4", width=1280, height=720, fps=15, seconds=2)
     out = tmp_path / "blurred.mp4"
@@ -107,6 +109,7 @@ def picture_difference(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.mark.usefixtures("libx264")
+@pytest.mark.slow
 async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     fps = 10
     clip = make_clip("privacy_view.mp4", width=640, height=360, fps=fps, seconds=5)

@@ -87,6 +87,7 @@ async def test_face_privacy_publishes_its_event_clips(
         assert sum(1 for _ in container.decode(video=0)) > 5
 
 
+@pytest.mark.slow
 def test_face_privacy_event_clips_hold_the_blurred_picture(
     tmp_path: Path, make_clip, centerface: Path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ WATCH_HINT = "to watch it: add --port 8080, then open http://127.0.0.1:8080/"
 pytestmark = pytest.mark.usefixtures("libx264")
 
 
+@pytest.mark.slow
 async def test_the_camera_streams_with_its_detections(centerface: Path) -> None:
     args = ["--source", "synthetic://640x360@30", "--detect", "centerface", "--every", "2"]
     assert video_feeds(load_pipeline(PIPELINE, args)) == {"view": ("camera",)}

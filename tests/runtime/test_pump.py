@@ -23,6 +23,7 @@ async def frames_flood(n: int) -> AsyncIterator[int]:
             await asyncio.sleep(0.001)
 
 
+@pytest.mark.slow
 async def test_a_frame_flood_never_makes_a_lossless_results_lane_drop() -> None:
     frames = 20_000
 
@@ -109,6 +110,7 @@ async def test_a_handler_without_a_lane_parameter_gets_the_item_alone() -> None:
     assert sorted(got) == [10, 20]
 
 
+@pytest.mark.slow
 async def test_busy_time_counts_every_call_while_latency_is_sampled() -> None:
     calls = 3000
 
@@ -179,6 +181,7 @@ SLOW = {"thread": in_thread, "async": on_loop, "stream": stream, "two-step": Two
 
 @pytest.mark.parametrize("how", ["forced stop", "cancelled"])
 @pytest.mark.parametrize("mode", list(SLOW))
+@pytest.mark.slow
 async def test_a_stop_or_cancel_mid_call_gives_every_lease_back(mode: str, how: str) -> None:
     made: list[Pooled] = []
 
@@ -205,6 +208,7 @@ async def test_a_stop_or_cancel_mid_call_gives_every_lease_back(mode: str, how: 
     assert [s.n for s in made if s.refs > 0] == []
 
 
+@pytest.mark.slow
 async def test_latency_sampling_and_busy_time_go_on_after_a_failure() -> None:
     def flaky(x: int) -> int:
         if x < 3:

@@ -91,6 +91,7 @@ def frames_with_bright_every(n: int, count: int) -> list:  # type: ignore[type-a
     return [from_rgb(bright if i % n == n - 1 else dark, source_id="cam", seq=i) for i in range(count)]
 
 
+@pytest.mark.slow
 def test_runs_past_their_deadline_are_terminated_counted_and_the_pipeline_flows(tmp_path: Path) -> None:
     # Bright frames make the model loop for seconds; dark ones take a millisecond.
     model = slow_when_bright(tmp_path / "slow.onnx", size=64, work=512, iterations_per_level=20)
@@ -149,6 +150,7 @@ def test_detections_reach_the_results_file(tmp_path: Path, make_clip, centerface
     assert decoded == 30, done.stderr
 
 
+@pytest.mark.slow
 def test_a_batch_gives_what_one_by_one_gives(centerface: Path) -> None:
     single = Detector("centerface")
     batched = Detector("centerface", batch_size=4)
@@ -165,6 +167,7 @@ def test_a_batch_gives_what_one_by_one_gives(centerface: Path) -> None:
     assert all(f.refs == 1 for f in frames)  # the batch's own leases were given back
 
 
+@pytest.mark.slow
 def test_batching_across_cameras_in_a_pipeline(centerface: Path) -> None:
     # A generous deadline: this is about batching, and a first run at a new batch size (ONNX
     # Runtime plans its memory then) can pass the default 2 s on a loaded two-core machine.

@@ -11,6 +11,8 @@ from edgepipe.deploy.check_ops.check import read_nodes
 from tests.cli_process import edgepipe
 from tests.deploy.ops_models import neg_between_relus
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -10,6 +10,8 @@ import tiny_lm
 from tests.cli_process import edgepipe
 from tests.deploy.conftest import CONFIG
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[3]
 
 

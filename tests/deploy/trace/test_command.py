@@ -11,6 +11,8 @@ import pytest
 
 from tests.cli_process import edgepipe
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -68,6 +68,7 @@ def test_a_size_that_is_not_one_names_the_variable(text: str) -> None:
         parse_size(text)
 
 
+@pytest.mark.slow
 def test_optimizing_past_the_limit_evicts_the_oldest_graphs_and_never_one_in_use(
     own_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -87,6 +87,7 @@ def test_a_source_stuck_opening_does_not_hold_up_the_end_of_a_timed_run(tmp_path
     assert "stopped while opening" in rest
 
 
+@pytest.mark.slow
 async def test_stop_fits_the_runtimes_stop_budget_and_abandons_a_hung_decode_thread(
     clip: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -41,6 +41,7 @@ def _decode(path: Path) -> tuple[list[Any], Fraction]:
         return list(container.decode(stream)), stream.time_base
 
 
+@pytest.mark.slow
 async def test_a_clip_triggered_mid_stream_plays_from_a_keyframe_and_holds_pre_and_post_roll(
     tmp_path: Path,
 ) -> None:
@@ -70,6 +71,7 @@ async def test_a_clip_triggered_mid_stream_plays_from_a_keyframe_and_holds_pre_a
         assert y[y.shape[0] // 2 + 8 :].mean() > 48  # the synthetic scene: not black
 
 
+@pytest.mark.slow
 async def test_a_trigger_storm_extends_clips_up_to_their_longest(tmp_path: Path) -> None:
     # A trigger every 3 frames (0.2 s) from frame 15 to the end of the run: one clip at a time,
     # each extended, cut at max_clip_s on a keyframe, the next carrying on from there.
@@ -122,6 +124,7 @@ class _Camera:
         await asyncio.sleep(3600)
 
 
+@pytest.mark.slow
 async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_path: Path) -> None:
     camera = _Camera(frames=45)
     recorder = EventRecorder(tmp_path / "events", trigger=Trigger(events=False), pre_s=1.0, post_s=10.0,
@@ -145,6 +148,7 @@ async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_p
     assert len(frames_read) == end["frames"] >= 15  # the second before the stall
 
 
+@pytest.mark.slow
 async def test_no_trigger_no_clip(tmp_path: Path) -> None:
     p = pipeline(str(tmp_path / "events"), trigger_at=10_000)
     await run_async(p, duration_s=2.0)
