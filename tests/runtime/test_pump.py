@@ -205,7 +205,9 @@ async def test_a_stop_or_cancel_mid_call_gives_every_lease_back(mode: str, how: 
             await run
     assert len(made) >= 3
     deadline = time.monotonic() + 3  # abandoned threads finish their 0.4 s calls, then give theirs back
-    while any(s.refs > 0 for s in made) and time.monotonic() < deadline:
+    while any(s.refs > 0 for s in made):
+        if time.monotonic() > deadline:
+            break
         await asyncio.sleep(0.02)
     assert [s.n for s in made if s.refs > 0] == []
 
