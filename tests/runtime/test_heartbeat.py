@@ -3,6 +3,7 @@ real ``edgepipe health`` processes judging it, by exit code."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import textwrap
@@ -16,7 +17,7 @@ from edgepipe.cli.main import main
 from edgepipe.runtime.engine import Snapshot
 from edgepipe.runtime.heartbeat import IDLE_MARGIN_S, Progress, check
 from edgepipe.runtime.metrics import NodeStats
-from tests.cli_process import edgepipe
+from tests.cli_process import edgepipe, in_process
 from tests.cli_process import start as start_edgepipe
 
 # A source at 20 items/s; `work` passes them on, or (hang=1) sleeps past its deadline on every
@@ -103,7 +104,9 @@ def test_a_running_pipeline_is_healthy_and_a_stopped_one_is_not(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_future_corrupt_partial_and_idle_heartbeats_fail(tmp_path: Path) -> None:
+def test_future_corrupt_partial_and_idle_heartbeats_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     proc, beat = start(tmp_path, "--hang", "1")
     try:
         first = wait_for(beat, lambda d: d["started"])
@@ -120,15 +123,16 @@ def test_future_corrupt_partial_and_idle_heartbeats_fail(tmp_path: Path) -> None
         proc.kill()
         proc.communicate(timeout=30)
     copy = tmp_path / "copy.json"
+    judged = functools.partial(in_process, capsys, "health", copy)  # files only from here: no child needed
     future = {**json.loads(text), "t": time.time() + 7.2e9, "idle_s": 0}
     copy.write_text(json.dumps(future))
-    one_line_failure(health(copy), "in the future")
+    one_line_failure(judged(), "in the future")
     for broken in (text[: len(text) // 2], "", "[1, 2]", text.replace('"t": ', '"t": NaN, "x": ', 1)):
         copy.write_text(broken)
-        one_line_failure(health(copy), "unreadable heartbeat")
+        one_line_failure(judged(), "unreadable heartbeat")
     fresh_from_dead = {**json.loads(text), "t": time.time(), "idle_s": 0}
     copy.write_text(json.dumps(fresh_from_dead))  # killed: never marked stopped
-    one_line_failure(health(copy), f"pid {proc.pid}", "is gone")
+    one_line_failure(judged(), f"pid {proc.pid}", "is gone")
 
 
 @pytest.mark.parametrize("value", ["nan", "-1", "0", "inf", "soon"])
