@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -73,15 +74,19 @@ async def start_async(
     )  # fmt: skip
 
 
-def in_process(capsys: pytest.CaptureFixture[str], *args: str | Path) -> subprocess.CompletedProcess[str]:
-    """``edgepipe ARGS`` run by ``main`` in this process, from the repository's folder, and
-    returned as :func:`edgepipe` returns it (argparse's refusals and ``--help`` are exits too):
-    the same parser, output and exit codes without an interpreter's start-up (~0.5 s a call).
-    For commands that start no run, no thread and no signal handling of their own."""
+def in_process(
+    capsys: pytest.CaptureFixture[str], *args: str | Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``edgepipe ARGS`` run by ``main`` in this process, from the repository's folder, ``env``
+    added to the environment while it runs, and returned as :func:`edgepipe` returns it
+    (argparse's refusals and ``--help`` are exits too): the same parser, output and exit codes
+    without an interpreter's start-up (~0.5 s a call). For commands that start no run, no
+    thread and no signal handling of their own, and print what they say (log lines go to the
+    test's log capture, not to ``stderr`` here)."""
     from edgepipe.cli.main import main
 
     capsys.readouterr()
-    with contextlib.chdir(REPO):
+    with contextlib.chdir(REPO), mock.patch.dict(os.environ, env or {}):
         try:
             code = main([str(a) for a in args])
         except SystemExit as exc:
