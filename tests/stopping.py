@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from tests import cli_process
 
 REPO = Path(__file__).resolve().parents[1]
 DRAIN_S = 1.0
@@ -38,11 +39,7 @@ class Ended:
 
 def start(args: list[str], cwd: Path = REPO, stdout: int | IO[bytes] = subprocess.DEVNULL) -> Run:
     """``edgepipe run ARGS --drain-timeout 1``, once it has logged that it is running."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "edgepipe", "run", *args, "--drain-timeout", str(DRAIN_S)],
-        cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    return Run(proc)
+    return Run(cli_process.start("run", *args, "--drain-timeout", str(DRAIN_S), cwd=cwd, stdout=stdout))
 
 
 class Run:

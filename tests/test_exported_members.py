@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import types
 
+import pytest
+
 import edgepipe
 import edgepipe.infer
 import edgepipe.lm
@@ -43,6 +45,7 @@ def test_all_matches_what_is_exported() -> None:
     assert "__version__" in edgepipe.__all__
 
 
+@pytest.mark.slow
 def test_core_never_imports_pyav_onnxruntime_or_aiortc() -> None:
     import subprocess
     import sys

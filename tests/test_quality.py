@@ -330,3 +330,29 @@ def test_one_definition_of_each() -> None:
                 m.rpartition(".")[0] for m in _imports(paths[module], set(paths))
             }
             assert f"edgepipe.{home}" in imported, f"{concern}: {module} does not use edgepipe.{home}"
+
+
+def _runs_the_command(node: ast.AST) -> bool:
+    """``sys.executable, "-m", "edgepipe"`` in a list, a tuple or a call's arguments."""
+    items = getattr(node, "elts", None) or getattr(node, "args", None)
+    if not isinstance(items, list):
+        return False
+    for first, flag, name in zip(items, items[1:], items[2:], strict=False):
+        words = [getattr(flag, "value", None), getattr(name, "value", None)]
+        if isinstance(first, ast.Attribute) and first.attr == "executable" and words == ["-m", "edgepipe"]:
+            return True
+    return False
+
+
+def test_tests_start_the_command_through_one_helper() -> None:
+    # One place for the command line, the environment the child inherits and its timeout.
+    helper = REPO / "tests" / "cli_process.py"
+    elsewhere = [
+        f"{path.relative_to(REPO)}:{node.lineno}"  # type: ignore[attr-defined]
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if path != helper
+        for node in ast.walk(parse(path))
+        if _runs_the_command(node)
+    ]
+    assert not elsewhere, f"edgepipe started in a child process without tests/cli_process.py: {elsewhere}"
+    assert any(_runs_the_command(node) for node in ast.walk(parse(helper)))

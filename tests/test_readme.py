@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -71,11 +71,8 @@ def test_readme_pipeline_example_is_the_shipped_file() -> None:
 @pytest.mark.slow
 def test_hello_reports_every_fifth_tick_even_and_odd(tmp_path: Path) -> None:
     results = tmp_path / "events.jsonl"
-    result = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(REPO / "pipelines" / "hello.py"), "--fps", "200", "--duration", "1",
-         "--results", str(results)],
-        capture_output=True, text=True, timeout=30, cwd=tmp_path,
-    )  # fmt: skip
+    result = edgepipe("run", REPO / "pipelines" / "hello.py", "--fps", "200", "--duration", "1",
+                      "--results", results, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "'hello' ended (stop)" in result.stderr, result.stderr  # drained, not "forced"
     events = [json.loads(line)["data"] for line in results.read_text().splitlines()]

@@ -141,6 +141,7 @@ def test_the_summary_in_a_log_file_fits_100_columns(capsys: pytest.CaptureFixtur
     assert max(len(line.rstrip()) for line in lines) <= WIDTH
 
 
+@pytest.mark.slow
 def test_a_video_sources_counters_agree_with_its_row() -> None:
     # A pool of 2 frames and a consumer that holds one for a while: frames are dropped at the
     # pool (pool_drops) and at the consumer's lane; whatever was decoded is accounted for.

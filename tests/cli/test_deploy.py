@@ -8,7 +8,6 @@ import io
 import json
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from edgepipe.cli import deploy as cli_deploy
 from edgepipe.cli.main import _parser, main
+from tests.cli_process import start
 from tests.disks import full_device, small_tmpfs
 from tests.onnx_builders import add_model
 
@@ -29,14 +29,11 @@ def test_each_command_has_its_module_and_the_shared_format_option(command: str) 
     assert "--help" in options
 
 
+@pytest.mark.slow
 def test_a_reader_closing_the_pipe_is_not_an_internal_error(tmp_path: Path) -> None:
     for i in range(400):  # enough JSON to outgrow the pipe's buffer
         (tmp_path / f"f{i:03}.txt").write_text("plain text\n" * 3)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "edgepipe", "doctor", str(tmp_path), "--format", "json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start("doctor", tmp_path, "--format", "json", text=False)
     assert proc.stdout is not None
     assert proc.stderr is not None
     proc.stdout.read(10)
@@ -220,6 +217,7 @@ def test_a_file_name_that_is_not_utf8_is_printed_as_its_bytes(
     assert raw in strict.buffer.getvalue()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_clip_not_decoded_in_time_is_not_checked_and_never_called_damaged(
     clip: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli_process import REPO, edgepipe, start
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("source", ["missing.mp4", "empty.mp4", "folder"])
@@ -21,11 +21,8 @@ def test_face_privacy_with_a_source_it_cannot_open_exits_1(
 ) -> None:
     (tmp_path / "empty.mp4").write_bytes(b"")
     (tmp_path / "folder").mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(REPO / "pipelines" / "face_privacy.py"),
-         "--source", str(tmp_path / source), "--output", str(tmp_path / "out.mp4")],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+    done = edgepipe("run", REPO / "pipelines" / "face_privacy.py", "--source", tmp_path / source,
+                    "--output", tmp_path / "out.mp4", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "terminate called" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("edgepipe: error:")]
@@ -44,8 +41,7 @@ time.sleep(30)
 def test_a_stop_signal_during_start_up_is_exit_0_with_one_line(tmp_path: Path, signum: int) -> None:
     path = tmp_path / "slow.py"
     path.write_text(SLOW_IMPORT)
-    with subprocess.Popen([sys.executable, "-m", "edgepipe", "run", str(path)], stderr=subprocess.PIPE,
-                          text=True, cwd=tmp_path) as proc:  # fmt: skip
+    with start("run", path, stdout=None, cwd=tmp_path) as proc:
         assert proc.stderr is not None
         assert proc.stderr.readline() == "importing\n"
         proc.send_signal(signum)
@@ -61,8 +57,7 @@ def test_a_stop_signal_during_start_up_is_exit_0_with_one_line(tmp_path: Path, s
     [["run", "pipelines/demo.py", "--results", "-", "--duration", "30"], ["graph", "pipelines/demo.py"]],
 )
 def test_a_closed_stdout_where_results_go_is_exit_2_before_anything_runs(argv: list[str]) -> None:
-    done = subprocess.run([sys.executable, "-m", "edgepipe", *argv], stderr=subprocess.PIPE, text=True,
-                          timeout=60, cwd=REPO, preexec_fn=lambda: os.close(1))  # fmt: skip
+    done = edgepipe(*argv, stdout=None, preexec_fn=lambda: os.close(1))
     assert done.returncode == 2, done.stderr
     assert "standard output is closed" in done.stderr
     assert "[camera]" not in done.stderr  # nothing started

@@ -15,16 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_process import edgepipe, start
 from tests.disks import full_device
 
-REPO = Path(__file__).resolve().parents[2]
-EDGEPIPE = [sys.executable, "-m", "edgepipe"]
-
 pytestmark = pytest.mark.slow
-
-
-def edgepipe(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EDGEPIPE, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def write(tmp_path: Path, body: str, name: str = "p.py") -> Path:
@@ -79,11 +73,7 @@ def test_signal_stops_gracefully_with_sinks_flushed_and_results_complete(tmp_pat
     results = tmp_path / "results.jsonl"
     sink_file = tmp_path / "sink.txt"
     health = tmp_path / "health.json"
-    proc = subprocess.Popen(
-        [*EDGEPIPE, "run", str(pipeline), "--results", str(results), "--health-file", str(health),
-         "--out", str(sink_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-    )  # fmt: skip
+    proc = start("run", pipeline, "--results", results, "--health-file", health, "--out", sink_file)
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (results.exists() and results.stat().st_size > 2000):
@@ -319,11 +309,8 @@ def test_live_stats_table_on_a_terminal(tmp_path: Path) -> None:
     # A real pseudo-terminal on stderr, as when a person runs it: the table is redrawn live.
     primary, secondary = os.openpty()
     os.set_blocking(primary, False)
-    proc = subprocess.Popen(
-        [*EDGEPIPE, "run", "pipelines/demo.py", "--duration", "2.5", "--stats", "-q"],
-        stdout=subprocess.DEVNULL, stderr=secondary, cwd=REPO,
-        env={**os.environ, "COLUMNS": "160", "LINES": "40"},
-    )  # fmt: skip
+    proc = start("run", "pipelines/demo.py", "--duration", "2.5", "--stats", "-q", stdout=subprocess.DEVNULL,
+                 stderr=secondary, env={"COLUMNS": "160", "LINES": "40"})  # fmt: skip
     os.close(secondary)
     screen = b""
     deadline = time.monotonic() + 30
@@ -351,8 +338,7 @@ def test_live_stats_table_on_a_terminal(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", [["graph", "pipelines/demo.py", "--format", "json"], ["models", "list"]])
 def test_a_reader_that_closes_stdout_is_no_internal_error(command: list[str]) -> None:
     # `edgepipe graph FILE | head -1`: the reader closed the pipe before the output was written.
-    proc = subprocess.Popen([sys.executable, "-m", "edgepipe", *command], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = start(*command, text=False)
     assert proc.stdout is not None
     proc.stdout.close()
     _, err = proc.communicate(timeout=60)

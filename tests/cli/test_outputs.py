@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_main import EDGEPIPE, ENDLESS, REPO, edgepipe, write
+from tests.cli.test_main import ENDLESS, edgepipe, write
+from tests.cli_process import start
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +64,7 @@ def test_a_wrong_value_is_exit_2_naming_it_before_anything_starts(
 
 def test_a_closed_results_pipe_stops_the_run_at_once_with_exit_0(tmp_path: Path) -> None:
     path = write(tmp_path, ENDLESS)
-    proc = subprocess.Popen([*EDGEPIPE, "run", str(path), "--out", str(tmp_path / "s.txt"), "--results", "-",
-                             "--duration", "120"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = start("run", path, "--out", tmp_path / "s.txt", "--results", "-", "--duration", "120", text=False)
     assert proc.stdout is not None
     first = proc.stdout.readline()  # a `head -1`: one line, then the pipe is closed
     proc.stdout.close()
@@ -122,11 +122,8 @@ def test_sighup_finalizes_the_recording_and_sigkill_loses_about_its_last_second(
 
     def record(name: str) -> tuple[Path, subprocess.Popen[str]]:
         out = tmp_path / f"{name}.mp4"
-        command = [*EDGEPIPE, "run", "pipelines/face_privacy.py", "--source", "synthetic://160x120@15",
-                   "--output", str(out), "--duration", "60"]  # fmt: skip
-        return out, subprocess.Popen(
-            command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
+        return out, start("run", "pipelines/face_privacy.py", "--source", "synthetic://160x120@15",
+                          "--output", out, "--duration", "60", stdout=subprocess.DEVNULL)  # fmt: skip
 
     runs = {signal.SIGHUP: record("hup"), signal.SIGKILL: record("kill")}  # side by side: one wait
     try:

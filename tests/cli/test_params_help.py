@@ -1,10 +1,9 @@
-"""``edgepipe run FILE --help`` (and ``graph``) lists the pipeline's own parameters: real
-subprocesses, as a user runs them."""
+"""``edgepipe run FILE --help`` (and ``graph``) lists the pipeline's own parameters: the command's
+``main`` in this process (a help starts nothing; tests/cli/test_main.py runs the command itself)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -14,9 +13,8 @@ import pytest
 from edgepipe.cli.params_help import add_parameters
 from edgepipe.core.errors import PipelineFileError
 from edgepipe.pipefile.loader import Param, PipelineFunction
-from tests.cli.test_main import BAD_FILES, EDGEPIPE, REPO, write
-
-pytestmark = pytest.mark.slow
+from tests.cli.test_main import BAD_FILES, write
+from tests.cli_process import Command, in_process
 
 PIPELINE = '''\
     from __future__ import annotations
@@ -62,14 +60,21 @@ PIPELINE = '''\
 '''
 
 
-def edgepipe(*args: str) -> subprocess.CompletedProcess[str]:
-    """Wide enough that argparse wraps no help line (each is matched whole)."""
-    env = {**os.environ, "COLUMNS": "250"}
-    return subprocess.run([*EDGEPIPE, *args], capture_output=True, text=True, timeout=30, cwd=REPO, env=env)
+@pytest.fixture
+def edgepipe(capsys: pytest.CaptureFixture[str]) -> Command:
+    """``edgepipe ARGS`` in this process, ``COLUMNS`` 250 unless given: wide enough that argparse
+    wraps no help line (each is matched whole)."""
+
+    def run(*args: str, columns: int = 250) -> subprocess.CompletedProcess[str]:
+        return in_process(capsys, *args, env={"COLUMNS": str(columns)})
+
+    return run
 
 
 @pytest.mark.parametrize("command", ["run", "graph"])
-def test_help_with_a_file_lists_its_parameters_after_the_options(tmp_path: Path, command: str) -> None:
+def test_help_with_a_file_lists_its_parameters_after_the_options(
+    edgepipe: Command, tmp_path: Path, command: str
+) -> None:
     path = write(tmp_path, PIPELINE)
     result = edgepipe(command, str(path), "--help")
     assert result.returncode == 0, result.stderr
@@ -101,9 +106,8 @@ def test_help_with_a_file_lists_its_parameters_after_the_options(tmp_path: Path,
     assert len([line for line in lines if line.startswith("--")]) == len(expected)
 
 
-def test_help_of_a_shipped_pipeline_at_the_terminals_width() -> None:
-    result = subprocess.run([*EDGEPIPE, "run", "pipelines/demo.py", "--help"], capture_output=True, text=True,
-                            timeout=30, cwd=REPO, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
+def test_help_of_a_shipped_pipeline_at_the_terminals_width(edgepipe: Command) -> None:
+    result = edgepipe("run", "pipelines/demo.py", "--help", columns=100)
     assert result.returncode == 0, result.stderr
     assert max(len(line) for line in result.stdout.splitlines()) <= 100
     section = result.stdout[result.stdout.index("parameters of pipelines/demo.py:") :]
@@ -116,7 +120,7 @@ def test_help_of_a_shipped_pipeline_at_the_terminals_width() -> None:
     assert "--every INT run the face detector on one frame in this many" in words
 
 
-def test_help_without_a_file_is_the_commands_own() -> None:
+def test_help_without_a_file_is_the_commands_own(edgepipe: Command) -> None:
     for command in ("run", "graph"):
         result = edgepipe(command, "--help")
         assert result.returncode == 0, result.stderr
@@ -139,7 +143,9 @@ LOAD_ERRORS = {
 
 
 @pytest.mark.parametrize("case", sorted(LOAD_ERRORS))
-def test_help_with_a_file_that_cannot_be_loaded_says_why_in_one_line(tmp_path: Path, case: str) -> None:
+def test_help_with_a_file_that_cannot_be_loaded_says_why_in_one_line(
+    edgepipe: Command, tmp_path: Path, case: str
+) -> None:
     body, message = LOAD_ERRORS[case]
     path = write(tmp_path, body, "bad.py")
     result = edgepipe("run", str(path), "--help")
@@ -153,7 +159,7 @@ def test_help_with_a_file_that_cannot_be_loaded_says_why_in_one_line(tmp_path: P
     )
 
 
-def test_help_names_a_missing_file(tmp_path: Path) -> None:
+def test_help_names_a_missing_file(edgepipe: Command, tmp_path: Path) -> None:
     result = edgepipe("graph", str(tmp_path / "nope.py"), "-h")
     assert result.returncode == 2
     assert result.stdout.startswith("usage: edgepipe graph")
@@ -172,7 +178,7 @@ def test_a_parameter_whose_flag_is_taken_is_refused_before_any_is_added() -> Non
     assert "parameters of" not in parser.format_help()  # not half a list: --help prints the rest, exit 2
 
 
-def test_a_parameter_that_must_be_given_reads_as_required() -> None:
+def test_a_parameter_that_must_be_given_reads_as_required(edgepipe: Command) -> None:
     result = edgepipe(
         "run", "pipelines/describe_scene.py", "--help"
     )  # model: Path | None refused by ModelFolder

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -13,13 +11,11 @@ import pytest
 import tiny_lm
 
 from edgepipe.cli.main import main
+from tests.cli_process import edgepipe
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def edgepipe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "run", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO, env={**os.environ, **(env or {})})  # fmt: skip
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return edgepipe("run", *args, env=env)
 
 
 def table(out: str) -> list[tuple[str, ...]]:
@@ -97,7 +93,7 @@ def test_every_shipped_pipeline_has_a_plan_that_fits(
     name: str, centerface: Path, models: dict[str, Path]
 ) -> None:
     args = ["--model", str(models["gqa"])] if name == "describe_scene" else []
-    done = edgepipe(f"pipelines/{name}.py", "--plan", *args)
+    done = run(f"pipelines/{name}.py", "--plan", *args)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert out.startswith(f"memory plan of '{name}' (nothing started, nothing allocated):\n")
@@ -138,7 +134,7 @@ def test_a_kv_cache_that_cannot_fit_exits_1_naming_it_and_its_node(
 ) -> None:
     path = tmp_path / "big_kv.py"
     path.write_text(textwrap.dedent(BIG_KV))
-    done = edgepipe(str(path), "--plan", "--model", str(models["concat"]))
+    done = run(str(path), "--plan", "--model", str(models["concat"]))
     assert done.returncode == 1  # problems found, as `edgepipe plan FILE` says it, done.stdout + done.stderr
     assert ("narrate", "KV cache (concat, 1000000000 positions)", "2048.00 GB") in table(done.stdout)
     assert "does not fit: narrate: KV cache (concat, 1000000000 positions) needs 2048.00 GB, " in done.stdout
@@ -147,7 +143,7 @@ def test_a_kv_cache_that_cannot_fit_exits_1_naming_it_and_its_node(
         "edgepipe: error: narrate: KV cache (concat, 1000000000 positions) needs 2048.00 GB"
     )
     assert error.endswith("pass a smaller max_seq_len, or raise EDGEPIPE_MEMORY_FRAC")
-    fits = edgepipe(str(path), "--plan", "--model", str(models["concat"]), "--max-seq-len", "512")
+    fits = run(str(path), "--plan", "--model", str(models["concat"]), "--max-seq-len", "512")
     assert fits.returncode == 0, fits.stdout + fits.stderr
     assert ("narrate", "KV cache (concat, 512 positions)", "1.0 MB") in table(fits.stdout)
 
@@ -155,7 +151,7 @@ def test_a_kv_cache_that_cannot_fit_exits_1_naming_it_and_its_node(
 @pytest.mark.slow
 def test_a_smaller_budget_from_the_environment_names_the_first_buffer_past_it(centerface: Path) -> None:
     # 1080p frames: a pool of eight (motion, faces and the view sink hold two or three) is 24.9 MB.
-    done = edgepipe("pipelines/demo.py", "--plan", "--source", "synthetic://1920x1080@5",
+    done = run("pipelines/demo.py", "--plan", "--source", "synthetic://1920x1080@5",
                     env={"EDGEPIPE_MEMORY_FRAC": "0.00001"})  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "does not fit: camera: frame pool (8 x 1920x1080) needs 24.9 MB, " in done.stdout
@@ -167,12 +163,12 @@ def test_an_input_that_cannot_be_opened_is_unknown_and_a_missing_model_exits_1(
     tmp_path: Path, centerface: Path
 ) -> None:
     missing = tmp_path / "missing.mp4"
-    done = edgepipe("pipelines/face_privacy.py", "--plan", "--source", str(missing))
+    done = run("pipelines/face_privacy.py", "--plan", "--source", str(missing))
     assert done.returncode == 0, done.stdout + done.stderr
     assert ("camera", "frame pool (7 frames)", f"unknown (cannot open {missing}: no such file)") in table(
         done.stdout
     )
-    done = edgepipe("pipelines/demo.py", "--plan", "--detect", str(tmp_path / "gone.onnx"))
+    done = run("pipelines/demo.py", "--plan", "--detect", str(tmp_path / "gone.onnx"))
     assert done.returncode == 1, done.stdout + done.stderr
     [(_, _, why)] = [row for row in table(done.stdout) if row[:2] == ("faces", "cannot plan")]
     assert why.startswith(f"model {tmp_path / 'gone.onnx'}: no such file")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import textwrap
 import urllib.error
 import urllib.request
@@ -19,6 +17,7 @@ import pytest
 
 from edgepipe.cli import run as cli_run
 from edgepipe.cli.main import main
+from tests.cli_process import start
 
 CAMERA_URL = "srt://u:Hunter2@127.0.0.1:9000?mode=caller&passphrase=Hunter2&pbkeylen=16"
 SHOWN_URL = "srt://u:***@127.0.0.1:9000?mode=caller&passphrase=***&pbkeylen=16"
@@ -99,11 +98,8 @@ def test_a_run_shows_its_cameras_secrets_nowhere(tmp_path: Path) -> None:
     heartbeat name the URL, masked."""
     path = _write(tmp_path, CAMERA)
     health = tmp_path / "health.json"
-    command = [sys.executable, "-m", "edgepipe", "run", path, "--source", CAMERA_URL, "--duration", "1.5",
-               "--port", "0", "--results", "-", "--health-file", str(health)]  # fmt: skip
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
-    ) as run:
+    with start("run", path, "--source", CAMERA_URL, "--duration", "1.5", "--port", "0", "--results", "-",
+               "--health-file", health, cwd=tmp_path) as run:  # fmt: skip
         assert run.stderr is not None
         head = []
         for line in run.stderr:  # until the server says where it is

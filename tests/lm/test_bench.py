@@ -31,6 +31,7 @@ def test_memory_bandwidth_is_plausible() -> None:
     assert 1e9 < memory_bandwidth(size_mb=64, rounds=2) < 2e12
 
 
+@pytest.mark.slow
 def test_bench_lm_command_prints_every_context(
     tiny_models: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

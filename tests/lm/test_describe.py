@@ -70,6 +70,7 @@ class StallingSource:
         await asyncio.sleep(3600)
 
 
+@pytest.mark.slow
 def test_describe_reports_on_time_when_input_stops(tiny_models: dict[str, Path]) -> None:
     sink: ListSink[Message] = ListSink()
     p = Pipeline("t")
@@ -95,6 +96,7 @@ def test_describe_refuses_bad_settings(tiny_models: dict[str, Path]) -> None:
         Describe(tiny_models["gqa"], every_s=0)
 
 
+@pytest.mark.slow
 def test_describe_ends_with_its_input_and_reports_the_end(tiny_models: dict[str, Path]) -> None:
     sink: ListSink[Message] = ListSink()
     p = Pipeline("t")
@@ -113,6 +115,7 @@ def test_describe_ends_with_its_input_and_reports_the_end(tiny_models: dict[str,
     assert all(e["new_tokens"] == 4 for e in events)
 
 
+@pytest.mark.slow
 def test_a_stop_cuts_the_answer_short_and_starts_no_other(tiny_models: dict[str, Path]) -> None:
     # 60 tokens at 5 tokens/s: 12 s of writing, against a drain deadline of 1 s.
     describe = Describe(tiny_models["gqa"], template="{frames}:", every_s=0.1, max_tokens_per_s=5,
@@ -178,6 +181,7 @@ def plan(monkeypatch: pytest.MonkeyPatch) -> MemoryPlan:
     return own
 
 
+@pytest.mark.slow
 def test_describe_restarts_and_writes_again(tiny_models: dict[str, Path], plan: MemoryPlan) -> None:
     sink: ListSink[Message] = ListSink()
     p = Pipeline("t")

@@ -29,6 +29,7 @@ def silent_server() -> Iterator[int]:
 
 
 @pytest.mark.parametrize("scheme", ["rtsp", "http"])
+@pytest.mark.slow
 def test_an_open_that_timed_out_says_so_and_what_to_check(silent_server: int, scheme: str) -> None:
     url = f"{scheme}://viewer:secret@127.0.0.1:{silent_server}/cam"
     with pytest.raises(SourceError) as caught:
@@ -41,6 +42,7 @@ def test_an_open_that_timed_out_says_so_and_what_to_check(silent_server: int, sc
     assert caught.value.retryable
 
 
+@pytest.mark.slow
 def test_an_open_in_progress_is_native_work_that_the_exit_does_not_wait_for(silent_server: int) -> None:
     # edgepipe's exit leaves with os._exit while it lasts: the interpreter finalizing under a
     # thread inside FFmpeg crashed (-11) in about one stop in 20 of a source stuck opening.

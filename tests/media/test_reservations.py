@@ -35,6 +35,7 @@ def _camera_pipeline(source: VideoSource) -> Pipeline:
 
 
 @pytest.mark.parametrize("url", ["synthetic://320x240@30", "clip"])
+@pytest.mark.slow
 def test_the_plan_reserves_the_pool_the_running_source_reserves(
     url: str, clip: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,7 @@ from tests.viewing import connect, messages_of, served, video_feeds
 DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "demo.py"
 
 
+@pytest.mark.slow
 def test_demo_sees_motion_in_the_synthetic_scene() -> None:
     pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--detect", "none"])
     out: ListSink[Message] = ListSink()
@@ -27,6 +28,7 @@ def test_demo_sees_motion_in_the_synthetic_scene() -> None:
         assert x1 - x0 >= 8  # the square moves 4 px a frame: a real region, not a speck
 
 
+@pytest.mark.slow
 def test_demo_records_an_annotated_clip(tmp_path: Path, centerface: Path) -> None:
     out = tmp_path / "annotated.mp4"  # the model is in the cache first: the time is for the video
     pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--record", str(out)])
@@ -42,6 +44,7 @@ def test_demo_records_an_annotated_clip(tmp_path: Path, centerface: Path) -> Non
     assert max(g.sum() for g in green) > 100  # the synthetic camera's face, found and boxed
 
 
+@pytest.mark.slow
 def test_demo_detects_faces_between_model_runs_with_the_tracker(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     from edgepipe.vision import Detections
 
@@ -57,6 +60,7 @@ def test_demo_detects_faces_between_model_runs_with_the_tracker(make_clip, cente
     assert {d.track_id for r in found for d in r} != {None}
 
 
+@pytest.mark.slow
 def test_demo_without_detection_needs_no_model(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))

@@ -15,6 +15,7 @@ import tiny_lm
 from edgepipe import Message, load_pipeline
 from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
 from edgepipe.testing import ListSink, run_pipeline
+from tests.cli_process import edgepipe
 from tests.lm import bpe
 from tests.viewing import connect, messages_of, served, video_feeds
 
@@ -28,6 +29,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_lm.write(tmp_path_factory.mktemp("lm"), tiny_lm.TinyConfig(max_seq_len=256), "gqa").parent
 
 
+@pytest.mark.slow
 def test_descriptions_stream_from_the_synthetic_camera(model: Path, centerface: Path) -> None:
     pipeline = load_pipeline(
         PIPELINE, ["--model", str(model), "--every-s", "0.5", "--window-s", "1", "--max-new-tokens", "8"]
@@ -45,9 +47,12 @@ def test_descriptions_stream_from_the_synthetic_camera(model: Path, centerface: 
 
 
 def _run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "edgepipe"] if code is None else [sys.executable, "-c", code]
-    return subprocess.run([*command, "run", "pipelines/describe_scene.py", *args], capture_output=True,
-                          text=True, timeout=60, cwd=REPO)  # fmt: skip
+    """``edgepipe run pipelines/describe_scene.py ARGS``; with ``code``, that code runs in the
+    child instead of ``-m edgepipe`` (with the same argv)."""
+    if code is None:
+        return edgepipe("run", "pipelines/describe_scene.py", *args, timeout_s=60)
+    return subprocess.run([sys.executable, "-c", code, "run", "pipelines/describe_scene.py", *args],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
 
 
 @pytest.mark.slow
@@ -142,6 +147,7 @@ def test_a_real_tokenizer_writes_the_descriptions_end_to_end(
     assert len(text.split()) > 2, events  # words, spaced as the tokenizer's decoder writes them
 
 
+@pytest.mark.slow
 def test_a_camera_that_cannot_be_reached_is_reported(model: Path, centerface: Path) -> None:
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -163,6 +169,7 @@ def test_a_camera_that_cannot_be_reached_is_reported(model: Path, centerface: Pa
 
 
 @pytest.mark.usefixtures("libx264")
+@pytest.mark.slow
 async def test_a_viewer_gets_the_video_faces_tokens_and_descriptions(model: Path, centerface: Path) -> None:
     args = ["--source", "synthetic://320x240@15", "--model", str(model), "--every-s", "0.5", "--window-s", "1",
             "--max-new-tokens", "4"]  # fmt: skip

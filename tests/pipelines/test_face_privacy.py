@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import av
@@ -15,6 +13,7 @@ from edgepipe.media.frame import from_rgb
 from edgepipe.media.sources.synthetic import Scene
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
+from tests.cli_process import edgepipe
 from tests.viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
@@ -26,6 +25,7 @@ def flat_steps(picture: np.ndarray) -> float:
     return float((np.abs(np.diff(picture.astype(int), axis=1)) <= 2).mean())
 
 
+@pytest.mark.slow
 def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path, centerface: Path) -> None:
     out = tmp_path / "blurred.mp4"
     pipeline = load_pipeline(PIPELINE, ["--output", str(out)])  # the default camera, 640x480
@@ -60,10 +60,7 @@ def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path
 
 @pytest.mark.slow
 def test_without_output_nothing_is_written_and_the_log_says_so(tmp_path: Path, centerface: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(PIPELINE), "--duration", "3"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = edgepipe("run", PIPELINE, "--duration", "3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "'face_privacy' ended (stop)" in done.stderr, done.stderr  # drained, not "forced"
     assert list(tmp_path.iterdir()) == []  # no faces_blurred.mp4 (or anything) in the folder it ran in
@@ -71,6 +68,7 @@ def test_without_output_nothing_is_written_and_the_log_says_so(tmp_path: Path, c
     assert re.search(r"camera frame \d+: 1 face\(s\)", done.stderr), done.stderr  # it ran, and found the face
 
 
+@pytest.mark.slow
 def test_faces_are_pixelated_in_the_recording(tmp_path: Path, make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     clip = make_clip("privacy.mp4", width=1280, height=720, fps=15, seconds=2)
     out = tmp_path / "blurred.mp4"
@@ -111,6 +109,7 @@ def picture_difference(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.mark.usefixtures("libx264")
+@pytest.mark.slow
 async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     fps = 10
     clip = make_clip("privacy_view.mp4", width=640, height=360, fps=fps, seconds=5)

@@ -4,8 +4,6 @@ and face privacy's event clips hold the blurred picture, never the camera's."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 
 import av
@@ -17,6 +15,7 @@ from edgepipe import Message, load_pipeline
 from edgepipe.sinks.mqtt.config import default_device
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections
+from tests.cli_process import start_async
 from tests.sinks.broker import Mosquitto, subscribed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,10 +28,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def run_edgepipe(*args: str, cwd: Path) -> tuple[int, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "edgepipe", "run", *args, cwd=cwd,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    process = await start_async("run", *args, cwd=cwd)
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=180)
     return process.returncode or 0, stderr.decode()
 
@@ -91,6 +87,7 @@ async def test_face_privacy_publishes_its_event_clips(
         assert sum(1 for _ in container.decode(video=0)) > 5
 
 
+@pytest.mark.slow
 def test_face_privacy_event_clips_hold_the_blurred_picture(
     tmp_path: Path, make_clip, centerface: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -136,15 +133,8 @@ async def test_two_processes_on_one_box_with_their_own_device_keep_their_session
     common = ["--mqtt", mosquitto.url, "--duration", "6", "--source", "synthetic://320x240@10",
               "--input-size", "320"]  # fmt: skip
     async with subscribed(mosquitto.port, ("edgepipe/+/face_privacy/#",)) as sub:
-        cam1 = asyncio.create_subprocess_exec(
-            sys.executable, "-m", "edgepipe", "run", script, *common, "--mqtt-device", "cam1", cwd=tmp_path,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        cam2 = asyncio.create_subprocess_exec(
-            sys.executable, "-m", "edgepipe", "run", script, *common, cwd=tmp_path,
-            env={**os.environ, "EDGEPIPE_DEVICE": "cam2"},
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+        cam1 = start_async("run", script, *common, "--mqtt-device", "cam1", cwd=tmp_path)
+        cam2 = start_async("run", script, *common, cwd=tmp_path, env={"EDGEPIPE_DEVICE": "cam2"})
         processes = [await cam1, await cam2]
         outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in processes)), 180)
         for process, (_, stderr) in zip(processes, outputs, strict=True):

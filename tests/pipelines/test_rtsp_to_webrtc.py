@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from rtsp_camera import RtspServer
 
 from edgepipe import load_pipeline
+from tests.cli_process import edgepipe
 from tests.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,6 +18,7 @@ WATCH_HINT = "to watch it: add --port 8080, then open http://127.0.0.1:8080/"
 pytestmark = pytest.mark.usefixtures("libx264")
 
 
+@pytest.mark.slow
 async def test_the_camera_streams_with_its_detections(centerface: Path) -> None:
     args = ["--source", "synthetic://640x360@30", "--detect", "centerface", "--every", "2"]
     assert video_feeds(load_pipeline(PIPELINE, args)) == {"view": ("camera",)}
@@ -66,8 +66,7 @@ def test_edgepipe_run_says_how_to_watch_a_pipeline_that_streams(tmp_path: Path) 
     )
 
     def run(path: Path, *more: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "edgepipe", "run", str(path), "--duration", "0.5", *more],
-                              capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
+        done = edgepipe("run", path, "--duration", "0.5", *more)
         assert done.returncode == 0, done.stderr
         assert "ended (stop)" in done.stderr, done.stderr  # drained, not "forced"
         return done.stderr

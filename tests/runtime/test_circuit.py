@@ -45,6 +45,7 @@ def states(results: Path, node: str) -> list[str]:
     return [r["data"]["circuit"] for r in lines if r["kind"] == "node_state" and r["node"] == node]
 
 
+@pytest.mark.slow
 async def test_a_node_failing_for_2_s_opens_its_circuit_and_recovers(tmp_path: Path) -> None:
     flaky = Flaky(fail_s=2.0)
     items = 300  # one every 10 ms: 3 s
@@ -114,6 +115,7 @@ async def test_a_sink_has_a_circuit_too_and_pooled_items_it_skips_go_back() -> N
     assert sorted(freed) == list(range(50))
 
 
+@pytest.mark.slow
 async def test_restart_policy_cycles_the_hooks_before_the_trial_item() -> None:
     flaky = Flaky(fail_s=0.3)
     out: ListSink[int] = ListSink()
@@ -142,6 +144,7 @@ def test_bad_circuit_settings_are_refused_by_name() -> None:
         ErrorPolicy(cooldown_s=float("nan"))
 
 
+@pytest.mark.slow
 async def test_a_two_step_node_opens_once_and_tries_one_item_at_a_time(tmp_path: Path) -> None:
     # Runs already queued when the circuit opened fail too: that is not a new opening, and
     # the cool-down is not pushed back; half-open lets one trial through, not two.
@@ -193,6 +196,7 @@ async def test_failed_starts_before_the_first_item_do_not_count_against_the_circ
     assert out.items == list(range(1, 40))
 
 
+@pytest.mark.slow
 async def test_a_stream_stage_that_yields_rarely_still_closes_its_circuit() -> None:
     # A stream yields one output per 10 inputs: taking its trial item and asking for the next
     # without failing is its success, or it would stay half-open, skipping everything.
@@ -217,6 +221,7 @@ async def test_a_stream_stage_that_yields_rarely_still_closes_its_circuit() -> N
     assert len(out.items) > 15
 
 
+@pytest.mark.slow
 async def test_a_stream_that_fails_before_taking_anything_does_not_spin() -> None:
     attempts = 0
 

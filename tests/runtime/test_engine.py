@@ -263,6 +263,7 @@ async def test_timeout_is_an_error_that_names_the_node_under_stop() -> None:
         await run_graph_async(p)
 
 
+@pytest.mark.slow
 async def test_stop_drains_queued_items_to_the_sinks() -> None:
     out: ListSink[int] = ListSink(delay_s=0.002)
     p = Pipeline()
@@ -303,6 +304,7 @@ async def test_a_slow_consumer_on_latest_drops_exactly_what_it_misses() -> None:
     assert out.items[-1] == 199
 
 
+@pytest.mark.slow
 async def test_blocking_code_never_runs_on_the_event_loop(caplog: pytest.LogCaptureFixture) -> None:
     def heavy(x: int) -> int:
         time.sleep(0.03)  # a blocking decode or inference call

@@ -3,9 +3,9 @@ real ``edgepipe health`` processes judging it, by exit code."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from edgepipe.cli.main import main
 from edgepipe.runtime.engine import Snapshot
 from edgepipe.runtime.heartbeat import IDLE_MARGIN_S, Progress, check
 from edgepipe.runtime.metrics import NodeStats
-
-REPO = Path(__file__).resolve().parents[2]
-EDGEPIPE = [sys.executable, "-m", "edgepipe"]
+from tests.cli_process import edgepipe, in_process
+from tests.cli_process import start as start_edgepipe
 
 # A source at 20 items/s; `work` passes them on, or (hang=1) sleeps past its deadline on every
 # one: the process, the loop and the heartbeat are all fine, and nothing moves.
@@ -47,16 +47,14 @@ PIPELINE = """\
 
 
 def health(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EDGEPIPE, "health", str(path), *args], capture_output=True, text=True,
-                          timeout=30, cwd=REPO)  # fmt: skip
+    return edgepipe("health", path, *args)
 
 
 def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], Path]:
     pipeline = tmp_path / "p.py"
     pipeline.write_text(textwrap.dedent(PIPELINE))
     beat = tmp_path / "health.json"
-    proc = subprocess.Popen([*EDGEPIPE, "run", str(pipeline), "--health-file", str(beat), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)  # fmt: skip
+    proc = start_edgepipe("run", pipeline, "--health-file", beat, *args)
     return proc, beat
 
 
@@ -106,7 +104,9 @@ def test_a_running_pipeline_is_healthy_and_a_stopped_one_is_not(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_future_corrupt_partial_and_idle_heartbeats_fail(tmp_path: Path) -> None:
+def test_future_corrupt_partial_and_idle_heartbeats_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     proc, beat = start(tmp_path, "--hang", "1")
     try:
         first = wait_for(beat, lambda d: d["started"])
@@ -123,26 +123,29 @@ def test_future_corrupt_partial_and_idle_heartbeats_fail(tmp_path: Path) -> None
         proc.kill()
         proc.communicate(timeout=30)
     copy = tmp_path / "copy.json"
+    judged = functools.partial(in_process, capsys, "health", copy)  # files only from here: no child needed
     future = {**json.loads(text), "t": time.time() + 7.2e9, "idle_s": 0}
     copy.write_text(json.dumps(future))
-    one_line_failure(health(copy), "in the future")
+    one_line_failure(judged(), "in the future")
     for broken in (text[: len(text) // 2], "", "[1, 2]", text.replace('"t": ', '"t": NaN, "x": ', 1)):
         copy.write_text(broken)
-        one_line_failure(health(copy), "unreadable heartbeat")
+        one_line_failure(judged(), "unreadable heartbeat")
     fresh_from_dead = {**json.loads(text), "t": time.time(), "idle_s": 0}
     copy.write_text(json.dumps(fresh_from_dead))  # killed: never marked stopped
-    one_line_failure(health(copy), f"pid {proc.pid}", "is gone")
+    one_line_failure(judged(), f"pid {proc.pid}", "is gone")
 
 
 @pytest.mark.parametrize("value", ["nan", "-1", "0", "inf", "soon"])
 @pytest.mark.parametrize("option", ["--max-age", "--max-idle"])
-def test_a_limit_that_cannot_be_right_is_refused(tmp_path: Path, option: str, value: str) -> None:
+def test_a_limit_that_cannot_be_right_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
     beat = tmp_path / "h.json"
     beat.write_text(json.dumps({"t": time.time(), "idle_s": 0}))
-    result = health(beat, f"{option}={value}")
-    assert result.returncode == 2
-    assert f"argument {option}:" in result.stderr
-    assert "Traceback" not in result.stderr
+    with pytest.raises(SystemExit) as refused:  # argparse's refusal, in this process: no child needed
+        main(["health", str(beat), f"{option}={value}"])
+    assert refused.value.code == 2  # not an exception of the check's own
+    assert f"argument {option}:" in capsys.readouterr().err
 
 
 def test_fresh_stale_missing_and_broken_heartbeats(tmp_path: Path) -> None:

@@ -143,6 +143,7 @@ class Stamped:
     t_decoded_ns: int
 
 
+@pytest.mark.slow
 def test_max_age_applies_on_a_single_lane_stage_too() -> None:
     async def camera():  # type: ignore[no-untyped-def]
         for i in range(5):

@@ -12,6 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
 
+import pytest
+
 from edgepipe import Pipeline
 from edgepipe.core.context import current_node
 from edgepipe.core.lease import Leased
@@ -69,6 +71,7 @@ async def test_pooled_items_go_back_exactly_once_whatever_path_they_take() -> No
     assert sorted(Slot.freed) == list(range(300))  # each freed once, none leaked
 
 
+@pytest.mark.slow
 async def test_a_stop_hook_slower_than_the_drain_deadline_still_finishes_and_the_run_ends() -> None:
     class SlowToClose:
         closed = False
@@ -124,6 +127,7 @@ async def test_an_abandoned_call_does_not_make_the_next_ones_time_out() -> None:
     assert report.stats.node("npu").errors == 1
 
 
+@pytest.mark.slow
 async def test_a_pooled_item_stays_leased_to_an_abandoned_thread() -> None:
     Slot.freed.clear()
     seen_freed: list[bool] = []
@@ -182,6 +186,7 @@ async def test_an_unencodable_result_is_recorded_not_fatal(tmp_path: Path) -> No
     assert "KeyError" in records[0]["data"]["error"]
 
 
+@pytest.mark.slow
 async def test_a_flapping_source_under_skip_backs_off_instead_of_spinning() -> None:
     class Flaky:
         opened = 0
@@ -199,6 +204,7 @@ async def test_a_flapping_source_under_skip_backs_off_instead_of_spinning() -> N
     assert 3 <= Flaky.opened <= 15  # reopened every 50 ms, not 300 000 times a second
 
 
+@pytest.mark.slow
 async def test_source_timeout_turns_a_silent_stall_into_a_restart() -> None:
     class Stalls:
         opened = 0

@@ -46,6 +46,7 @@ def run(steps: Steps, count: int, policy: str = "block", timeout_s: float | None
     return out.items, run_pipeline(p)
 
 
+@pytest.mark.slow
 def test_runs_go_back_to_back_on_one_thread_even_while_the_loop_is_busy() -> None:
     # The next run is queued on the thread behind the current one: it starts when the last
     # ends, not when the event loop has heard of that and handed the next one over. Here the
@@ -67,6 +68,7 @@ def test_runs_go_back_to_back_on_one_thread_even_while_the_loop_is_busy() -> Non
     assert statistics.median(gaps) < 0.003
 
 
+@pytest.mark.slow
 def test_a_deadline_counts_from_when_a_run_starts_not_while_it_is_queued() -> None:
     # Each run takes 0.1 s with a 0.15 s deadline: a run queued behind another waits up to
     # 0.1 s first, which must not count against it.
@@ -90,6 +92,7 @@ def test_a_run_past_its_deadline_is_abandoned_and_a_fresh_thread_goes_on() -> No
     assert len(steps.threads) == 2
 
 
+@pytest.mark.slow
 def test_a_run_given_to_an_idle_thread_is_timed_from_then() -> None:
     # The sink stalls once, so results wait to be collected; a run handed to the thread after
     # the last one ended (and before the loop collected it) starts then, not at that end.
@@ -136,6 +139,7 @@ def test_a_node_whose_runs_keep_hanging_stops_the_run_instead_of_piling_up_threa
     assert MAX_HUNG_THREADS <= len(left) <= MAX_HUNG_THREADS + 1, [t.name for t in left]
 
 
+@pytest.mark.slow
 def test_a_stall_that_passes_is_ridden_out_by_the_circuit() -> None:
     # The model hangs for 1.2 s (a device reset) with a 0.1 s deadline: runs are abandoned and
     # the circuit opens, but the hung threads return when the stall ends, and the run goes on.

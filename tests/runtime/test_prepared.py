@@ -126,6 +126,7 @@ def run_live(stage: TwoStep, count: int, interval_s: float):  # type: ignore[no-
     return sink.items, freed, report
 
 
+@pytest.mark.slow
 def test_a_latest_inbox_overlaps_too_and_the_model_never_waits() -> None:
     # Items every 5 ms, preparing takes 10 ms and processing 40 ms: the newest item is prepared
     # while the model runs, so the model goes back to back: about 40 ms a result, not 50.
@@ -143,6 +144,7 @@ def test_a_latest_inbox_overlaps_too_and_the_model_never_waits() -> None:
     assert len(stage.ready_freed) == len(out)  # every prepared item was processed
 
 
+@pytest.mark.slow
 def test_a_live_frame_is_prepared_just_in_time_and_every_prepared_one_is_processed() -> None:
     # Frames every 5 ms; the model takes 40-60 ms (jitter), preparing 5 ms. The preparer hands
     # out 3 buffers in turn (2 + 1 for an abandoned call, the documented contract): none may be

@@ -34,6 +34,7 @@ def contend(gate: Gate, tickets: list[Ticket], seconds: float, run_s: float) -> 
         th.join()
 
 
+@pytest.mark.slow
 def test_one_unit_runs_one_heavy_call_at_a_time_and_overlap_is_measured() -> None:
     gate = Gate(1)
     detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
@@ -46,6 +47,7 @@ def test_one_unit_runs_one_heavy_call_at_a_time_and_overlap_is_measured() -> Non
     assert free.stats().detect_lm_overlap_s > 0.1
 
 
+@pytest.mark.slow
 def test_priorities_share_the_budget_and_the_low_one_never_starves() -> None:
     gate = Gate(1)
     detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)
@@ -98,6 +100,7 @@ def test_a_call_larger_than_the_budget_still_runs_alone() -> None:
     assert big.calls == 1
 
 
+@pytest.mark.slow
 def test_a_wide_call_is_not_overtaken_forever_by_narrow_ones() -> None:
     gate = Gate(5)
     wide = Ticket("faces", "detect", 1, units=5)
@@ -155,11 +158,16 @@ def test_a_waiter_that_deferred_to_another_is_woken_when_that_one_starts() -> No
 
 def test_the_pace_wait_does_not_count_against_the_runs_deadline() -> None:
     gate = Gate(1)
-    lm = Ticket("describe", "lm", 0, duty=0.06)
-    with gate.admit(lm, timeout_s=1.0):
+    lm = Ticket("describe", "lm", 0, duty=0.25)
+    with gate.admit(lm, timeout_s=0.05):
         time.sleep(0.1)
-    with gate.admit(lm, timeout_s=1.0):  # paced ~1.6 s with the gate idle: no AdmissionTimeout
-        pass
+        t_end = time.monotonic()
+    pace_s = lm.busy_s * (1 / 0.25 - 1)  # ~0.3 s: six times the deadline below
+    with gate.admit(lm, timeout_s=0.05):  # the gate is idle: only the pace holds it, no AdmissionTimeout
+        t_start = time.monotonic()
+    assert t_start - t_end >= pace_s - 0.001, "the second call was not paced"
+    assert lm.waited_s >= pace_s - 0.001
+    assert lm.calls == 2
 
 
 def waiting_call(gate: Gate, ticket: Ticket) -> tuple[threading.Thread, dict[str, object]]:
@@ -235,6 +243,7 @@ def test_unpace_ends_every_pace_wait_and_the_call_runs() -> None:
     assert lm.calls == 2
 
 
+@pytest.mark.slow
 def test_a_spare_unit_runs_low_priority_work_beside_the_main_one_and_never_in_its_way() -> None:
     gate = Gate(1, spare=1)
     detect, lm = Ticket("faces", "detect", 1), Ticket("describe", "lm", 0)

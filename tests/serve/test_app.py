@@ -27,6 +27,7 @@ async def _wait_status(session: aiohttp.ClientSession, url: str, status: int, wi
         await asyncio.sleep(0.1)
 
 
+@pytest.mark.slow
 async def test_metrics_parse_and_count_every_node() -> None:
     async with serving(Camera()) as (url, _), aiohttp.ClientSession() as session:
         await asyncio.sleep(0.5)
@@ -50,6 +51,7 @@ async def test_metrics_parse_and_count_every_node() -> None:
     assert quantiles == {"0.5", "0.95", "0.99"}
 
 
+@pytest.mark.slow
 async def test_health_turns_503_when_the_source_stalls_and_200_when_it_recovers() -> None:
     camera = Camera()
     # the default stall limit: the acceptance is 503 within 5 s of the stall (found 5.04 s once)
@@ -66,6 +68,7 @@ async def test_health_turns_503_when_the_source_stalls_and_200_when_it_recovers(
         assert body["status"] == "ok"
 
 
+@pytest.mark.slow
 async def test_health_names_a_source_that_is_not_live() -> None:
     camera = Camera()
     async with serving(camera) as (url, runtime), aiohttp.ClientSession() as session:
@@ -89,6 +92,7 @@ async def test_graph_lists_the_nodes_and_channels() -> None:
     assert {(c["from"], c["to"]) for c in graph["channels"]} == {("camera", "double"), ("double", "sink")}
 
 
+@pytest.mark.slow
 async def test_a_password_in_a_source_url_is_never_shown() -> None:
     camera = Camera(url="srt://admin:hunter2secret@10.0.0.7:9000?mode=caller&passphrase=pa55phrase&pbkeylen=16"
                     "&token=tok3n&user=admin&pass=pa55word&api_key=k3y")  # fmt: skip

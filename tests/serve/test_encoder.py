@@ -52,6 +52,7 @@ async def test_a_subscriber_starts_at_a_constrained_baseline_idr_in_90khz() -> N
     assert enc.encodes == 3
 
 
+@pytest.mark.slow
 async def test_a_lagging_subscriber_is_flushed_and_waits_for_a_keyframe() -> None:
     enc = SharedEncoder("cam", queue_packets=4)
     slow = enc.subscribe()

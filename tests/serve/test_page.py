@@ -170,6 +170,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield b
 
 
+@pytest.mark.slow
 def test_the_decoder_reads_what_python_msgpack_writes(browser: Browser) -> None:
     for value in VALUES:
         got = decode(browser, msgpack.packb(value, use_bin_type=True))
@@ -180,6 +181,7 @@ def test_the_decoder_reads_what_python_msgpack_writes(browser: Browser) -> None:
     assert decode(browser, single) == {"ok": [1.5, -0.25, 3.4028234663852886e38]}
 
 
+@pytest.mark.slow
 def test_the_decoder_refuses_what_is_not_one_whole_msgpack_value(browser: Browser) -> None:
     for name, data in INVALID.items():
         got = decode(browser, data)

@@ -58,6 +58,7 @@ def check_results(viewer: Viewer, frames: list[Any]) -> None:
     assert {d["pts_90k"] for d in dets} & received, "results map onto frames the viewer received"
 
 
+@pytest.mark.slow
 async def test_a_viewer_connects_with_a_json_offer() -> None:
     produced.clear()
     async with served(WebRTCStream()) as url, aiohttp.ClientSession() as http:
@@ -74,6 +75,7 @@ async def test_a_viewer_connects_with_a_json_offer() -> None:
     check_results(viewer, frames)
 
 
+@pytest.mark.slow
 async def test_a_viewer_connects_through_whep_and_leaves_with_delete() -> None:
     produced.clear()
     async with served(WebRTCStream(limit=1)) as url, aiohttp.ClientSession() as http:

@@ -60,6 +60,7 @@ async def feeding(enc: SharedEncoder, viewers: Viewers, sent_pts: list[int]) -> 
             await viewers.close_all()
 
 
+@pytest.mark.slow
 async def test_a_viewer_receives_video_and_results_that_map_onto_it() -> None:
     enc = SharedEncoder("cam")
     viewers = Viewers([enc])
@@ -99,6 +100,7 @@ async def test_a_viewer_receives_video_and_results_that_map_onto_it() -> None:
     assert [[*BOX, 0.5, "face", None]] in [d["boxes"] for d in dets]
 
 
+@pytest.mark.slow
 async def test_two_viewers_share_one_encode_and_a_slow_one_slows_nobody() -> None:
     enc = SharedEncoder("cam")
     viewers = Viewers([enc])
@@ -151,6 +153,7 @@ def fake_detector(frame: Frame) -> Detections:
                       items=[Detection(box=BOX, score=0.5, class_id=0, label="face")])  # fmt: skip
 
 
+@pytest.mark.slow
 async def test_a_pipeline_feeds_the_encoder_and_the_results_channel() -> None:
     # How a pipeline is wired to viewers: WebRTCOut on the video branch, Viewers.publish on results.
     enc = SharedEncoder("cam")

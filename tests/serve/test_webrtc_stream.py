@@ -51,6 +51,7 @@ async def served(stream: WebRTCStream) -> AsyncIterator[str]:
 
 
 @pytest.mark.skipif("libvpx" not in av.codecs_available, reason="no libvpx in this PyAV build")
+@pytest.mark.slow
 async def test_a_peer_without_h264_gets_vp8_encoded_once_for_all() -> None:
     stream = WebRTCStream()
     vp8 = [c for c in RTCRtpReceiver.getCapabilities("video").codecs if c.mimeType.lower() == "video/vp8"]
@@ -73,6 +74,7 @@ async def test_a_peer_without_h264_gets_vp8_encoded_once_for_all() -> None:
     assert 30 <= fallback.encodes <= 30 * 12
 
 
+@pytest.mark.slow
 async def test_the_data_channel_carries_states_tokens_and_events() -> None:
     async with served(WebRTCStream()) as url:
         await asyncio.sleep(1.0)  # the camera went live before this viewer came
@@ -105,6 +107,7 @@ async def test_the_data_channel_carries_states_tokens_and_events() -> None:
     assert inbound == {"keyframe": 1, "ignored": 0, "dropped": 1}
 
 
+@pytest.mark.slow
 def test_a_stream_without_a_server_loads_no_web_stack() -> None:
     # A pipeline that declares a stream but runs without --port pays for none of it (~30 MB).
     code = (

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import av
@@ -16,6 +14,7 @@ from edgepipe.media.frame import from_av, from_rgb
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector, Normalize
 from edgepipe.vision.nms import iou_matrix
+from tests.cli_process import edgepipe
 from tests.onnx_builders import slow_when_bright
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +91,7 @@ def frames_with_bright_every(n: int, count: int) -> list:  # type: ignore[type-a
     return [from_rgb(bright if i % n == n - 1 else dark, source_id="cam", seq=i) for i in range(count)]
 
 
+@pytest.mark.slow
 def test_runs_past_their_deadline_are_terminated_counted_and_the_pipeline_flows(tmp_path: Path) -> None:
     # Bright frames make the model loop for seconds; dark ones take a millisecond.
     model = slow_when_bright(tmp_path / "slow.onnx", size=64, work=512, iterations_per_level=20)
@@ -115,11 +115,8 @@ def test_runs_past_their_deadline_are_terminated_counted_and_the_pipeline_flows(
 def test_a_broken_model_fails_at_start_up_naming_it(tmp_path: Path) -> None:
     broken = tmp_path / "faces.onnx"
     broken.write_bytes(b"\x08\x07" + bytes(1000))
-    done = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(REPO / "pipelines" / "face_privacy.py"),
-         "--model", str(broken), "--output", str(tmp_path / "o.mp4"), "--duration", "20"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    done = edgepipe("run", REPO / "pipelines" / "face_privacy.py", "--model", broken, "--output", tmp_path / "o.mp4",
+                    "--duration", "20")  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert f"model {broken}" in done.stderr
     assert "not a readable ONNX model" in done.stderr
@@ -131,11 +128,8 @@ def test_detections_reach_the_results_file(tmp_path: Path, make_clip, centerface
     clip = make_clip("face.mp4", width=640, height=360, fps=15, seconds=2)
     results = tmp_path / "r.jsonl"
     output = tmp_path / "blurred.mp4"
-    done = subprocess.run(
-        [sys.executable, "-m", "edgepipe", "run", str(REPO / "pipelines" / "face_privacy.py"),
-         "--source", str(clip), "--output", str(output), "--results", str(results)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = edgepipe("run", REPO / "pipelines" / "face_privacy.py", "--source", clip, "--output", output,
+                    "--results", results)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     detections = [r["data"] for r in lines if r["kind"] == "detections"]
@@ -156,6 +150,7 @@ def test_detections_reach_the_results_file(tmp_path: Path, make_clip, centerface
     assert decoded == 30, done.stderr
 
 
+@pytest.mark.slow
 def test_a_batch_gives_what_one_by_one_gives(centerface: Path) -> None:
     single = Detector("centerface")
     batched = Detector("centerface", batch_size=4)
@@ -172,6 +167,7 @@ def test_a_batch_gives_what_one_by_one_gives(centerface: Path) -> None:
     assert all(f.refs == 1 for f in frames)  # the batch's own leases were given back
 
 
+@pytest.mark.slow
 def test_batching_across_cameras_in_a_pipeline(centerface: Path) -> None:
     # A generous deadline: this is about batching, and a first run at a new batch size (ONNX
     # Runtime plans its memory then) can pass the default 2 s on a loaded two-core machine.

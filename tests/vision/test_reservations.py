@@ -33,6 +33,7 @@ def _pipeline(detector: Detector) -> Pipeline:
     return p
 
 
+@pytest.mark.slow
 def test_the_plan_has_the_running_detectors_buffers_and_its_weights(
     centerface: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

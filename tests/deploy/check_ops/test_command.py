@@ -1,25 +1,28 @@
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from edgepipe.deploy.check_ops.check import read_nodes
+from tests.cli_process import Command, in_process
 from tests.deploy.ops_models import neg_between_relus
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def check_ops(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "check-ops", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+@pytest.fixture
+def check_ops(capsys: pytest.CaptureFixture[str]) -> Command:
+    """``edgepipe check-ops ARGS``, run in this process (it starts nothing: no child needed)."""
+    return functools.partial(in_process, capsys, "check-ops")
 
 
-def test_an_op_the_target_lacks_is_exit_1_named_with_advice_and_cost(tmp_path: Path) -> None:
+def test_an_op_the_target_lacks_is_exit_1_named_with_advice_and_cost(
+    check_ops: Command, tmp_path: Path
+) -> None:
     model = neg_between_relus(tmp_path / "negs.onnx")
     done = check_ops(model, "--target", "rknn")
     assert done.returncode == 1, done.stderr
@@ -31,7 +34,7 @@ def test_an_op_the_target_lacks_is_exit_1_named_with_advice_and_cost(tmp_path: P
     assert "1 of 2 operators (2 of 4 nodes) NOT supported on rknn" in done.stdout
 
 
-def test_json_lists_the_unsupported_ops_and_the_boundaries(tmp_path: Path) -> None:
+def test_json_lists_the_unsupported_ops_and_the_boundaries(check_ops: Command, tmp_path: Path) -> None:
     model = neg_between_relus(tmp_path / "negs.onnx")
     done = check_ops(model, "--target", "qnn", "--format", "json")
     assert done.returncode == 0, done.stderr  # QNN EP lists Neg
@@ -44,7 +47,9 @@ def test_json_lists_the_unsupported_ops_and_the_boundaries(tmp_path: Path) -> No
     assert data["target"]["source"].startswith("airockchip/rknn-toolkit2")
 
 
-def test_centerface_on_cpu_is_exit_0_with_counts_and_placement_from_a_session(centerface: Path) -> None:
+def test_centerface_on_cpu_is_exit_0_with_counts_and_placement_from_a_session(
+    check_ops: Command, centerface: Path
+) -> None:
     done = check_ops("centerface", "--target", "cpu")
     assert done.returncode == 0, done.stderr
     _, nodes = read_nodes(centerface)
@@ -62,7 +67,7 @@ def test_centerface_on_cpu_is_exit_0_with_counts_and_placement_from_a_session(ce
     assert data["opsets"] == {"ai.onnx": 9}
 
 
-def test_a_folder_with_model_onnx_is_read(tmp_path: Path) -> None:
+def test_a_folder_with_model_onnx_is_read(check_ops: Command, tmp_path: Path) -> None:
     neg_between_relus(tmp_path / "model.onnx")
     done = check_ops(tmp_path, "--target", "cuda", "--no-session")
     assert done.returncode == 0, done.stderr
@@ -78,7 +83,7 @@ def test_a_folder_with_model_onnx_is_read(tmp_path: Path) -> None:
     ],
 )
 def test_a_wrong_model_or_target_is_exit_2_in_one_line(
-    args: list[str], message: str, centerface: Path
+    check_ops: Command, args: list[str], message: str, centerface: Path
 ) -> None:
     done = check_ops(*args)
     assert done.returncode == 2
@@ -88,7 +93,7 @@ def test_a_wrong_model_or_target_is_exit_2_in_one_line(
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_a_file_that_is_not_onnx_is_exit_2(tmp_path: Path) -> None:
+def test_a_file_that_is_not_onnx_is_exit_2(check_ops: Command, tmp_path: Path) -> None:
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"\xff" * 40)
     done = check_ops(junk, "--target", "cpu")

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.cli_process import edgepipe
 from tests.onnx_builders import save
 
 WEIGHTS = np.random.default_rng(7).standard_normal((8, 4)).astype(np.float32)
@@ -29,8 +29,7 @@ def linear_model(path: Path, weights: np.ndarray) -> Path:
 
 
 def compare(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "compare", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return edgepipe("compare", *args, cwd=cwd)
 
 
 @pytest.mark.slow

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from make_doctor_samples import make
+
+from tests.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
@@ -25,8 +26,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def doctor(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "doctor", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return edgepipe("doctor", *args)
 
 
 def by_name(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:

@@ -82,6 +82,7 @@ def test_whole_streams_and_containers_decode(make_clip: Callable[..., Path], nam
     assert diag.kind == {"h264": "h264", "h265": "h265", "mkv": "mkv", "ts": "mpegts"}[name.split(".")[1]]
 
 
+@pytest.mark.slow
 def test_a_raw_h264_stream_named_mp4_is_a_mismatch_but_decodes(make_clip: Callable[..., Path],
                                                                  tmp_path: Path) -> None:  # fmt: skip
     raw = make_clip("doctor-raw.h264", width=160, height=120, fps=10, seconds=1)

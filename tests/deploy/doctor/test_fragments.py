@@ -84,6 +84,7 @@ def test_a_cut_inside_a_fragments_own_index_lacks_about_one_fragment(recording: 
     assert "the first 2.000 s are whole and play" in problem.what
 
 
+@pytest.mark.slow
 def test_doctor_exits_1_for_a_truncated_recording_and_0_for_a_killed_one(
     recording: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

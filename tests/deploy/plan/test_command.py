@@ -1,13 +1,13 @@
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import tiny_lm
 
+from tests.cli_process import Command, in_process
 from tests.deploy.conftest import CONFIG
 
 REPO = Path(__file__).resolve().parents[3]
@@ -19,12 +19,13 @@ def tiny_lm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {layout: tiny_lm.write(root / layout, CONFIG, layout).parent for layout in ("concat", "gqa")}
 
 
-def plan(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "plan", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+@pytest.fixture
+def plan(capsys: pytest.CaptureFixture[str]) -> Command:
+    """``edgepipe plan ARGS``, run in this process (it starts nothing: no child needed)."""
+    return functools.partial(in_process, capsys, "plan")
 
 
-def test_json_has_the_bandwidth_needed() -> None:
+def test_json_has_the_bandwidth_needed(plan: Command) -> None:
     done = plan("--param-count", "3e9", "--dtype", "fp16", "--tokens-per-s", "20", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -32,7 +33,7 @@ def test_json_has_the_bandwidth_needed() -> None:
     assert data["models"][0]["bytes_per_token"] == 6_000_000_000
 
 
-def test_text_prints_every_term_and_what_to_change() -> None:
+def test_text_prints_every_term_and_what_to_change(plan: Command) -> None:
     done = plan("--param-count", "3e9", "--dtype", "fp16", "--tokens-per-s", "20", "--layers", "32",
                 "--kv-heads", "8", "--head-dim", "128", "--heads", "32", "--max-seq-len", "2048",
                 "--device", "jetson-orin-nano-8gb")  # fmt: skip
@@ -48,7 +49,7 @@ def test_text_prints_every_term_and_what_to_change() -> None:
     assert "plan: does NOT fit" in out
 
 
-def test_a_long_context_is_shortened_in_the_advice() -> None:
+def test_a_long_context_is_shortened_in_the_advice(plan: Command) -> None:
     done = plan("--param-count", "1e9", "--dtype", "int4", "--layers", "32", "--kv-heads", "8",
                 "--head-dim", "128", "--max-seq-len", "32768", "--sequences", "4", "--ram-gb", "8")  # fmt: skip
     assert done.returncode == 1
@@ -56,7 +57,7 @@ def test_a_long_context_is_shortened_in_the_advice() -> None:
     assert "serve at most" in done.stdout
 
 
-def test_a_model_read_from_its_onnx_file(tiny_lm_dirs: dict[str, Path]) -> None:
+def test_a_model_read_from_its_onnx_file(plan: Command, tiny_lm_dirs: dict[str, Path]) -> None:
     done = plan(tiny_lm_dirs["gqa"] / "model.onnx", "--tokens-per-s", "50", "--bandwidth-gb-s", "10",
                 "--ram-gb", "1", "--format", "json")  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -75,7 +76,9 @@ def test_a_model_read_from_its_onnx_file(tiny_lm_dirs: dict[str, Path]) -> None:
     assert model["bandwidth_needed_gb_s"] == pytest.approx(model["bytes_per_token"] * 50 / 1e9)
 
 
-def test_a_pipeline_file_is_planned_through_the_memory_plan(tiny_lm_dirs: dict[str, Path]) -> None:
+def test_a_pipeline_file_is_planned_through_the_memory_plan(
+    plan: Command, tiny_lm_dirs: dict[str, Path]
+) -> None:
     done = plan("pipelines/describe_scene.py", "--model", tiny_lm_dirs["concat"], "--device", "rk3588",
                 "--tokens-per-s", "5")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -87,14 +90,14 @@ def test_a_pipeline_file_is_planned_through_the_memory_plan(tiny_lm_dirs: dict[s
     assert "camera (synthetic, as h264): 1 x 640x480@15 h264" in out
 
 
-def test_a_pipeline_parameter_that_is_wrong_is_exit_2(tiny_lm_dirs: dict[str, Path]) -> None:
+def test_a_pipeline_parameter_that_is_wrong_is_exit_2(plan: Command, tiny_lm_dirs: dict[str, Path]) -> None:
     done = plan("pipelines/describe_scene.py", "--model", tiny_lm_dirs["concat"], "--every-s", "-1")
     assert done.returncode == 2
     assert "every" in done.stderr
     assert "Traceback" not in done.stderr
 
 
-def test_a_device_typo_is_exit_2_with_did_you_mean() -> None:
+def test_a_device_typo_is_exit_2_with_did_you_mean(plan: Command) -> None:
     done = plan("--param-count", "3e9", "--device", "jetson-orin-nx-16")
     assert done.returncode == 2
     assert done.stderr.startswith("edgepipe: error: --device: no device 'jetson-orin-nx-16'")
@@ -102,13 +105,13 @@ def test_a_device_typo_is_exit_2_with_did_you_mean() -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_nothing_to_plan_is_exit_2() -> None:
+def test_nothing_to_plan_is_exit_2(plan: Command) -> None:
     done = plan("--device", "rk3588")
     assert done.returncode == 2
     assert "nothing to plan" in done.stderr
 
 
-def test_too_many_streams_for_the_decoder_say_how_many_fit() -> None:
+def test_too_many_streams_for_the_decoder_say_how_many_fit(plan: Command) -> None:
     done = plan("--streams", "20", "--resolution", "1920x1080", "--fps", "30", "--codec", "hevc",
                 "--device", "jetson-orin-nano-8gb", "--format", "json")  # fmt: skip
     assert done.returncode == 1
@@ -117,7 +120,9 @@ def test_too_many_streams_for_the_decoder_say_how_many_fit() -> None:
     assert "at most 11 stream(s) of 1920x1080@30" in json.loads(done.stdout)["advice"][0]
 
 
-def test_a_missing_model_is_exit_2_and_a_pipelines_help_lists_its_parameters(tmp_path: Path) -> None:
+def test_a_missing_model_is_exit_2_and_a_pipelines_help_lists_its_parameters(
+    plan: Command, tmp_path: Path
+) -> None:
     done = plan(tmp_path / "missing.onnx")
     assert done.returncode == 2
     assert done.stderr.startswith("edgepipe: error: model ")
@@ -127,7 +132,7 @@ def test_a_missing_model_is_exit_2_and_a_pipelines_help_lists_its_parameters(tmp
     assert "--every-s" in helped.stdout
 
 
-def test_a_pipeline_parameter_with_a_flag_of_plan_is_the_pipeline_s(tmp_path: Path) -> None:
+def test_a_pipeline_parameter_with_a_flag_of_plan_is_the_pipeline_s(plan: Command, tmp_path: Path) -> None:
     file = tmp_path / "p.py"
     file.write_text(
         "from edgepipe import Pipeline\n"

@@ -3,11 +3,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -15,8 +16,7 @@ REPO = Path(__file__).resolve().parents[3]
 def quantize(
     *args: str | Path, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "quantize", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=180, env=env)  # fmt: skip
+    return edgepipe("quantize", *args, cwd=cwd, env=env, timeout_s=180)
 
 
 def errors(done: subprocess.CompletedProcess[str]) -> list[str]:

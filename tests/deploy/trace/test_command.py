@@ -3,21 +3,30 @@ and the exit codes of a wrong command line."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_process import Command, edgepipe, in_process
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def trace(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgepipe", "trace", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return edgepipe("trace", *args, cwd=cwd)
 
 
+@pytest.fixture
+def refused(capsys: pytest.CaptureFixture[str]) -> Command:
+    """``edgepipe trace ARGS`` in this process: for command lines it refuses or only helps with
+    (nothing is run, no child needed)."""
+    return functools.partial(in_process, capsys, "trace")
+
+
+@pytest.mark.slow
 def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     done = trace(REPO / "pipelines/face_privacy.py", "--duration", "3", "-o", out, "--format", "json")
@@ -53,8 +62,8 @@ def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, t
     assert summary["problems"] == []
 
 
-def test_file_help_lists_the_pipelines_parameters() -> None:
-    done = trace("pipelines/face_privacy.py", "--help")
+def test_file_help_lists_the_pipelines_parameters(refused: Command) -> None:
+    done = refused("pipelines/face_privacy.py", "--help")
     assert done.returncode == 0, done.stderr
     assert "--duration SECONDS" in done.stdout
     assert "--threshold" in done.stdout  # one of face_privacy's own
@@ -74,8 +83,8 @@ def test_file_help_lists_the_pipelines_parameters() -> None:
         (["--duration", "1"], "give a pipeline file"),
     ],
 )
-def test_a_wrong_command_line_is_exit_2_in_one_line(args: list[str], message: str) -> None:
-    done = trace(*args)
+def test_a_wrong_command_line_is_exit_2_in_one_line(refused: Command, args: list[str], message: str) -> None:
+    done = refused(*args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.infer.model_cache import limit as cache_limit
 from edgepipe.infer.model_cache.limit import OPTIMIZED, PULLED, entries, parse_size
+from tests.cli_process import edgepipe
 
 MIB = 1 << 20
 CACHED = SessionConfig(threads=1)  # cache_optimized is on by default
@@ -67,6 +68,7 @@ def test_a_size_that_is_not_one_names_the_variable(text: str) -> None:
         parse_size(text)
 
 
+@pytest.mark.slow
 def test_optimizing_past_the_limit_evicts_the_oldest_graphs_and_never_one_in_use(
     own_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -131,8 +133,7 @@ def test_the_cache_stays_under_its_limit_after_pulling_and_optimizing_more_than_
         Session(weighty_model(tmp_path / f"m{i}.onnx", i), CACHED).close()
     gc.collect()
     assert total(own_cache) == pytest.approx(5 * MIB, rel=0.05)
-    done = subprocess.run([sys.executable, "-m", "edgepipe", "models", "pull", "centerface"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = edgepipe("models", "pull", "centerface")
     assert done.returncode == 0, done.stderr
     assert "model cache: evicted optimized graph m0-" in done.stderr
     assert total(own_cache) <= 10 * MIB

@@ -71,6 +71,7 @@ def test_a_held_file_is_locked_against_every_other_open_file(tmp_path: Path) -> 
     assert cache_use.in_use_elsewhere([model])
 
 
+@pytest.mark.slow
 def test_a_model_another_process_uses_is_not_evicted(
     own_cache: Path, centerface: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from tests.colour_clips import PATCH, first_frame, make_colour_clip, picture, stream_tags
 
 
+@pytest.mark.slow
 async def test_records_live_nv12_to_an_mp4_that_plays(tmp_path: Path) -> None:
     out = tmp_path / "rec.mp4"
     recorder = Recorder(out, fps=30)

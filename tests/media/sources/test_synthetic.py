@@ -23,6 +23,7 @@ def drawn(scene: Scene, i: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("size", [(320, 240), (640, 360), (640, 480), (1280, 720), (1920, 1080)])
+@pytest.mark.slow
 def test_centerface_finds_the_scenes_face_at_its_default_input_size(
     centerface: Path, size: tuple[int, int]
 ) -> None:

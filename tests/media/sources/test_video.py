@@ -102,6 +102,7 @@ def _damage(path: Path, out: Path, fraction: float, seed: int = 5) -> int:
     return damaged
 
 
+@pytest.mark.slow
 async def test_damaged_packets_are_skipped_and_counted(
     make_clip: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -119,6 +120,7 @@ async def test_damaged_packets_are_skipped_and_counted(
 
 
 @pytest.mark.parametrize("suffix", [".ts", ".h264"])
+@pytest.mark.slow
 async def test_truncated_file_decodes_what_is_there(
     make_clip: Callable[..., Path], tmp_path: Path, suffix: str
 ) -> None:
@@ -132,6 +134,7 @@ async def test_truncated_file_decodes_what_is_there(
     assert 20 < len(sink.seen) < 90
 
 
+@pytest.mark.slow
 async def test_resolution_change_mid_stream(
     make_clip: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -156,6 +159,7 @@ async def test_resolution_change_mid_stream(
     ]
 
 
+@pytest.mark.slow
 async def test_loop_repeats_a_file_and_realtime_paces_it(clip: Path) -> None:
     sink = FrameLog()
     t0 = time.monotonic()
@@ -166,6 +170,7 @@ async def test_loop_repeats_a_file_and_realtime_paces_it(clip: Path) -> None:
     assert 2.5 < elapsed < 4
 
 
+@pytest.mark.slow
 async def test_a_looped_file_played_as_a_live_camera_keeps_its_pace_and_never_stalls(clip: Path) -> None:
     # A benchmark's camera: a clip at its own frame rate, forever, that drops frames when its
     # consumers hold every one (live) instead of waiting for them.
@@ -178,6 +183,7 @@ async def test_a_looped_file_played_as_a_live_camera_keeps_its_pace_and_never_st
     assert source.state in ("live", "stopped")
 
 
+@pytest.mark.slow
 async def test_slow_consumer_on_a_live_source_drops_old_frames_and_stays_current() -> None:
     sink = FrameLog(delay_s=0.33)  # 10x slower than the 30 fps camera
     source = VideoSource("synthetic://320x240@30")
@@ -221,6 +227,7 @@ def test_unsupported_url_scheme_fails_when_declared() -> None:
         VideoSource("synthetic://big")
 
 
+@pytest.mark.slow
 async def test_unreachable_camera_keeps_retrying_with_a_clear_message(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -259,6 +266,7 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * 4096 / 1e6
 
 
+@pytest.mark.slow
 async def test_memory_stays_flat_under_a_slow_consumer() -> None:
     sink = FrameLog(delay_s=0.05)
     samples: list[float] = []

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from edgepipe.media.sources.reconnect import Reconnector
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runtime.engine import Runtime
 from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from tests.cli_process import start
 from tests.media.sources.test_video import FrameLog, pipeline
 
 
@@ -67,11 +66,8 @@ def test_a_source_stuck_opening_does_not_hold_up_the_end_of_a_timed_run(tmp_path
         server.bind(("127.0.0.1", 0))
         server.listen()
         url = f"{scheme}://127.0.0.1:{server.getsockname()[1]}/cam.mp4"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "edgepipe", "run", str(pipeline_file), "--source", url,
-             "--duration", str(duration_s), "--drain-timeout", str(drain_s)],
-            stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-        )  # fmt: skip
+        proc = start("run", pipeline_file, "--source", url, "--duration", str(duration_s),
+                     "--drain-timeout", str(drain_s), stdout=None, cwd=tmp_path)  # fmt: skip
         assert proc.stderr is not None
         try:
             started = None
@@ -92,6 +88,7 @@ def test_a_source_stuck_opening_does_not_hold_up_the_end_of_a_timed_run(tmp_path
     assert "stopped while opening" in rest
 
 
+@pytest.mark.slow
 async def test_stop_fits_the_runtimes_stop_budget_and_abandons_a_hung_decode_thread(
     clip: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

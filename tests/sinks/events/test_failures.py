@@ -62,6 +62,7 @@ async def test_clips_that_cannot_be_opened_are_logged_once_not_per_trigger(
     await recorder.stop()
 
 
+@pytest.mark.slow
 async def test_a_trigger_still_on_the_worker_at_the_stop_leaves_no_part(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

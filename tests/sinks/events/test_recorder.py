@@ -42,11 +42,12 @@ def _decode(path: Path) -> tuple[list[Any], Fraction]:
         return list(container.decode(stream)), stream.time_base
 
 
+@pytest.mark.slow
 async def test_a_clip_triggered_mid_stream_plays_from_a_keyframe_and_holds_pre_and_post_roll(
     tmp_path: Path,
 ) -> None:
     p = pipeline(str(tmp_path / "events"), trigger_at=45, pre_s=1.0, post_s=1.0)
-    await run_graph_async(p, duration_s=6.0)
+    await run_graph_async(p, duration_s=5.0)  # the trigger at 3 s, the post-roll's end at 4 s
     start, end = _events(p)
     assert (start["state"], end["state"], end["ended_by"]) == ("start", "end", "post_roll")
     assert end["trigger"] == {"kind": "event", "reason": "frame 45", "source": "camera"}
@@ -71,11 +72,12 @@ async def test_a_clip_triggered_mid_stream_plays_from_a_keyframe_and_holds_pre_a
         assert y[y.shape[0] // 2 + 8 :].mean() > 48  # the synthetic scene: not black
 
 
+@pytest.mark.slow
 async def test_a_trigger_storm_extends_clips_up_to_their_longest(tmp_path: Path) -> None:
     # A trigger every 3 frames (0.2 s) from frame 15 to the end of the run: one clip at a time,
     # each extended, cut at max_clip_s on a keyframe, the next carrying on from there.
     p = pipeline(str(tmp_path / "events"), trigger_at=15, every=3, pre_s=0.5, post_s=1.0, max_clip_s=3.0)
-    await run_graph_async(p, duration_s=6.0)
+    await run_graph_async(p, duration_s=5.0)  # ~20 triggers: one clip cut at 3 s, the next carrying on
     ends = [m for m in _events(p) if m["state"] == "end"]
     assert 2 <= len(ends) == len(list((tmp_path / "events").iterdir())) <= 3
     assert sum(m["triggers"] for m in ends) >= 15
@@ -123,6 +125,7 @@ class _Camera:
         await asyncio.sleep(3600)
 
 
+@pytest.mark.slow
 async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_path: Path) -> None:
     camera = _Camera(frames=45)
     recorder = EventRecorder(tmp_path / "events", trigger=Trigger(events=False), pre_s=1.0, post_s=10.0,
@@ -132,8 +135,8 @@ async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_p
     frames = p.source("cam", camera)
     p.sink("log", events, inputs=p.stage("events", recorder, inputs=frames))
     t0 = time.monotonic()
-    await run_graph_async(p, duration_s=5.5)
-    assert time.monotonic() - t0 >= 5.0  # the source never ended: the clip was finished while it ran
+    await run_graph_async(p, duration_s=4.5)  # frames for 3 s, lost 0.5 s after they stop
+    assert time.monotonic() - t0 >= 4.0  # the source never ended: the clip was finished while it ran
     start, end = events.messages
     assert start["trigger"] == {
         "kind": "source_state",
@@ -146,6 +149,7 @@ async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_p
     assert len(frames_read) == end["frames"] >= 15  # the second before the stall
 
 
+@pytest.mark.slow
 async def test_no_trigger_no_clip(tmp_path: Path) -> None:
     p = pipeline(str(tmp_path / "events"), trigger_at=10_000)
     await run_graph_async(p, duration_s=2.0)

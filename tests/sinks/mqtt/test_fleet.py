@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tests.sinks.broker import Mosquitto, Subscriber, subscribed
 
 pytestmark = pytest.mark.slow
@@ -19,9 +19,9 @@ PIPELINE = "tests/sinks/mqtt_pipeline.py"
 
 
 def start(broker: Mosquitto, device: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "edgepipe", "run", PIPELINE, "--broker", broker.url, "--device", device]
     with (broker.folder / f"{device}.log").open("wb") as log:  # the child has its own copy
-        return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        return cli_process.start("run", PIPELINE, "--broker", broker.url, "--device", device, text=False,
+                                 stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def status(sub: Subscriber, device: str) -> bytes | None:

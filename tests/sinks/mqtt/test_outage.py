@@ -1,4 +1,4 @@
-"""A broker outage of 10 s while a 15 fps camera runs into the MQTT sink (real Mosquitto)."""
+"""A broker outage of 6 s while a 15 fps camera runs into the MQTT sink (real Mosquitto)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from tests.sinks.mqtt_pipeline import pipeline
 pytestmark = pytest.mark.slow
 ROOT = "edgepipe/cam1/mqtt_test"
 OUTBOX = 40
-BEFORE_S = 5
+BEFORE_S = 3
+OUTAGE_S = 6
+"""~90 detections made while the broker is away: more than twice what the outbox holds."""
 
 
 def figures(runtime: Runtime) -> tuple[int, dict[str, Any]]:
@@ -48,7 +50,7 @@ async def test_a_broker_outage_neither_slows_the_camera_nor_grows_memory(tmp_pat
         frames_1, before = figures(runtime)
         await asyncio.to_thread(broker.stop)  # SIGTERM: the broker saves its sessions and goes
         t_stop = time.monotonic()
-        while time.monotonic() - t_stop < 10:
+        while time.monotonic() - t_stop < OUTAGE_S:
             seen["outbox_max"] = max(seen["outbox_max"], figures(runtime)[1]["outbox"])
             await asyncio.sleep(0.1)
         frames_2, during = figures(runtime)
@@ -56,11 +58,11 @@ async def test_a_broker_outage_neither_slows_the_camera_nor_grows_memory(tmp_pat
         await until(lambda: figures(runtime)[1]["connected"] == 1, 15, "reconnected by itself")
         await until(lambda: figures(runtime)[1]["outbox"] == 0, 10, "the outbox sent")
         await asyncio.sleep(1)
-        # Rates over whole windows (5 s, the 10 s outage): the camera's, and the sink's intake,
+        # Rates over whole windows (before, the outage): the camera's, and the sink's intake,
         # which would stall if publishing ever made process() wait for the broker.
-        seen.update(rate_before=(frames_1 - frames_0) / BEFORE_S, rate_during=(frames_2 - frames_1) / 10,
+        seen.update(rate_before=(frames_1 - frames_0) / BEFORE_S, rate_during=(frames_2 - frames_1) / OUTAGE_S,
                     taken_before=(before["items"] - start["items"]) / BEFORE_S,
-                    taken_during=(during["items"] - before["items"]) / 10, before=before, during=during)  # fmt: skip
+                    taken_during=(during["items"] - before["items"]) / OUTAGE_S, before=before, during=during)  # fmt: skip
         runtime.request_stop()
 
     try:
@@ -74,7 +76,7 @@ async def test_a_broker_outage_neither_slows_the_camera_nor_grows_memory(tmp_pat
     finally:
         broker.stop()
     # The camera went on at its own rate, and the sink kept taking results: it never waited for
-    # the broker (a blocked sink takes next to nothing for the outage's 10 s). Generous bounds:
+    # the broker (a blocked sink takes next to nothing while it is away). Generous bounds:
     # a busy 2-core machine slows both a little.
     assert seen["rate_before"] > 5, seen
     assert seen["rate_during"] > 0.5 * seen["rate_before"], seen

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from edgepipe.sinks import MqttSink
 from edgepipe.testing import FakeSource
 from edgepipe.vision import Detection, Detections
 from edgepipe.wire.results import Message
+from tests.cli_process import edgepipe
 from tests.sinks.broker import Mosquitto, free_port, subscribed
 
 pytestmark = pytest.mark.slow
@@ -195,8 +194,7 @@ def test_a_pipeline_name_that_cannot_be_a_topic_level_is_refused_when_the_graph_
     ],
 )
 def test_a_wrong_broker_or_device_stops_the_run_before_it_starts(args: list[str], says: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "edgepipe", "run", "tests/sinks/mqtt_pipeline.py", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = edgepipe("run", "tests/sinks/mqtt_pipeline.py", *args)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
     assert "Traceback" not in done.stderr

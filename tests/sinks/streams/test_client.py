@@ -18,6 +18,7 @@ import pytest
 from edgepipe import Message, Pipeline
 from edgepipe.runtime.run import run_graph_async
 from edgepipe.sinks.streams import TcpStream
+from tests.cli_process import edgepipe
 from tests.sinks.waiting import until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -116,10 +117,7 @@ def test_a_bad_stream_is_exit_2_naming_the_line(tmp_path: Path, args: list[str],
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         argv = [a.format(busy=busy.getsockname()[1], tmp=tmp_path) for a in args]
-        result = subprocess.run(
-            [sys.executable, "-m", "edgepipe", "run", str(file), *argv],
-            capture_output=True, text=True, timeout=60, cwd=tmp_path,
-        )  # fmt: skip
+        result = edgepipe("run", file, *argv, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert re.search(rf"streams\.py:\d+: pipeline\(\) raised ValueError: {error}", result.stderr), (
         result.stderr

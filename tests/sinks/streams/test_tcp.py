@@ -89,6 +89,7 @@ async def test_detections_go_as_the_data_channel_sends_them() -> None:
     assert (got["kind"], got["source"], got["seq"]) == ("detections", "cam", 7)
 
 
+@pytest.mark.slow
 async def test_a_client_that_never_reads_loses_messages_the_other_does_not() -> None:
     stream = TcpStream(port=0, buffer_bytes=16 * 1024)
     stuck = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
