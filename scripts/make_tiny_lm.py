@@ -6,7 +6,8 @@
         --heads 12 --kv-heads 4 --ffn 2048 --vocab 32000                   # ~100M parameters
 
 Both layouts (``gqa``: shared-buffer GroupQueryAttention; ``concat``: Optimum-style) get the same
-weights for the same flags and seed. Needs the ``onnx`` package (pip install -e '.[dev]').
+weights for the same flags and seed; ``--kv-dtype float16`` declares a half-precision cache.
+Needs the ``onnx`` package (pip install -e '.[dev]').
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiny_lm import TinyConfig, add_size_flags, config_from_flags, write
+from tiny_lm import KV_DTYPES, TinyConfig, add_size_flags, config_from_flags, write
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--layout", choices=("concat", "gqa"), default="gqa")
+    parser.add_argument("--kv-dtype", choices=KV_DTYPES, default="float32", help="the KV cache's type")
     add_size_flags(parser, TinyConfig())
     args = parser.parse_args()
     cfg = config_from_flags(args)
-    path = write(args.folder, cfg, args.layout)
-    print(f"{path}: {args.layout} layout, {cfg.parameters() / 1e6:.1f}M parameters", file=sys.stderr)
+    path = write(args.folder, cfg, args.layout, args.kv_dtype)
+    size = f"{cfg.parameters() / 1e6:.1f}M parameters"
+    print(f"{path}: {args.layout} layout, {size}, {args.kv_dtype} KV cache", file=sys.stderr)
     return 0
 
 

@@ -5,9 +5,16 @@ residual -> RMSNorm -> gated MLP (SiLU(gate) * up -> down) -> residual, final RM
 head. Weights are deterministic (a seed), so two runs give the same file. Two layouts, the
 same weights and the same interface (Hugging Face / Optimum names)::
 
-    inputs   input_ids [1, S] int64, attention_mask [1, T] int64, position_ids [1, S] int64,
-             past_key_values.{i}.key / .value [1, kv_heads, P, head_dim] float32
-    outputs  logits [1, S, vocab], present.{i}.key / .value [1, kv_heads, P', head_dim]
+    inputs   input_ids [B, S] int64, attention_mask [B, T] int64, position_ids [B, S] int64,
+             past_key_values.{i}.key / .value [B, kv_heads, P, head_dim] float32 (or float16)
+    outputs  logits [B, S, vocab], present.{i}.key / .value [B, kv_heads, P', head_dim]
+
+The batch B is symbolic, as real exports declare it. Rows of a batch may hold different
+lengths: each row's ``attention_mask`` marks the cache positions it keeps (right-padded rows,
+or holes a row dropped), and a key is visible to a query when the count of kept keys up to it
+is at most the query's position (the concat layout), or per row by its sequence length (gqa).
+``kv_dtype="float16"`` declares the cache in half precision: the concat layout casts at the
+cache boundary, the gqa layout runs the attention op in float16.
 
 - ``concat`` (what a plain Optimum export does): attention is spelled out in standard ops and
   the cache grows by Concat: P' = P + S, a new array every step.
@@ -145,17 +152,24 @@ def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 # -- the ONNX graphs ----------------------------------------------------------------------------
 
 
-def build(cfg: TinyConfig, layout: str) -> object:
+KV_DTYPES = ("float32", "float16")
+
+
+def build(cfg: TinyConfig, layout: str, kv_dtype: str = "float32") -> object:
     """The ONNX ModelProto (needs the ``onnx`` package: a dev dependency)."""
     from onnx import TensorProto, helper, numpy_helper
 
     if layout not in ("concat", "gqa"):
         raise ValueError(f"layout must be concat or gqa, not {layout!r}")
+    if kv_dtype not in KV_DTYPES:
+        raise ValueError(f"kv_dtype must be one of {', '.join(KV_DTYPES)}, not {kv_dtype!r}")
     w = weights(cfg)
     cos, sin = rope_tables(cfg)
     f32, i64 = TensorProto.FLOAT, TensorProto.INT64
     nodes: list[Any] = []
     inits = [numpy_helper.from_array(v, k) for k, v in w.items()]
+    if kv_dtype == "float16" and layout == "gqa":  # the attention op's tables are in its type
+        cos, sin = cos.astype(np.float16), sin.astype(np.float16)
     inits += [numpy_helper.from_array(cos, "cos_cache"), numpy_helper.from_array(sin, "sin_cache")]
     consts: dict[str, np.ndarray] = {
         "eps": np.array(cfg.rms_eps, np.float32),
@@ -167,15 +181,16 @@ def build(cfg: TinyConfig, layout: str) -> object:
         "axes_0": np.array([0], np.int64),
         "axes_1": np.array([1], np.int64),
         "axes_2": np.array([2], np.int64),
-        "q_shape": np.array([1, -1, cfg.heads, cfg.head_dim], np.int64),
-        "kv_shape": np.array([1, -1, cfg.kv_heads, cfg.head_dim], np.int64),
-        "merge_shape": np.array([1, -1, cfg.hidden], np.int64),
+        # 0 copies the batch dimension of the input: the batch is symbolic, as in real exports.
+        "q_shape": np.array([0, -1, cfg.heads, cfg.head_dim], np.int64),
+        "kv_shape": np.array([0, -1, cfg.kv_heads, cfg.head_dim], np.int64),
+        "merge_shape": np.array([0, -1, cfg.hidden], np.int64),
         "half_start": np.array([0], np.int64),
         "half_mid": np.array([cfg.head_dim // 2], np.int64),
         "half_end": np.array([cfg.head_dim], np.int64),
         "scale": np.array(1 / np.sqrt(cfg.head_dim), np.float32),
         "rep_shape": np.array([1, cfg.kv_heads, cfg.heads // cfg.kv_heads, 1, 1], np.int64),
-        "heads_shape": np.array([1, cfg.heads, -1, cfg.head_dim], np.int64),
+        "heads_shape": np.array([0, cfg.heads, -1, cfg.head_dim], np.int64),
     }
     inits += [numpy_helper.from_array(v, k) for k, v in consts.items()]
 
@@ -210,12 +225,13 @@ def build(cfg: TinyConfig, layout: str) -> object:
         sin_q = node(
             "Unsqueeze", [node("Gather", ["sin_cache", "position_ids"], "sin_g", axis=0), "axes_1"], "sin_q"
         )
-        mask_len = node(
-            "Gather", [node("Shape", ["attention_mask"], "mask_shape"), "one_i"], "mask_len", axis=0
-        )
-        key_pos = node("Range", ["zero_i", mask_len, "one_i"], "key_pos")
-        query_pos = node("Unsqueeze", ["position_ids", "axes_last"], "query_pos")  # [1, S, 1]
-        causal = node("LessOrEqual", [key_pos, query_pos], "causal")  # [1, S, T]
+        # A key's position is the count of kept keys before it (the cumulative sum of the
+        # mask), not its index in the cache: rows of a batch have different past lengths, and
+        # a row's cache may hold positions it dropped (masked out), so index and position differ.
+        counted = node("CumSum", ["attention_mask", "one_i"], "mask_cumsum")
+        key_pos = node("Unsqueeze", [node("Sub", [counted, "one_i"], "key_pos2"), "axes_1"], "key_pos")
+        query_pos = node("Unsqueeze", ["position_ids", "axes_last"], "query_pos")  # [B, S, 1]
+        causal = node("LessOrEqual", [key_pos, query_pos], "causal")  # [B, S, T]
         kept = node(
             "Unsqueeze",
             [node("Cast", ["attention_mask"], "mask_bool", to=TensorProto.BOOL), "axes_1"],
@@ -246,12 +262,15 @@ def build(cfg: TinyConfig, layout: str) -> object:
         wide = node("Expand", [node("Unsqueeze", [t, "axes_2"], f"{name}5"), "rep_shape"], f"{name}x")
         return node("Reshape", [wide, "heads_shape"], f"{name}rep")
 
+    batch = "batch_size"  # symbolic, as optimum and the genai model builder export it
     inputs = [
-        helper.make_tensor_value_info("input_ids", i64, [1, "sequence_length"]),
-        helper.make_tensor_value_info("attention_mask", i64, [1, "total_sequence_length"]),
-        helper.make_tensor_value_info("position_ids", i64, [1, "sequence_length"]),
+        helper.make_tensor_value_info("input_ids", i64, [batch, "sequence_length"]),
+        helper.make_tensor_value_info("attention_mask", i64, [batch, "total_sequence_length"]),
+        helper.make_tensor_value_info("position_ids", i64, [batch, "sequence_length"]),
     ]
-    outputs = [helper.make_tensor_value_info("logits", f32, [1, "sequence_length", cfg.vocab])]
+    outputs = [helper.make_tensor_value_info("logits", f32, [batch, "sequence_length", cfg.vocab])]
+    kv_type = f32 if kv_dtype == "float32" else TensorProto.FLOAT16
+    half = kv_type != f32
     cache_len = cfg.max_seq_len if layout == "gqa" else "past_sequence_length"
     present_len = cfg.max_seq_len if layout == "gqa" else "total_sequence_length"
     for i in range(cfg.layers):
@@ -259,12 +278,12 @@ def build(cfg: TinyConfig, layout: str) -> object:
         for kind in ("key", "value"):
             inputs.append(
                 helper.make_tensor_value_info(
-                    f"past_key_values.{i}.{kind}", f32, [1, cfg.kv_heads, cache_len, cfg.head_dim]
+                    f"past_key_values.{i}.{kind}", kv_type, [batch, cfg.kv_heads, cache_len, cfg.head_dim]
                 )
             )
             outputs.append(
                 helper.make_tensor_value_info(
-                    f"present.{i}.{kind}", f32, [1, cfg.kv_heads, present_len, cfg.head_dim]
+                    f"present.{i}.{kind}", kv_type, [batch, cfg.kv_heads, present_len, cfg.head_dim]
                 )
             )
         h = rms(x, f"{p}.attn_norm", f"{p}.n1")
@@ -272,6 +291,8 @@ def build(cfg: TinyConfig, layout: str) -> object:
         k = node("MatMul", [h, f"{p}.wk"], f"{p}.k")
         v = node("MatMul", [h, f"{p}.wv"], f"{p}.v")
         if layout == "gqa":
+            if half:  # the op runs in the cache's type: it writes straight into the buffer
+                q, k, v = (node("Cast", [t], f"{t}16", to=kv_type) for t in (q, k, v))
             nodes.append(
                 helper.make_node(
                     "GroupQueryAttention",
@@ -286,7 +307,7 @@ def build(cfg: TinyConfig, layout: str) -> object:
                         "cos_cache",
                         "sin_cache",
                     ],
-                    [f"{p}.attn", f"present.{i}.key", f"present.{i}.value"],
+                    [f"{p}.attn16" if half else f"{p}.attn", f"present.{i}.key", f"present.{i}.value"],
                     domain="com.microsoft",
                     num_heads=cfg.heads,
                     kv_num_heads=cfg.kv_heads,
@@ -294,7 +315,7 @@ def build(cfg: TinyConfig, layout: str) -> object:
                     rotary_interleaved=0,
                 )
             )
-            attn = f"{p}.attn"
+            attn = node("Cast", [f"{p}.attn16"], f"{p}.attn", to=f32) if half else f"{p}.attn"
         else:
             qh = node("Transpose", [node("Reshape", [q, "q_shape"], f"{p}.q4")], f"{p}.qh", perm=[0, 2, 1, 3])
             kh = node(
@@ -304,8 +325,16 @@ def build(cfg: TinyConfig, layout: str) -> object:
                 "Transpose", [node("Reshape", [v, "kv_shape"], f"{p}.v4")], f"{p}.vh", perm=[0, 2, 1, 3]
             )
             qh, kh = rotate(qh, f"{p}.qr"), rotate(kh, f"{p}.kr")
-            k_all = node("Concat", [f"past_key_values.{i}.key", kh], f"present.{i}.key", axis=2)
-            v_all = node("Concat", [f"past_key_values.{i}.value", vh], f"present.{i}.value", axis=2)
+            if half:  # the cache is float16 at its boundary, float32 inside
+                past_k = node("Cast", [f"past_key_values.{i}.key"], f"{p}.pk", to=f32)
+                past_v = node("Cast", [f"past_key_values.{i}.value"], f"{p}.pv", to=f32)
+                k_all = node("Concat", [past_k, kh], f"{p}.k_all", axis=2)
+                v_all = node("Concat", [past_v, vh], f"{p}.v_all", axis=2)
+                node("Cast", [k_all], f"present.{i}.key", to=kv_type)
+                node("Cast", [v_all], f"present.{i}.value", to=kv_type)
+            else:
+                k_all = node("Concat", [f"past_key_values.{i}.key", kh], f"present.{i}.key", axis=2)
+                v_all = node("Concat", [f"past_key_values.{i}.value", vh], f"present.{i}.value", axis=2)
             k_rep, v_rep = repeat_kv(k_all, f"{p}.k"), repeat_kv(v_all, f"{p}.v")
             kt = node("Transpose", [k_rep], f"{p}.kt", perm=[0, 1, 3, 2])
             scores = node(
@@ -336,18 +365,19 @@ def build(cfg: TinyConfig, layout: str) -> object:
     return model
 
 
-def write(folder: Path, cfg: TinyConfig, layout: str) -> Path:
+def write(folder: Path, cfg: TinyConfig, layout: str, kv_dtype: str = "float32") -> Path:
     """``folder/model.onnx`` (with external weights when large), ``config.json``, ``tokenizer.json``."""
     import onnx
 
     folder.mkdir(parents=True, exist_ok=True)
-    model = build(cfg, layout)
+    model = build(cfg, layout, kv_dtype)
     path = folder / "model.onnx"
     large = cfg.parameters() * 4 > 1_500_000_000
     onnx.save_model(model, str(path), save_as_external_data=large, location="model.onnx.data")  # type: ignore[arg-type]
     config = {
         "model_type": "edgepipe-tiny",
         "layout": layout,
+        "kv_dtype": kv_dtype,
         "vocab_size": cfg.vocab,
         "hidden_size": cfg.hidden,
         "num_hidden_layers": cfg.layers,
