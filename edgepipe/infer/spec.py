@@ -40,9 +40,11 @@ class TensorSpec:
     shape: tuple[int | str | None, ...]
     dtype: Any
     """numpy dtype, or None for a type edgepipe does not map."""
+    type: str = ""
+    """ONNX Runtime's name of the type (``tensor(bfloat16)``): also for types numpy lacks."""
 
 
 def spec_of(node: Any) -> TensorSpec:
     """The spec of an ONNX Runtime ``NodeArg`` (``InferenceSession.get_inputs()`` items)."""
     shape = tuple(d if isinstance(d, int | str) else None for d in (node.shape or ()))
-    return TensorSpec(node.name, shape, NUMPY_TYPES.get(node.type))
+    return TensorSpec(node.name, shape, NUMPY_TYPES.get(node.type), node.type)

@@ -14,6 +14,9 @@ from edgepipe.lm.errors import DecoderLayoutError
 from edgepipe.lm.layout import DecoderLayout, check_config, shares_buffer
 from edgepipe.planning.memory import MemoryPlan, Reservation
 
+STEP_WIDTH = 8
+"""The most tokens one row feeds in a batched step (a verify step of 7 drafts and the last)."""
+
 DEFAULT_MAX_SEQ_LEN = 4096
 """The longest cache made unless asked for more: a model's own context may be 128k positions."""
 
@@ -53,18 +56,31 @@ def cache_length(
     return length, length
 
 
-def kv_cache_size(layout: DecoderLayout, length: int) -> tuple[str, int]:
-    """What the cache of ``length`` positions is called in the memory plan, and its bytes (both
-    buffers of the concat layout)."""
-    copies = 1 if layout.cache == "shared" else 2
-    return f"KV cache ({layout.cache}, {length} positions)", layout.kv_bytes(length) * copies
+def cache_copies(layout: DecoderLayout, slots: int) -> int:
+    """How many ``slots``-wide buffers of one layer's keys (or values) the runner holds: one for
+    the shared layout; two used in turn for concat, plus a one-slot pair where a joining
+    request's prompt runs while the others decode (several slots) — counted in slot widths."""
+    if layout.cache == "shared":
+        return slots
+    return 2 * slots + (2 if slots > 1 else 0)
+
+
+def kv_cache_size(layout: DecoderLayout, length: int, slots: int = 1) -> tuple[str, int]:
+    """What the cache of ``slots`` requests of ``length`` positions is called in the memory plan,
+    and its bytes (in the type the model declares, named unless float32; every buffer of the
+    concat layout)."""
+    width = f"{slots} slots x {length}" if slots > 1 else f"{length}"
+    kind = "" if layout.kv_dtype == "float32" else f", {layout.kv_dtype}"
+    what = f"KV cache ({layout.cache}, {width} positions{kind})"
+    return what, layout.kv_bytes(length, cache_copies(layout, slots))
 
 
 def reserve_kv_cache(
-    plan: MemoryPlan, owner: str, layout: DecoderLayout, length: int, device: tuple[str, int]
+    plan: MemoryPlan, owner: str, layout: DecoderLayout, length: int, device: tuple[str, int], slots: int = 1
 ) -> Reservation:
     """Reserve the cache in ``plan``: against the budget on the host, named only on a device
     (whose memory the budget does not cover). Raises
     :class:`~edgepipe.planning.memory.MemoryBudgetError` naming it when it does not fit."""
-    what, nbytes = kv_cache_size(layout, length)
-    return plan.reserve(owner, what, nbytes, hint="pass a smaller max_seq_len", device=device_label(device))
+    what, nbytes = kv_cache_size(layout, length, slots)
+    hint = "pass a smaller max_seq_len" + (" or fewer slots" if slots > 1 else "")
+    return plan.reserve(owner, what, nbytes, hint=hint, device=device_label(device))

@@ -17,18 +17,29 @@ from __future__ import annotations
 import json
 import mmap
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from edgepipe.infer import onnxfile
+from edgepipe.infer.onnxfile import TensorInfo
 from edgepipe.infer.session import Session
 from edgepipe.lm.errors import DecoderLayoutError
 
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
 
 Shape = tuple[int | str | None, ...]
+
+KvDtype = Literal["float32", "float16", "bfloat16"]
+
+KV_TYPES: dict[str | int, KvDtype] = {
+    "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(bfloat16)": "bfloat16",
+    1: "float32", 10: "float16", 16: "bfloat16",
+}  # fmt: skip
+"""A cache type as a session names it, or as the file numbers it -> the name edgepipe uses."""
+
+KV_ITEMSIZE: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +65,19 @@ class DecoderLayout:
     """For the shared layout: the buffer length the model was built for (None: any)."""
     has_position_ids: bool
     names: InputNames
+    kv_dtype: KvDtype = "float32"
+    """The type the model declares for its past and present keys and values."""
+    batch_fixed: bool = False
+    """The model's batch dimension is fixed at 1 (one request at a time: one slot)."""
 
-    def kv_bytes(self, max_seq_len: int, itemsize: int = 4) -> int:
-        """KV cache size: layers x 2 x kv_heads x max_seq_len x head_dim x bytes."""
-        return self.layers * 2 * self.kv_heads * max_seq_len * self.head_dim * itemsize
+    @property
+    def kv_itemsize(self) -> int:
+        return KV_ITEMSIZE[self.kv_dtype]
+
+    def kv_bytes(self, max_seq_len: int, slots: int = 1) -> int:
+        """One buffer of the KV cache: slots x layers x 2 x kv_heads x max_seq_len x head_dim x
+        the cache type's bytes."""
+        return slots * self.layers * 2 * self.kv_heads * max_seq_len * self.head_dim * self.kv_itemsize
 
 
 def read_layout(session: Session, names: InputNames | None = None) -> DecoderLayout:
@@ -65,14 +85,30 @@ def read_layout(session: Session, names: InputNames | None = None) -> DecoderLay
     as ``concat``: see :func:`shares_buffer`); :class:`DecoderLayoutError` if it is none."""
     inputs = {spec.name: spec.shape for spec in session.inputs}
     outputs = {spec.name: spec.shape for spec in session.outputs}
-    return layout_of(inputs, outputs, session.name, names)
+    types = {spec.name: spec.type for spec in session.inputs}
+    return layout_of(inputs, outputs, session.name, names, types)
+
+
+def file_layout(
+    inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], model: str, names: InputNames | None = None
+) -> DecoderLayout:
+    """:func:`layout_of` from the inputs and outputs a file declares (read without a session)."""
+    return layout_of(
+        {i.name: i.dims or () for i in inputs}, {o.name: o.dims or () for o in outputs}, model, names,
+        {i.name: i.elem_type for i in inputs},
+    )  # fmt: skip
 
 
 def layout_of(
-    inputs: Mapping[str, Shape], outputs: Mapping[str, Shape], model: str, names: InputNames | None = None
+    inputs: Mapping[str, Shape],
+    outputs: Mapping[str, Shape],
+    model: str,
+    names: InputNames | None = None,
+    types: Mapping[str, str | int] | None = None,
 ) -> DecoderLayout:
     """The decoder layout of a model whose inputs and outputs have these shapes (by name: as a
-    session or the file declares them); :class:`DecoderLayoutError` if it is none."""
+    session or the file declares them) and inputs these types (a session's ``tensor(float16)``
+    or the file's number; float32 when not given); :class:`DecoderLayoutError` if it is none."""
     names = names or InputNames()
     missing = [n for n in (names.input_ids, names.attention_mask) if n not in inputs]
     if names.logits not in outputs:
@@ -105,11 +141,21 @@ def layout_of(
     if not isinstance(vocab, int):
         raise DecoderLayoutError("the logits output has no fixed vocabulary size", model=model)
     length = first[2]
+    declared = (types or {}).get(names.past.format(i=0, kind="key"), 1)
+    kv_dtype = KV_TYPES.get(declared)
+    if kv_dtype is None:
+        raise DecoderLayoutError(
+            f"past_key_values.0.key is {declared}: edgepipe keeps KV caches in float32, float16 or "
+            "bfloat16 (export the model with one of those cache types)",
+            model=model,
+        )
+    ids = inputs[names.input_ids]
     return DecoderLayout(
         layers=len(layers), kv_heads=first[1], head_dim=first[3], vocab=vocab,
         cache="shared" if isinstance(length, int) else "concat",
         model_max_seq=length if isinstance(length, int) else None,
-        has_position_ids=names.position_ids in inputs, names=names,
+        has_position_ids=names.position_ids in inputs, names=names, kv_dtype=kv_dtype,
+        batch_fixed=first[0] == 1 or (len(ids) > 0 and ids[0] == 1),
     )  # fmt: skip
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.footprint import device_label, read_io, session_device, weights_bytes
 from edgepipe.lm.kv_sizing import cache_length, model_files, reserve_kv_cache, settle_layout
-from edgepipe.lm.layout import InputNames, layout_of
+from edgepipe.lm.layout import InputNames, file_layout
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
 
@@ -33,9 +33,7 @@ def plan_language_model(
     folder, file = model_files(model)
     device = session_device(session or SessionConfig())
     inputs, outputs = read_io(file)
-    layout = layout_of(
-        {i.name: i.dims or () for i in inputs}, {o.name: o.dims or () for o in outputs}, str(model), names
-    )
+    layout = file_layout(inputs, outputs, str(model), names)
     layout, config = settle_layout(layout, file, folder, str(model))
     _, length = cache_length(layout, config, max_seq_len, str(model))
     plan.reserve(node.node_id, f"model weights ({file.name})", weights_bytes(file),

@@ -17,7 +17,7 @@ from pathlib import Path
 from edgepipe.deploy.plan.capacity import ModelFacts
 from edgepipe.infer.footprint import read_io, read_weights
 from edgepipe.lm.kv_sizing import cache_length, model_files, settle_layout
-from edgepipe.lm.layout import layout_of
+from edgepipe.lm.layout import file_layout
 from edgepipe.planning.weights import DTYPES
 
 
@@ -28,9 +28,7 @@ def read_model(path: Path) -> ModelFacts:
     folder, file = model_files(path)
     inputs, outputs = read_io(file)  # the errors that name the model when it is missing or broken
     weights = read_weights(file)
-    layout = layout_of(
-        {i.name: i.dims or () for i in inputs}, {o.name: o.dims or () for o in outputs}, str(path)
-    )
+    layout = file_layout(inputs, outputs, str(path))
     layout, config = settle_layout(layout, file, folder, str(path))
     dtype = weights.dtype
     past = next(i for i in inputs if i.name == layout.names.past.format(i=0, kind="key"))
@@ -64,8 +62,6 @@ def cache_positions(path: Path, max_seq_len: int | None) -> int:
     (None: the runner's default) — the length the memory plan reserves."""
     folder, file = model_files(path)
     inputs, outputs = read_io(file)
-    layout = layout_of(
-        {i.name: i.dims or () for i in inputs}, {o.name: o.dims or () for o in outputs}, str(path)
-    )
+    layout = file_layout(inputs, outputs, str(path))
     layout, config = settle_layout(layout, file, folder, str(path))
     return cache_length(layout, config, max_seq_len, str(path))[1]
