@@ -19,11 +19,12 @@ from edgepipe.lm.errors import (
     TokenizerMismatch,
 )
 from edgepipe.lm.folder import ModelFolder
-from edgepipe.lm.generate import GenerationStats, LanguageModel
+from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.layout import DecoderLayout, InputNames
 from edgepipe.lm.runner import DecoderRunner
 from edgepipe.lm.sampling import Sampler, SamplingParams
 from edgepipe.lm.scene import SceneWindow, SourceState
+from edgepipe.lm.stats import GenerationStats
 from edgepipe.lm.worker import LMWorker
 
 __all__ = [

@@ -71,18 +71,57 @@ class Sampler:
             return int(np.argmax(logits))
         work = self._work
         np.copyto(work, logits)
+        self._penalise(work, p)
+        token = int(np.argmax(work)) if p.temperature == 0.0 else self._sample(work, p)
+        if p.repetition_penalty != 1.0:
+            self._seen[token] = True
+        return token
+
+    def verify(self, logits: np.ndarray, draft: int) -> tuple[int, bool]:
+        """Speculative decoding's acceptance rule for a draft that came without probabilities
+        (looked up, not sampled): greedy, the pick and whether it is the draft; sampled, the
+        draft is kept with its probability p(draft), and otherwise a token is drawn from p with
+        the draft taken out. Either way the tokens follow the distribution :meth:`pick` draws
+        from (the standard rule, with the draft's own distribution a point mass)."""
+        p = self._params
+        if p.temperature == 0.0:
+            token = self.pick(logits)
+            return token, token == draft
+        work = self._work
+        np.copyto(work, logits)
+        self._penalise(work, p)
+        self._probabilities(work, p)
+        if self._rng.random() < work[draft]:
+            token, kept = draft, True
+        else:
+            work[draft] = 0.0
+            token, kept = self._draw(work), False
+        if p.repetition_penalty != 1.0:
+            self._seen[token] = True
+        return token, kept
+
+    def _penalise(self, work: np.ndarray, p: SamplingParams) -> None:
         if p.repetition_penalty != 1.0:
             seen = self._seen
             # Divide positive logits and multiply negative ones: either way, less likely.
             work[seen] = np.where(
                 work[seen] > 0, work[seen] / p.repetition_penalty, work[seen] * p.repetition_penalty
             )
-        token = int(np.argmax(work)) if p.temperature == 0.0 else self._sample(work, p)
-        if p.repetition_penalty != 1.0:
-            self._seen[token] = True
-        return token
 
     def _sample(self, work: np.ndarray, p: SamplingParams) -> int:
+        self._probabilities(work, p)
+        return self._draw(work)
+
+    def _draw(self, work: np.ndarray) -> int:
+        cumulative = np.cumsum(work)
+        return int(
+            min(
+                np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"), self.vocab - 1
+            )
+        )
+
+    def _probabilities(self, work: np.ndarray, p: SamplingParams) -> None:
+        """Logits (penalised) -> the distribution sampling draws from, in place."""
         work /= np.float32(p.temperature)
         keep = self._keep
         if 0 < p.top_k < self.vocab:
@@ -110,9 +149,3 @@ class Sampler:
             keep[order[:cut]] = True
             work *= keep
             work /= work.sum()
-        cumulative = np.cumsum(work)
-        return int(
-            min(
-                np.searchsorted(cumulative, self._rng.random() * cumulative[-1], side="right"), self.vocab - 1
-            )
-        )

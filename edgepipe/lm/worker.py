@@ -1,9 +1,11 @@
 """The async face of a language model: ``async for piece in worker.generate(prompt)``.
 
-One :class:`LMWorker` owns one model and its KV cache and runs one request at a time on a
-thread of its own. Requests wait their turn: ``queue_size`` of them are admitted behind the one
-running, callers beyond that wait on their own ``await`` (backpressure; the worker keeps no list
-of them), and ``waiting`` says how many are in. Every step runs on the worker's
+One :class:`LMWorker` owns one model and its KV cache of ``slots`` requests, and runs them on
+a thread of its own, together: each step advances every request on a slot by a token
+(continuous batching, :mod:`edgepipe.lm.batch`; whoever waits for a token drives the step for
+all). Requests beyond the slots wait their turn: ``queue_size`` of them are admitted, callers
+beyond that wait on their own ``await`` (backpressure; the worker keeps no list of them), and
+``waiting`` says how many are in. Every step runs on the worker's
 thread under the session's deadline (a step that hangs is terminated by ONNX Runtime and the
 request fails with :class:`~edgepipe.infer.InferTimeout`); between steps control returns to the
 event loop, so other work is scheduled between tokens. A caller that stops iterating (or is
@@ -31,20 +33,20 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 from edgepipe.core.context import current_node
 from edgepipe.core.cputime import TOKENS
 from edgepipe.core.executor import DaemonThreadPool
-from edgepipe.core.markers import END
 from edgepipe.core.threadname import Tag
 from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.batch import DEFAULT_DRAFTS, Request
 from edgepipe.lm.errors import LMError
 from edgepipe.lm.folder import check_packages
 from edgepipe.lm.generate import GenerationStats, LanguageModel, Overflow
+from edgepipe.lm.pieces import PieceStream
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.sched.gate import Ticket
 
@@ -52,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 class LMWorker:
-    """A language model served to async callers, one request at a time."""
+    """A language model served to async callers, ``slots`` requests at a time."""
 
     def __init__(
         self,
@@ -63,7 +65,11 @@ class LMWorker:
         session: SessionConfig | None = None,
         prefill_chunk: int = 64,
         max_tokens_per_s: float | None = None,
+        slots: int = 1,
+        speculate: int = DEFAULT_DRAFTS,
     ) -> None:
+        """``slots``: requests decoded together (one KV cache row each); ``speculate``: the
+        most drafts a speculative step carries (0: off)."""
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
         if max_tokens_per_s is not None and max_tokens_per_s <= 0:
@@ -75,20 +81,24 @@ class LMWorker:
         self.queue_size = queue_size
         self.session_config = session
         self.prefill_chunk = prefill_chunk
+        if slots < 1:
+            raise ValueError("slots must be at least 1")
+        self.slots = slots
+        self.speculate = speculate
         self.lm: LanguageModel | None = None
         self._tag = Tag(self.model.name, TOKENS)
         """Its thread's name: what the thread does outside the model's runs (sampling, the
         tokenizer) is token decode too, for the CPU ledger; the node's once started."""
         self._thread = DaemonThreadPool(1, f"lm-{self.model.name}", spare_workers=0, tag=self._tag)
-        self._admitted = asyncio.Semaphore(queue_size + 1)  # waiting + running
-        self._running = asyncio.Lock()
+        self._admitted = asyncio.Semaphore(queue_size + slots)  # waiting + running
+        self._slots = asyncio.Semaphore(slots)
         self.requests = 0
         self.last_stats = GenerationStats()
         self._closed = False
         self._released: Future[None] | None = None
         """The closed model being freed on the old thread (a restart waits for it)."""
-        self._cancelled: asyncio.Event | None = None
-        """Set by :meth:`cancel` for the request under way (its pacing wait ends on it)."""
+        self._under_way: set[asyncio.Event] = set()
+        """One per request under way, set by :meth:`cancel` (its pacing wait ends on it)."""
 
     async def start(self) -> None:
         """Load the model and allocate its cache (on the worker's thread). After
@@ -121,7 +131,8 @@ class LMWorker:
 
     def _load(self, owner: str) -> LanguageModel:
         return LanguageModel(self.model, max_seq_len=self.max_seq_len, prefill_chunk=self.prefill_chunk,
-                             session=self.session_config, owner=owner)  # fmt: skip
+                             session=self.session_config, owner=owner, slots=self.slots,
+                             speculate=self.speculate)  # fmt: skip
 
     def close(self) -> None:
         """Stop taking requests; a running one ends at its next token. The model and its KV
@@ -146,15 +157,17 @@ class LMWorker:
             await asyncio.wrap_future(released)
 
     def cancel(self) -> None:
-        """End the request under way at its next step (on the event loop): it stops waiting at
-        the CPU gate or for its pace, runs no more steps, and its ``generate()`` ends normally
-        with what it wrote (``last_stats.stop_reason == "cancelled"``). Requests waiting their
-        turn are not touched. Nothing under way: nothing happens."""
-        cancelled, lm = self._cancelled, self.lm
-        if cancelled is None:
+        """End the requests under way at their next step (on the event loop): they stop
+        waiting at the CPU gate or for their pace, run no more steps, and their ``generate()``
+        ends normally with what it wrote (``last_stats.stop_reason == "cancelled"``). Requests
+        waiting their turn are not touched. Nothing under way: nothing happens. (One request
+        alone ends when its caller stops iterating.)"""
+        if not self._under_way:
             return
-        cancelled.set()
-        if lm is not None:  # else it is loading: the request ends before its first step
+        for cancelled in self._under_way:
+            cancelled.set()
+        lm = self.lm
+        if lm is not None:  # else it is loading: the requests end before their first step
             lm.cancel()
 
     def _check_open(self) -> None:
@@ -164,7 +177,7 @@ class LMWorker:
     @property
     def waiting(self) -> int:
         """Requests admitted and not yet finished (running included)."""
-        return self.queue_size + 1 - self._admitted._value
+        return self.queue_size + self.slots - self._admitted._value
 
     async def generate(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                        overflow: Overflow = "refuse", *, chat: bool = False,
@@ -176,65 +189,98 @@ class LMWorker:
         model's folder has a known chat template (:mod:`edgepipe.lm.chat`); otherwise, and by
         default, the text goes as written."""
         self._check_open()
-        async with self._admitted, self._running:
+        params = params or SamplingParams()
+        async with self._admitted, self._slots:
             # Under way from here (no await before it): cancel() ends it, even before its first step.
-            cancelled = self._cancelled = asyncio.Event()
+            cancelled = asyncio.Event()
+            self._under_way.add(cancelled)
             try:
                 self._check_open()
                 await self.start()
             except BaseException:
-                self._cancelled = None
+                self._under_way.discard(cancelled)
                 raise
             lm, pool = self.lm, self._thread  # this model's own thread, whatever a restart makes
             assert lm is not None
             loop = asyncio.get_running_loop()
             rate = self.max_tokens_per_s
-            # Paced, every model step comes back (text or ""), so the wait goes between steps.
-            steps: Iterator[str] = lm.pieces(
-                prompt, params, overflow, every_token=rate is not None, chat=chat, system=system
-            )
-            if cancelled.is_set():  # while the model loaded; pieces() began a new request since
-                lm.cancel()
+            try:
+                request, stream = await loop.run_in_executor(
+                    pool, self._join, lm, prompt, params, overflow, chat, system
+                )
+            except RuntimeError as exc:  # the pool refused: closed meanwhile
+                self._under_way.discard(cancelled)
+                self._check_open()
+                raise LMError(
+                    f"the worker could not start the request: {exc}", model=str(self.model)
+                ) from exc
+            except BaseException:
+                self._under_way.discard(cancelled)
+                raise
             self.requests += 1
             t_first = 0.0
             paced = 0.0
             try:
                 while True:
-                    if rate and t_first and not lm.stats.stop_reason and not cancelled.is_set():
+                    if cancelled.is_set():
+                        request.cancelled = True
+                    if rate and t_first and not request.done and not cancelled.is_set():
                         # The next step may not start before the rate allows, counted from the
                         # first token (the prompt's prefill is one burst, not paced).
-                        delay = t_first + lm.stats.new_tokens / rate - loop.time()
+                        delay = t_first + request.stats.new_tokens / rate - loop.time()
                         if delay > 0:
                             t_sleep = loop.time()
                             with contextlib.suppress(TimeoutError):  # cancel() ends the wait
                                 async with asyncio.timeout(delay):
                                     await cancelled.wait()
                             paced += loop.time() - t_sleep
+                            if cancelled.is_set():
+                                request.cancelled = True
                     try:
-                        piece = await loop.run_in_executor(pool, next, steps, END)
+                        tokens = await loop.run_in_executor(pool, _advance, lm, request)
                     except RuntimeError as exc:  # the pool refused the step: closed meanwhile
                         self._check_open()
                         raise LMError(
                             f"the worker could not run the step: {exc}", model=str(self.model)
                         ) from exc
-                    if piece is END:
+                    if tokens:
+                        t_first = t_first or loop.time()
+                    for token in tokens:
+                        piece = stream.push(token)
+                        if piece:
+                            yield piece
+                        if stream.stopped:
+                            request.stats.stop_reason = "stop_string"
+                            request.cancelled = True
+                            return
+                    if request.done and not request.out:
+                        piece = stream.finish()
+                        if stream.stopped:
+                            request.stats.stop_reason = "stop_string"
+                        if piece:
+                            yield piece
                         return
-                    assert isinstance(piece, str)
-                    t_first = t_first or loop.time()
-                    if piece:
-                        yield piece
             finally:
-                self._cancelled = None
+                self._under_way.discard(cancelled)
+                request.cancelled = True  # a caller that stopped asking ends its request here
                 if paced:
-                    lm.stats.paced_ms = paced * 1000
-                lm.cancel()  # a step still running on the thread (a long prefill) stops at its next chunk
+                    request.stats.paced_ms = paced * 1000
                 if pool is self._thread and not self._closed:
-                    # Closing runs on the worker's thread too: the generator may be mid-step there.
-                    await asyncio.shield(loop.run_in_executor(pool, _close, steps))
-                self.last_stats = lm.stats
+                    # The slot is freed on the worker's thread: a step may be under way there.
+                    await asyncio.shield(loop.run_in_executor(pool, lm.decoder.leave, request))
+                self.last_stats = request.stats
                 # A traceback that keeps this frame (a cancelled caller's) must not keep the
                 # model from being freed when the worker closes.
-                del lm, steps
+                del lm, request
+
+    @staticmethod
+    def _join(lm: LanguageModel, prompt: str | Sequence[int], params: SamplingParams, overflow: Overflow,
+              chat: bool, system: str | None) -> tuple[Request, PieceStream]:  # fmt: skip
+        ids = lm.prompt_ids(prompt, chat=chat, system=system) if isinstance(prompt, str) else list(prompt)
+        lm.begin()
+        request = lm.decoder.join(ids, params, overflow, lm.stop_ids)
+        lm.stats = request.stats
+        return request, lm.piece_stream(params)
 
     async def complete(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                        overflow: Overflow = "refuse", *, chat: bool = False,
@@ -243,7 +289,11 @@ class LMWorker:
         return "".join([piece async for piece in pieces])
 
 
-def _close(steps: Any) -> None:
-    close = getattr(steps, "close", None)
-    if close is not None:
-        close()
+def _advance(lm: LanguageModel, request: Request) -> list[int]:
+    """On the worker's thread: the tokens ``request`` has written; none yet, one step for every
+    request on the model first (whoever asks first drives the step for all)."""
+    tokens = lm.decoder.take(request)
+    if not tokens and not request.done:
+        lm.decoder.step()
+        tokens = lm.decoder.take(request)
+    return tokens
