@@ -105,8 +105,7 @@ class BatchDecoder:
             stats=GenerationStats(prompt_tokens=len(prompt)), sequence=sequence,
             lookup=PromptLookup(sequence), t_start=time.perf_counter(),
         )  # fmt: skip
-        runner.begin(slot)
-        self.requests.append(request)
+        self.requests.append(request)  # its slot's cache is taken at its first prompt chunk
         return request
 
     def leave(self, request: Request) -> None:
@@ -131,10 +130,11 @@ class BatchDecoder:
         for request in [r for r in self.requests if r.cancelled and not r.done]:
             self._end(request, "cancelled")
         reading = next((r for r in self.requests if not r.done and r.fed < len(r.prompt)), None)
+        decoding = [r for r in self.requests if r.decoding]  # a prompt done now decodes next step
         try:
             if reading is not None:
                 self._prefill(reading)
-            decoding = [r for r in self.requests if r.decoding]
+            decoding = [r for r in decoding if not r.done]
             if decoding:
                 self._decode(decoding)
         except AdmissionCancelled:  # its wait at the CPU gate ended: no step ran
@@ -150,6 +150,8 @@ class BatchDecoder:
 
     def _prefill(self, request: Request) -> None:
         runner = self.runner
+        if request.fed == 0:
+            runner.begin(request.slot)  # one prompt at a time: the concat layout's joining pair
         chunk = request.prompt[request.fed : request.fed + runner.prefill_chunk]
         t0 = time.perf_counter()
         rows = runner.step((request.slot,), (chunk,))

@@ -49,10 +49,13 @@ class ConcatRows:
     def _live(self) -> list[int]:
         return [s for s in self.batch if s not in self._leaving]
 
-    def begin(self, slot: int) -> None:
-        """A new request on ``slot``: the batch's first row if nothing else runs, else the solo."""
+    def begin(self, slot: int, lengths: Sequence[int]) -> None:
+        """A new request on ``slot``: the batch's first row if nothing else runs, else the solo
+        (a solo whose prompt is done moves into the batch first)."""
         if slot in self.batch or slot == self.solo:
             self.end(slot)
+        if self._joining:
+            self._pack(lengths)
         if not self._live() and not self._joining:
             self.batch, self.past = [slot], 0
             self._leaving.clear()
@@ -101,7 +104,7 @@ class ConcatRows:
         if len(slots) == 1 and slots[0] == self.solo:
             return self._solo_step(runner, slots[0], tokens[0])
         if not self.batch and self.solo is None and len(slots) == 1 and runner.lengths[slots[0]] == 0:
-            self.begin(slots[0])  # the one-slot way: feed() with no begin()
+            self.begin(slots[0], runner.lengths)  # the one-slot way: feed() with no begin()
         if self._leaving or self._joining:
             self._pack(runner.lengths)
         if self.past + width > self.buffer_len:

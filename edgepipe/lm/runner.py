@@ -161,7 +161,7 @@ class DecoderRunner:
         """Start a new request on ``slot`` (its cache is reused, not cleared)."""
         self.lengths[slot] = 0
         if self._concat is not None:
-            self._concat.begin(slot)
+            self._concat.begin(slot, self.lengths)
 
     def end(self, slot: int) -> None:
         """The request on ``slot`` is over: the slot is free for another."""

@@ -216,6 +216,7 @@ class LMWorker:
                 ) from exc
             except BaseException:
                 self._under_way.discard(cancelled)
+                self.last_stats = lm.stats  # a refused request's own (its prompt, no tokens)
                 raise
             self.requests += 1
             t_first = 0.0
@@ -263,6 +264,8 @@ class LMWorker:
             finally:
                 self._under_way.discard(cancelled)
                 request.cancelled = True  # a caller that stopped asking ends its request here
+                if not request.done:
+                    request.stats.stop_reason = request.stats.stop_reason or "cancelled"
                 if paced:
                     request.stats.paced_ms = paced * 1000
                 if pool is self._thread and not self._closed:
@@ -278,6 +281,7 @@ class LMWorker:
               chat: bool, system: str | None) -> tuple[Request, PieceStream]:  # fmt: skip
         ids = lm.prompt_ids(prompt, chat=chat, system=system) if isinstance(prompt, str) else list(prompt)
         lm.begin()
+        lm.stats = GenerationStats(prompt_tokens=len(ids))  # what a refused request leaves
         request = lm.decoder.join(ids, params, overflow, lm.stop_ids)
         lm.stats = request.stats
         return request, lm.piece_stream(params)

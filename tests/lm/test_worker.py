@@ -93,18 +93,18 @@ async def test_stop_strings_apply_to_token_id_prompts(tiny_models: dict[str, Pat
 
 async def test_max_tokens_per_s_paces_every_model_step_on_the_loop(tiny_models: dict[str, Path]) -> None:
     rate = 20.0
-    worker = LMWorker(tiny_models["gqa"], max_tokens_per_s=rate)
+    worker = LMWorker(tiny_models["gqa"], max_tokens_per_s=rate, speculate=0)  # a token a step
     await worker.start()
     assert worker.lm is not None
     runner = worker.lm.runner
-    feed = runner.feed
+    step = runner.step
     steps: list[float] = []
 
-    def timed_feed(tokens: Any, cancel: Any = None) -> Any:
+    def timed_step(slots: Any, tokens: Any) -> Any:
         steps.append(time.perf_counter())
-        return feed(tokens, cancel)
+        return step(slots, tokens)
 
-    runner.feed = timed_feed  # type: ignore[method-assign]
+    runner.step = timed_step  # type: ignore[method-assign]
     # The byte model's noise: many of its tokens are parts of characters, so steps outnumber
     # the text pieces; pacing must hold each step, not each piece.
     await worker.complete([65, 66], SamplingParams(max_new_tokens=9, ignore_eos=True))
@@ -277,3 +277,25 @@ async def test_closed_mid_request_the_model_goes_once_the_step_ends(
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
     assert worker.last_stats.stop_reason == "cancelled"
+
+
+async def test_requests_on_slots_interleave_their_tokens_on_one_model(tiny_models: dict[str, Path]) -> None:
+    prompts = ["north gate", "loading bay", "car park"]
+    params = SamplingParams(max_new_tokens=10, ignore_eos=True)
+    alone = [LanguageModel(tiny_models["gqa"]).complete(p, params) for p in prompts]
+    worker = LMWorker(tiny_models["gqa"], slots=3)
+    order: list[int] = []
+
+    async def ask(i: int) -> str:
+        text = ""
+        async for piece in worker.generate(prompts[i], params):
+            order.append(i)
+            text += piece
+        return text
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(ask(i)) for i in range(3)]
+    assert [t.result() for t in tasks] == alone
+    assert order.index(2) < len(order) - order[::-1].index(0) - 1  # the last began before the first ended
+    assert worker.lm is not None and worker.lm.runner.slots == 3  # one model, one cache of 3 rows
+    await worker.aclose()
