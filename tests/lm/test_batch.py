@@ -40,7 +40,8 @@ def test_requests_on_slots_write_what_each_writes_alone(tiny_models: dict[str, P
     assert [lm.decoder.take(first)] == [[]]
     assert [got[id(r)] for r in (first, *late)] == expected
     assert [r.stats.stop_reason for r in (first, *late)] == ["max_new_tokens"] * 3
-    assert lm.decoder.free_slots == 3 and lm.runner.lengths == [0, 0, 0]
+    assert lm.decoder.free_slots == 3
+    assert lm.runner.lengths == [0, 0, 0]
 
 
 @pytest.mark.parametrize("layout", ["concat", "gqa"])
@@ -54,7 +55,9 @@ def test_cancelling_one_request_frees_its_slot_and_leaves_the_others(
         lm.decoder.step()
     b.cancelled = True
     lm.decoder.step()
-    assert b.done and b.stats.stop_reason == "cancelled" and lm.decoder.free_slots == 1
+    assert b.done
+    assert b.stats.stop_reason == "cancelled"
+    assert lm.decoder.free_slots == 1
     c = lm.decoder.join(PROMPTS[1], GREEDY)  # the freed slot takes a new request at once
     got = drive(lm, [a, c])
     assert [lm.decoder.take(a)] == [[]]
@@ -83,7 +86,8 @@ def test_greedy_speculative_decoding_writes_what_plain_decoding_writes(
     lm = LanguageModel(tiny_models[layout], speculate=4)
     assert list(lm.tokens(prompt, params)) == plain
     spec = lm.decoder.speculation
-    assert spec.verify_steps > 0 and spec.drafted > 0
+    assert spec.verify_steps > 0
+    assert spec.drafted > 0
     assert lm.stats.steps + lm.stats.accepted == len(plain) - 1  # each step wrote 1 + what it kept
     assert list(lm.tokens(prompt, params)) == plain  # and again, on the same slot
 

@@ -33,12 +33,14 @@ def test_speculation_backs_off_when_verify_steps_do_not_pay() -> None:
     for _ in range(4):
         assert spec.allowed() == 4
         spec.record(0.014, 4, 0, 1)  # verify steps: 14 ms for 1 token
-    assert spec.allowed() == 0 and spec.pause == 7  # a pause of 8 steps, one taken
+    assert spec.allowed() == 0
+    assert spec.pause == 7
     paying = Speculation(max_drafts=4)
     paying.record(0.010, 0, 0, 1)
     for _ in range(8):
         paying.record(0.013, 4, 2, 1)  # 3 tokens for 1.3 steps' time
-    assert paying.allowed() == 4 and paying.accepted_per_step == 2.0
+    assert paying.allowed() == 4
+    assert paying.accepted_per_step == 2.0
     assert Speculation(max_drafts=0).allowed() == 0
 
 
@@ -58,4 +60,5 @@ def test_sampled_verification_keeps_the_distribution_it_samples_from() -> None:
     assert abs(kept / draws - 0.3) < 0.015  # a draft is kept with its probability
     greedy = Sampler(3)
     greedy.start(SamplingParams(), [])
-    assert greedy.verify(logits, 0) == (0, True) and greedy.verify(logits, 2) == (0, False)
+    assert greedy.verify(logits, 0) == (0, True)
+    assert greedy.verify(logits, 2) == (0, False)
