@@ -38,6 +38,7 @@ from typing import Any
 
 from edgepipe.core.context import current_node
 from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.batch import DEFAULT_DRAFTS
 from edgepipe.lm.reservations import plan_language_model
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.scene import FIELDS, SceneWindow
@@ -71,10 +72,13 @@ class Describe:
         max_tokens_per_s: float | None = None,
         chat: bool = True,
         system: str | None = None,
+        slots: int = 1,
+        speculate: int = DEFAULT_DRAFTS,
     ) -> None:
         """``max_tokens_per_s`` paces the model (see :class:`~edgepipe.lm.LMWorker`); ``chat``
         and ``system``: the prompt as the user's turn of a chat model (see
-        :meth:`~edgepipe.lm.LMWorker.generate`)."""
+        :meth:`~edgepipe.lm.LMWorker.generate`); ``slots``: requests the model decodes together
+        (one KV cache row each); ``speculate``: drafts a speculative step carries (0: off)."""
         if every_s <= 0:
             raise ValueError("every_s must be positive")
         self.template = template
@@ -84,8 +88,9 @@ class Describe:
         self.window = SceneWindow(window_s, stale_s=stale_s, forget_s=forget_s)
         self.params = params or SamplingParams(max_new_tokens=48)
         self.worker = LMWorker(
-            model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s
-        )
+            model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s,
+            slots=slots, speculate=speculate,
+        )  # fmt: skip
         self._next_t = 0.0
         self.requests = 0
         try:  # fail on a bad template now, not ten seconds into the run
@@ -116,7 +121,7 @@ class Describe:
         :mod:`edgepipe.lm.reservations`)."""
         worker = self.worker
         plan_language_model(plan, node, model=worker.model, max_seq_len=worker.max_seq_len,
-                            session=worker.session_config)  # fmt: skip
+                            session=worker.session_config, slots=worker.slots)  # fmt: skip
 
     def observe(self, item: Any, now: float | None = None) -> None:
         """Add an item to the window (what ``process`` does with each input)."""

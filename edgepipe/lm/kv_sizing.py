@@ -6,6 +6,7 @@ memory plan. The runner allocates what these say, and a plan made before the run
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from edgepipe.infer.footprint import device_label
 from edgepipe.lm.errors import DecoderLayoutError
 from edgepipe.lm.layout import DecoderLayout, check_config, shares_buffer
 from edgepipe.planning.memory import MemoryPlan, Reservation
+
+log = logging.getLogger(__name__)
 
 STEP_WIDTH = 8
 """The most tokens one row feeds in a batched step (a verify step of 7 drafts and the last)."""
@@ -84,3 +87,20 @@ def reserve_kv_cache(
     what, nbytes = kv_cache_size(layout, length, slots)
     hint = "pass a smaller max_seq_len" + (" or fewer slots" if slots > 1 else "")
     return plan.reserve(owner, what, nbytes, hint=hint, device=device_label(device))
+
+
+def usable_slots(layout: DecoderLayout, slots: int, on_host: bool, name: str = "") -> int:
+    """The slots a runner of this model can hold: one where the model's batch is fixed at 1, or
+    where a concat cache lives on a device (its rows are moved on the host). ``name``: said in
+    a log line when fewer than asked."""
+    if slots > 1 and layout.batch_fixed:
+        if name:
+            log.info("model %s: its batch is fixed at 1, so it decodes one request at a time "
+                     "(slots=1, not %d)", name, slots)  # fmt: skip
+        return 1
+    if slots > 1 and layout.cache == "concat" and not on_host:
+        if name:
+            log.info("model %s: a concat-layout cache on an accelerator decodes one request at a "
+                     "time (slots=1, not %d)", name, slots)  # fmt: skip
+        return 1
+    return slots

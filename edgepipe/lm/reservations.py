@@ -13,7 +13,7 @@ from pathlib import Path
 
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.footprint import device_label, read_io, session_device, weights_bytes
-from edgepipe.lm.kv_sizing import cache_length, model_files, reserve_kv_cache, settle_layout
+from edgepipe.lm.kv_sizing import cache_length, model_files, reserve_kv_cache, settle_layout, usable_slots
 from edgepipe.lm.layout import InputNames, file_layout
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
@@ -27,8 +27,10 @@ def plan_language_model(
     max_seq_len: int | None,
     session: SessionConfig | None,
     names: InputNames | None = None,
+    slots: int = 1,
 ) -> None:
-    """Reserve in ``plan`` the weights and KV cache a runner of ``model`` would hold. Raises what
+    """Reserve in ``plan`` the weights and KV cache (of ``slots`` requests, as the runner would
+    allow them) a runner of ``model`` would hold. Raises what
     loading would (:class:`~edgepipe.infer.ModelNotFound`, :class:`~edgepipe.lm.DecoderLayoutError`)."""
     folder, file = model_files(model)
     device = session_device(session or SessionConfig())
@@ -38,4 +40,5 @@ def plan_language_model(
     _, length = cache_length(layout, config, max_seq_len, str(model))
     plan.reserve(node.node_id, f"model weights ({file.name})", weights_bytes(file),
                  device=device_label(device), hint="use a smaller model")  # fmt: skip
-    reserve_kv_cache(plan, node.node_id, layout, length, device)
+    slots = usable_slots(layout, slots, device[0] == "cpu")
+    reserve_kv_cache(plan, node.node_id, layout, length, device, slots)

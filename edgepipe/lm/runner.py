@@ -42,6 +42,7 @@ from edgepipe.lm.kv_sizing import (
     model_files,
     reserve_kv_cache,
     settle_layout,
+    usable_slots,
 )
 from edgepipe.lm.layout import DecoderLayout, InputNames, read_layout
 from edgepipe.planning.memory import memory_plan
@@ -79,7 +80,7 @@ class DecoderRunner:
         lay = self.layout
         device = self.session.device
         on_host = device[0] == "cpu"
-        slots = _usable_slots(lay, slots, on_host, path.name)
+        slots = usable_slots(lay, slots, on_host, path.name)
         self.slots = slots
         self.max_seq_len, buffer_len = cache_length(lay, self.config, max_seq_len, str(path))
         if on_host:
@@ -330,20 +331,6 @@ class DecoderRunner:
             self._positions[: batch * width].reshape(batch, width),
             self._mask[: batch * total].reshape(batch, total),
         )
-
-
-def _usable_slots(layout: DecoderLayout, slots: int, on_host: bool, name: str) -> int:
-    """The slots a runner of this model can hold: one where the model's batch is fixed at 1, or
-    where a concat cache lives on a device (its rows are moved on the host)."""
-    if slots > 1 and layout.batch_fixed:
-        log.info("model %s: its batch is fixed at 1, so it decodes one request at a time (slots=1, not %d)",
-                 name, slots)  # fmt: skip
-        return 1
-    if slots > 1 and layout.cache == "concat" and not on_host:
-        log.info("model %s: a concat-layout cache on an accelerator decodes one request at a time "
-                 "(slots=1, not %d)", name, slots)  # fmt: skip
-        return 1
-    return slots
 
 
 def _check_memory(layout: DecoderLayout, length: int, slots: int, model: str) -> None:

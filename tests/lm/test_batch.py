@@ -116,7 +116,7 @@ def test_a_model_with_its_batch_fixed_at_one_runs_one_slot_and_says_so(
         dim.ClearField("dim_param")
         dim.dim_value = 1
     onnx.save(model, str(folder / "model.onnx"))
-    with caplog.at_level(logging.INFO, logger="edgepipe.lm.runner"):
+    with caplog.at_level(logging.INFO, logger="edgepipe.lm.kv_sizing"):
         lm = LanguageModel(folder, slots=4)
     assert lm.runner.slots == 1
     assert "its batch is fixed at 1, so it decodes one request at a time (slots=1, not 4)" in caplog.text

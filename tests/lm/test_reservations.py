@@ -20,19 +20,28 @@ def _entries(plan: MemoryPlan) -> list[tuple[str, str, int, str]]:
 
 
 @pytest.mark.parametrize(
-    ("layout", "max_seq_len"), [("concat", None), ("concat", 48), ("gqa", None), ("gqa", 32)]
+    ("layout", "max_seq_len", "slots"),
+    [
+        ("concat", None, 1),
+        ("concat", 48, 1),
+        ("gqa", None, 1),
+        ("gqa", 32, 1),
+        ("concat", 48, 4),
+        ("gqa", 32, 4),
+    ],
 )
 def test_the_plan_reserves_the_kv_cache_the_runner_reserves(
-    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, layout: str, max_seq_len: int | None
-) -> None:
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, layout: str, max_seq_len: int | None,
+    slots: int,
+) -> None:  # fmt: skip
     model = tiny_models[layout]
     planned = MemoryPlan(limit_bytes=1 << 30)
     plan_language_model(
-        planned, PlanNode("describe", (), {}), model=model, max_seq_len=max_seq_len, session=None
+        planned, PlanNode("describe", (), {}), model=model, max_seq_len=max_seq_len, session=None, slots=slots
     )
     process_plan = MemoryPlan(limit_bytes=1 << 30)
     monkeypatch.setattr(memory, "_PLAN", process_plan)
-    runner = DecoderRunner(model, max_seq_len=max_seq_len, owner="describe")
+    runner = DecoderRunner(model, max_seq_len=max_seq_len, owner="describe", slots=slots)
     ran = _entries(process_plan)
     kv = next(e for e in ran if "KV cache" in e[1])
     assert kv[2] == runner.cache.nbytes
@@ -47,6 +56,11 @@ def test_describe_plans_with_its_workers_settings(tiny_models: dict[str, Path]) 
     assert [(r.owner, r.what) for r in plan.entries() if "KV" in r.what] == [
         ("narrate", "KV cache (concat, 1000 positions)")
     ]
+    four = MemoryPlan(limit_bytes=1 << 30)
+    Describe(tiny_models["gqa"], slots=4).plan_memory(four, PlanNode("narrate", (), {}))
+    [_weights, cache] = four.entries()  # one model, one cache of four rows
+    assert cache.what == "KV cache (shared, 4 slots x 64 positions)"
+    assert cache.nbytes == 4 * DecoderRunner(tiny_models["gqa"]).cache.nbytes
 
 
 def test_a_kv_cache_on_a_device_is_named_outside_the_budget(
