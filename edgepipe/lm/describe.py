@@ -42,6 +42,7 @@ from edgepipe.lm.batch import DEFAULT_DRAFTS
 from edgepipe.lm.reservations import plan_language_model
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.scene import FIELDS, SceneWindow
+from edgepipe.lm.stats import GenerationStats
 from edgepipe.lm.worker import LMWorker
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
@@ -72,13 +73,16 @@ class Describe:
         max_tokens_per_s: float | None = None,
         chat: bool = True,
         system: str | None = None,
-        slots: int = 1,
+        slots: int | None = None,
+        per_source: bool | None = None,
         speculate: int = DEFAULT_DRAFTS,
     ) -> None:
         """``max_tokens_per_s`` paces the model (see :class:`~edgepipe.lm.LMWorker`); ``chat``
         and ``system``: the prompt as the user's turn of a chat model (see
-        :meth:`~edgepipe.lm.LMWorker.generate`); ``slots``: requests the model decodes together
-        (one KV cache row each); ``speculate``: drafts a speculative step carries (0: off)."""
+        :meth:`~edgepipe.lm.LMWorker.generate`); ``per_source``: one description per source
+        upstream, written at once (default: when there are several); ``slots``: requests the
+        model decodes together, one KV cache row each (default: one per source described);
+        ``speculate``: drafts a speculative step carries (0: off)."""
         if every_s <= 0:
             raise ValueError("every_s must be positive")
         self.template = template
@@ -87,9 +91,14 @@ class Describe:
         self.system = system
         self.window = SceneWindow(window_s, stale_s=stale_s, forget_s=forget_s)
         self.params = params or SamplingParams(max_new_tokens=48)
+        if slots is not None and slots < 1:
+            raise ValueError("slots must be at least 1")
+        self.slots = slots
+        self.per_source = per_source
+        self._each = bool(per_source)
         self.worker = LMWorker(
             model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s,
-            slots=slots, speculate=speculate,
+            slots=slots or 1, speculate=speculate,
         )  # fmt: skip
         self._next_t = 0.0
         self.requests = 0
@@ -98,14 +107,23 @@ class Describe:
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"template: {exc!r}; it may use {', '.join(FIELDS)}") from exc
 
+    def _fit(self, sources: int) -> None:
+        """Per source or not, and the slots, for ``sources`` cameras upstream."""
+        self._each = self.per_source if self.per_source is not None else sources > 1
+        self.worker.use_slots(self.slots or (max(1, sources) if self._each else 1))
+
     async def start(self) -> None:
-        await self.worker.start()
         try:
             ctx = current_node()
         except RuntimeError:
-            return
-        ctx.gauges["model"] = self.worker.model.name
-        self.window.sources = ctx.sources
+            ctx = None
+        if ctx is not None:
+            self.window.sources = ctx.sources
+        if self.worker.lm is None:
+            self._fit(len(self.window.sources))
+        await self.worker.start()
+        if ctx is not None:
+            ctx.gauges["model"] = self.worker.model.name
 
     async def stop(self) -> None:
         """Close the worker; returns once the model and its KV cache are freed (out of the
@@ -120,6 +138,8 @@ class Describe:
         """What :meth:`start` would reserve: the model's weights and KV cache (see
         :mod:`edgepipe.lm.reservations`)."""
         worker = self.worker
+        if worker.lm is None:
+            self._fit(len(node.sources))
         plan_language_model(plan, node, model=worker.model, max_seq_len=worker.max_seq_len,
                             session=worker.session_config, slots=worker.slots)  # fmt: skip
 
@@ -198,7 +218,7 @@ class Describe:
                         if ended or now >= self._next_t:
                             described = observed
                             self._next_t = now + self.every_s
-                            async with contextlib.aclosing(self._describe(now)) as messages:
+                            async with contextlib.aclosing(self._describe_all(group, now)) as messages:
                                 async for message in messages:
                                     yield message
                 except Exception as exc:  # raised below, outside the group, cause chain intact
@@ -213,18 +233,63 @@ class Describe:
         if error is not None:
             raise error
 
-    async def _describe(self, now: float) -> AsyncGenerator[Message, None]:
-        prompt = self.prompt(now)
-        states = {s.source: s.to_dict() for s in self.window.source_states(now)}
+    async def _describe_all(self, group: asyncio.TaskGroup, now: float) -> AsyncGenerator[Message, None]:
+        """One description of everything, or one per source written at once (their messages
+        interleaved as the model writes them: each carries its ``source``)."""
+        sources = [s.source for s in self.window.source_states(now)] if self._each else []
+        if len(sources) < 2:
+            async with contextlib.aclosing(self._describe(now, sources[0] if sources else None)) as messages:
+                async for message in messages:
+                    yield message
+            return
+        queue: asyncio.Queue[Message | None] = asyncio.Queue(maxsize=4 * len(sources))
+        failures: list[Exception] = []
+
+        async def one(source: str) -> None:
+            try:
+                async with contextlib.aclosing(self._describe(now, source)) as messages:
+                    async for message in messages:
+                        await queue.put(message)
+            except Exception as exc:  # raised in the consumer, after the others end
+                failures.append(exc)
+            await queue.put(None)  # not reached when cancelled: nobody reads any more
+
+        tasks = [group.create_task(one(source)) for source in sources]
+        try:
+            ended = 0
+            while ended < len(tasks):
+                got = await queue.get()
+                if got is None:
+                    ended += 1
+                else:
+                    yield got
+        finally:
+            for task in tasks:
+                task.cancel()
+        if failures:
+            raise failures[0]
+
+    async def _describe(self, now: float, source: str | None = None) -> AsyncGenerator[Message, None]:
+        prompt = self.template.format(**self.window.fields(now, source))
+        states = {s.source: s.to_dict() for s in self.window.source_states(now) if source in (None, s.source)}
         self.requests += 1
         request = self.requests
         pieces: list[str] = []
+        figures: list[GenerationStats] = []
+        own = {"request": request} | ({"source": source} if source is not None else {})
         async with contextlib.aclosing(
-            self.worker.generate(prompt, self.params, overflow="stop", chat=self.chat, system=self.system)
+            self.worker.generate(
+                prompt,
+                self.params,
+                overflow="stop",
+                chat=self.chat,
+                system=self.system,
+                on_stats=figures.append,
+            )
         ) as stream:
             async for piece in stream:
                 pieces.append(piece)
-                yield Message("token", {"request": request, "text": piece})
-        stats = self.worker.last_stats
-        yield Message("event", {"what": "description", "request": request, "text": "".join(pieces),
+                yield Message("token", {**own, "text": piece})
+        stats = figures[0] if figures else self.worker.last_stats
+        yield Message("event", {"what": "description", **own, "text": "".join(pieces),
                                 "prompt": prompt, "sources": states, **stats.to_dict()})  # fmt: skip

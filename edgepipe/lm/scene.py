@@ -129,10 +129,11 @@ class SceneWindow:
             states.append(SourceState(sid, state, n, round(fps, 2), age, reconnects, reason))
         return states
 
-    def fields(self, now: float | None = None) -> dict[str, Any]:
-        """The template fields (see the module docstring) over the window ending ``now``."""
+    def fields(self, now: float | None = None, source: str | None = None) -> dict[str, Any]:
+        """The template fields (see the module docstring) over the window ending ``now``: of
+        every source, or of ``source`` alone (its results and its state)."""
         t = time.monotonic() if now is None else now
-        recent = [entry for entry in self._seen if t - entry[0] <= self.window_s]
+        recent = [e for e in self._seen if t - e[0] <= self.window_s and (source is None or e[1] == source)]
         frames = sum(1 for entry in recent if entry[3])
         in_frames: Counter[str] = Counter()
         most: dict[str, int] = {}
@@ -151,7 +152,7 @@ class SceneWindow:
             summary = f"nothing detected in {frames} frame{'' if frames == 1 else 's'}"
         else:
             summary = "no input"
-        states = self.source_states(t)
+        states = [s for s in self.source_states(t) if source is None or s.source == source]
         return {
             "seconds": self.window_s,
             "summary": summary,

@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -170,6 +170,19 @@ class LMWorker:
         if lm is not None:  # else it is loading: the requests end before their first step
             lm.cancel()
 
+    def use_slots(self, slots: int) -> None:
+        """Serve ``slots`` requests at once from the next load on (before :meth:`start`, or
+        after :meth:`close`): a node that learns how many cameras it has at start."""
+        if slots < 1:
+            raise ValueError("slots must be at least 1")
+        if slots == self.slots:
+            return
+        if self.lm is not None or self.waiting:
+            raise LMError("the worker's slots are set before its model loads", model=str(self.model))
+        self.slots = slots
+        self._admitted = asyncio.Semaphore(self.queue_size + slots)
+        self._slots = asyncio.Semaphore(slots)
+
     def _check_open(self) -> None:
         if self._closed:
             raise LMError("the worker is closed: no more requests", model=str(self.model))
@@ -181,8 +194,12 @@ class LMWorker:
 
     async def generate(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
                        overflow: Overflow = "refuse", *, chat: bool = False,
-                       system: str | None = None) -> AsyncGenerator[str, None]:  # fmt: skip
+                       system: str | None = None,
+                       on_stats: Callable[[GenerationStats], None] | None = None,
+                       ) -> AsyncGenerator[str, None]:  # fmt: skip
         """Text pieces as the model produces them. ``prompt`` is text, or token ids.
+        ``on_stats`` is given the request's figures when it ends (``last_stats`` is the latest
+        request's, whichever that was when several run).
 
         ``chat=True`` sends a text prompt as the user's turn in the model's chat format, after
         ``system`` (None: the format's default system prompt, if it has one), where the
@@ -272,6 +289,8 @@ class LMWorker:
                     # The slot is freed on the worker's thread: a step may be under way there.
                     await asyncio.shield(loop.run_in_executor(pool, lm.decoder.leave, request))
                 self.last_stats = request.stats
+                if on_stats is not None:
+                    on_stats(request.stats)
                 # A traceback that keeps this frame (a cancelled caller's) must not keep the
                 # model from being freed when the worker closes.
                 del lm, request

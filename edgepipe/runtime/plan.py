@@ -28,6 +28,7 @@ from edgepipe.core.errors import EdgepipeError, error_text
 from edgepipe.graph.check import Graph
 from edgepipe.planning.memory import MemoryBudgetError, MemoryPlan, Reservation
 from edgepipe.runtime.engine import Runtime
+from edgepipe.runtime.node import source_states
 from edgepipe.wire.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,9 @@ class PlanNode:
     inputs: Mapping[str, Any]
     """Per input lane: what its producer's hook returned (a frame size), None when it said nothing."""
     unknowns: list[UnknownSize] = field(default_factory=list)
+    sources: tuple[str, ...] = ()
+    """The sources upstream that report their state (what :attr:`NodeContext.sources
+    <edgepipe.core.context.NodeContext.sources>` will hold at run time), by node id."""
 
     def unknown(self, what: str, why: str) -> None:
         """Say that ``what`` would be allocated but its size cannot be known now, and why
@@ -139,6 +143,7 @@ def plan_graph(graph: Graph, plan: MemoryPlan | None = None) -> PlanReport:
             spec.node_id,
             tuple(runners[spec.node_id].holds),
             {lane.name: produced.get(lane.source) for lane in spec.lanes},
+            sources=tuple(source_states(graph, spec.node_id)),
         )
         hook = getattr(spec.target, "plan_memory", None)
         produced[spec.node_id] = None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import re
 import time
 import weakref
@@ -231,3 +232,51 @@ def test_describe_cancelled_mid_answer_frees_the_model(
     gc.collect()
     assert plan.entries() == []
     assert model() is None
+
+
+class Camera:
+    """A camera's detections with a status, as a video source has (what makes it a source of the node)."""
+
+    def __init__(self, name: str, frames: int) -> None:
+        from edgepipe.media.status import SourceStatus
+
+        self.name, self.frames = name, frames
+        self.status = SourceStatus(name)
+        self.status.set_state("live")
+
+    async def __aiter__(self) -> AsyncIterator[Detections]:
+        for seq in range(self.frames):
+            yield Detections(self.name, seq, None, None, 64, 64, "m", [])
+            await asyncio.sleep(0.01)
+
+
+def test_four_cameras_get_four_interleaved_descriptions_from_one_model(tiny_models: dict[str, Path]) -> None:
+    from edgepipe.runtime.plan import plan_graph
+
+    sink: ListSink[Message] = ListSink()
+    p = Pipeline("four")
+    cams = [p.source(f"cam{i}", Camera(f"cam{i}", 3)) for i in range(4)]
+    describe = Describe(tiny_models["gqa"], template="{sources}: {frames}", every_s=3600,
+                        params=SamplingParams(max_new_tokens=10, ignore_eos=True))  # fmt: skip
+    p.sink("out", sink, inputs=p.stage("describe", describe, inputs=cams, policy="latest", queue_size=4))
+    report = plan_graph(p.validate(), MemoryPlan(limit_bytes=1 << 30, refuse=False))
+    caches = [r for r in report.entries if "KV cache" in r.what]
+    assert [(r.owner, r.what) for r in caches] == [("describe", "KV cache (shared, 4 slots x 64 positions)")]
+    run_pipeline(p)
+    events = [m.data for m in sink.items if m.kind == "event"]
+    cams = ["cam0", "cam1", "cam2", "cam3"]
+    rounds = [events[i : i + 4] for i in range(0, len(events), 4)]  # every report: one per camera
+    assert rounds
+    assert all(sorted(e["source"] for e in batch) == cams for batch in rounds)
+    assert all(e["new_tokens"] == 10 and re.fullmatch(r"cam\d: \d", e["prompt"]) for e in events)
+    assert all(e["prompt"].startswith(e["source"]) for e in events)  # its own camera's window
+    first = {e["request"] for e in rounds[0]}
+    order = [m.data["source"] for m in sink.items if m.kind == "token" and m.data["request"] in first]
+    switches = sum(a != b for a, b in itertools.pairwise(order))
+    assert switches > 3 * 2  # written in turns (one after another would switch 3 times)
+    for e in events:
+        tokens = [
+            m.data["text"] for m in sink.items if m.kind == "token" and m.data["request"] == e["request"]
+        ]
+        assert "".join(tokens) == e["text"]
+    assert describe.worker.slots == 4  # one model, one cache of four rows
