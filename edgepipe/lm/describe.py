@@ -96,6 +96,8 @@ class Describe:
         self.slots = slots
         self.per_source = per_source
         self._each = bool(per_source)
+        self._gauges: dict[str, Any] = {}
+        """The node's gauges (``--stats``): slots and the speculative steps' kept drafts."""
         self.worker = LMWorker(
             model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s,
             slots=slots or 1, speculate=speculate,
@@ -124,6 +126,7 @@ class Describe:
         await self.worker.start()
         if ctx is not None:
             ctx.gauges["model"] = self.worker.model.name
+            self._gauges = ctx.gauges
 
     async def stop(self) -> None:
         """Close the worker; returns once the model and its KV cache are freed (out of the
@@ -291,5 +294,11 @@ class Describe:
                 pieces.append(piece)
                 yield Message("token", {**own, "text": piece})
         stats = figures[0] if figures else self.worker.last_stats
+        lm = self.worker.lm
+        if lm is not None:
+            self._gauges["slots"] = lm.runner.slots
+            spec = lm.decoder.speculation
+            if spec.max_drafts:  # drafts kept per verify step (--stats shows it under the table)
+                self._gauges["accepted/step"] = f"{spec.accepted_per_step:.2f}"
         yield Message("event", {"what": "description", **own, "text": "".join(pieces),
                                 "prompt": prompt, "sources": states, **stats.to_dict()})  # fmt: skip

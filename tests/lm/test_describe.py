@@ -280,3 +280,5 @@ def test_four_cameras_get_four_interleaved_descriptions_from_one_model(tiny_mode
         ]
         assert "".join(tokens) == e["text"]
     assert describe.worker.slots == 4  # one model, one cache of four rows
+    assert describe._gauges["slots"] == 4  # what --stats shows under the table, with kept drafts
+    assert float(describe._gauges["accepted/step"]) >= 0
