@@ -15,16 +15,26 @@ cache full of holes. The move packs each row's kept positions to the front, on t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from edgepipe.lm.errors import ContextOverflow
 from edgepipe.lm.kv_cache import KVCache
 from edgepipe.lm.kv_sizing import STEP_WIDTH
+from edgepipe.lm.layout import DecoderLayout
 
-if TYPE_CHECKING:
-    from edgepipe.lm.runner import DecoderRunner
+
+class Runs(Protocol):
+    """What the batch needs of its runner (:class:`~edgepipe.lm.runner.DecoderRunner`)."""
+
+    lengths: list[int]
+    layout: DecoderLayout
+    session: Any
+
+    def buffers(self, batch: int, width: int, total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def bind_concat(self, batch: int, past: int, width: int, past_ptrs: Any, present_ptrs: Any) -> None: ...
+    def run(self, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray) -> np.ndarray: ...
 
 
 class ConcatRows:
@@ -96,7 +106,7 @@ class ConcatRows:
 
     def step(
         self,
-        runner: DecoderRunner,
+        runner: Runs,
         slots: Sequence[int],
         tokens: Sequence[Sequence[int] | np.ndarray],
         width: int,
@@ -142,9 +152,7 @@ class ConcatRows:
         self.past = total
         return [logits[row, : len(fed)] for row, fed in zip(rows, tokens, strict=True)]
 
-    def _solo_step(
-        self, runner: DecoderRunner, slot: int, fed: Sequence[int] | np.ndarray
-    ) -> list[np.ndarray]:
+    def _solo_step(self, runner: Runs, slot: int, fed: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         past, n = self.solo_past, len(fed)
         ids, positions, mask = runner.buffers(1, n, past + n)
         ids[0] = fed
