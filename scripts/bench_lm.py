@@ -280,17 +280,18 @@ def bench_features(folder: Path, cfg: TinyConfig, args: argparse.Namespace) -> d
         models.pop(name).close()
     print(f"  quantized, 1 thread, context {ctx}: fp32 {rate['fp32']:.2f} tok/s, int8 {rate['int8']:.2f} "
           f"({quant['int8_over_fp32']:.2f}x, cosine {quant['int8_cosine']:.4f}), int4 {rate['int4']:.2f} "
-          f"({quant['int4_over_fp32']:.2f}x, cosine {quant['int4_cosine']:.4f}); int4 with the head kept fp32 "
-          f"{rate['int4_head_fp32']:.2f} ({quant['int4_head_fp32_over_fp32']:.2f}x, cosine "
-          f"{quant['int4_head_fp32_cosine']:.4f})", flush=True)  # fmt: skip
+          f"({quant['int4_over_fp32']:.2f}x, cosine {quant['int4_cosine']:.4f}); "
+          f"int4 with the head kept fp32 {rate['int4_head_fp32']:.2f} "
+          f"({quant['int4_head_fp32_over_fp32']:.2f}x, cosine {quant['int4_head_fp32_cosine']:.4f})",
+          flush=True)  # fmt: skip
     # -- fp32 at each thread count (the best one is the roofline's figure), energy per token
     fp32 = {1: rate["fp32"]}
     meter = EnergyMeter()
     meter.start()
     timed = 0
     for threads in range(2, (os.cpu_count() or 1) + 1):
-        lm = LanguageModel(folder, max_seq_len=max_seq, session=SessionConfig(threads=threads, timeout_s=300.0),
-                           speculate=0)  # fmt: skip
+        config = SessionConfig(threads=threads, timeout_s=300.0)
+        lm = LanguageModel(folder, max_seq_len=max_seq, session=config, speculate=0)
         fp32[threads] = decode_rate(lm, prompt, args.tokens, args.rounds)
         timed += args.rounds * args.tokens  # prefills included in the energy: stated with it
         lm.close()
@@ -330,10 +331,13 @@ def bench_features(folder: Path, cfg: TinyConfig, args: argparse.Namespace) -> d
             row = slot_figures(lm, prompts, args.tokens)
             slot_rows[f"{n}@{context}"] = row
             reqs = row["requests"]
-            print(f"  {n} slot(s), context {context}: aggregate {row['aggregate_tokens_per_s']:.2f} tok/s, per "
-                  f"request {min(r['tokens_per_s'] for r in reqs):.2f}..{max(r['tokens_per_s'] for r in reqs):.2f}"
-                  f" tok/s, TTFT {max(r['ttft_ms'] for r in reqs):.0f} ms (last), TPOT p50 "
-                  f"{max(r['tpot_p50_ms'] for r in reqs):.2f} ms p95 {row['tpot_p95_ms']:.2f} ms", flush=True)  # fmt: skip
+            ttfts = ", ".join(f"{r['ttft_ms']:.0f}" for r in reqs)
+            rate_lo, rate_hi = min(r["tokens_per_s"] for r in reqs), max(r["tokens_per_s"] for r in reqs)
+            print(f"  {n} slot(s), context {context}: aggregate {row['aggregate_tokens_per_s']:.2f} tok/s, "
+                  f"per request {rate_lo:.2f}..{rate_hi:.2f} tok/s, TTFT "
+                  f"{ttfts} ms, TPOT p50 "
+                  f"{max(r['tpot_p50_ms'] for r in reqs):.2f} ms p95 {row['tpot_p95_ms']:.2f} ms",
+                  flush=True)  # fmt: skip
     lm.close()
     top = max(SLOT_COUNTS)
     slots: dict[str, Any] = {"threads": 1, "runs": slot_rows}
@@ -357,9 +361,10 @@ def bench_features(folder: Path, cfg: TinyConfig, args: argparse.Namespace) -> d
     speculative["verify"] = verify
     plain.close()
     spec.close()
+    sp = speculative
     print(f"  speculation on {len(prompts)} description prompts ({args.spec_tokens} tokens each): plain "
-          f"{speculative['plain_tokens_per_s']:.2f} tok/s, speculative {speculative['spec_tokens_per_s']:.2f} "
-          f"({speculative['net_over_plain']:.2f}x), {speculative['accepted_per_step']:.2f} drafts kept a verify "
+          f"{sp['plain_tokens_per_s']:.2f} tok/s, speculative {sp['spec_tokens_per_s']:.2f} "
+          f"({sp['net_over_plain']:.2f}x), {sp['accepted_per_step']:.2f} drafts kept a verify "
           f"step, acceptance {speculative['acceptance_rate']:.0%} of drafts; outputs identical: "
           f"{speculative['identical']}", flush=True)  # fmt: skip
     return {
@@ -390,7 +395,8 @@ def main() -> int:
     parser.add_argument("--spec-tokens", type=int, default=48, help="tokens written after each of them")
     parser.add_argument("--verify-reps", type=int, default=20)
     parser.add_argument("--quick", action="store_true",
-                        help="a small model (hidden 256, 4 layers, vocab 4096), 16 tokens, 1 round")  # fmt: skip
+                        help="a small model (hidden 256, 4 layers, vocab 4096), 16 tokens, 1 round",
+                        )  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.hidden, args.layers, args.vocab, args.ffn, args.heads, args.kv_heads = 256, 4, 4096, 768, 8, 2
@@ -465,7 +471,8 @@ def targets(results: dict[str, dict[str, Any]], contexts: list[int]) -> list[tup
              f"({last['ratio_gqa']:.2f}x)", last["ratio_gqa"] >= TARGET_RATIO),
             (f"{shape} int4 >= {TARGET_INT4}x fp32 ({q['int4_over_fp32']:.2f}x; head kept fp32 "
              f"{q['int4_head_fp32_over_fp32']:.2f}x)", q["int4_over_fp32"] >= TARGET_INT4),
-            (f"{shape} int8 >= {TARGET_INT8}x fp32 ({q['int8_over_fp32']:.2f}x)", q["int8_over_fp32"] >= TARGET_INT8),
+            (f"{shape} int8 >= {TARGET_INT8}x fp32 ({q['int8_over_fp32']:.2f}x)",
+             q["int8_over_fp32"] >= TARGET_INT8),
             (f"{shape} int4 cosine >= {TARGET_COSINE['int4']} ({q['int4_cosine']:.4f})",
              q["int4_cosine"] >= TARGET_COSINE["int4"]),
             (f"{shape} int8 cosine >= {TARGET_COSINE['int8']} ({q['int8_cosine']:.4f})",

@@ -124,7 +124,7 @@ def report(
 def random_prompt(lm: LanguageModel, length: int, seed: int = 0) -> list[int]:
     """``length`` byte tokens (they exist in every vocabulary edgepipe builds)."""
     rng = np.random.default_rng(seed)
-    return rng.integers(0, min(lm.runner.vocab, 256), length).tolist()
+    return [int(t) for t in rng.integers(0, min(lm.runner.vocab, 256), length)]
 
 
 def slot_figures(lm: LanguageModel, prompts: list[list[int]], new_tokens: int) -> dict[str, Any]:
