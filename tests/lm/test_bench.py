@@ -3,13 +3,24 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import tiny_lm
 
 from edgepipe.cli.main import main
 from edgepipe.infer.footprint import read_weights
-from edgepipe.lm.bench import memory_bandwidth, weight_bytes_per_token
+from edgepipe.infer.session import SessionConfig
+from edgepipe.lm.bench import (
+    logits_cosine,
+    memory_bandwidth,
+    slot_figures,
+    speculation_figures,
+    verify_cost,
+    weight_bytes_per_token,
+)
+from edgepipe.lm.generate import LanguageModel
 from tests.lm.conftest import CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +40,61 @@ def test_weight_bytes_per_token_are_every_weight_and_one_embedding_row(tiny_mode
 
 def test_memory_bandwidth_is_plausible() -> None:
     assert 1e9 < memory_bandwidth(size_mb=64, rounds=2) < 2e12
+
+
+def _lm(folder: Path, **kwargs: int) -> LanguageModel:
+    return LanguageModel(folder, max_seq_len=CONFIG.max_seq_len, session=SessionConfig(threads=1), **kwargs)
+
+
+def test_slot_figures_time_the_requests_decoding_together(tiny_models: dict[str, Path]) -> None:
+    lm = _lm(tiny_models["gqa"], slots=2, speculate=0)
+    row = slot_figures(lm, [[5] * 8, [7] * 20], new_tokens=5)
+    assert row["slots"] == 2
+    assert len(row["requests"]) == 2
+    assert row["aggregate_tokens_per_s"] > 0
+    for r in row["requests"]:
+        assert r["ttft_ms"] > 0
+        assert 0 < r["tpot_p50_ms"] <= r["tpot_p95_ms"] <= row["tpot_p95_ms"]
+    first, second = row["requests"]
+    assert second["ttft_ms"] > first["ttft_ms"]  # its prompt waited behind the first one's
+    assert lm.decoder.free_slots == 2
+    assert lm.runner.lengths == [0, 0]
+
+
+def test_verify_cost_rewinds_what_it_timed(tiny_models: dict[str, Path]) -> None:
+    lm = _lm(tiny_models["gqa"])
+    cost = verify_cost(lm, context=40, width=5, reps=3)
+    assert cost["width"] == 5
+    assert cost["step1_ms"] > 0
+    assert cost["verify_ms"] > 0
+    assert cost["ratio"] == pytest.approx(cost["verify_ms"] / cost["step1_ms"], rel=0.01)
+    assert lm.runner.lengths == [0]
+    with pytest.raises(ValueError, match="does not fit"):
+        verify_cost(lm, context=CONFIG.max_seq_len - 2, width=5)
+
+
+def test_speculation_figures_compare_the_same_greedy_requests(tiny_models: dict[str, Path]) -> None:
+    plain, spec = _lm(tiny_models["gqa"], speculate=0), _lm(tiny_models["gqa"], speculate=4)
+    figures = speculation_figures(plain, spec, [[65, 66, 67] * 4, [10] * 10], new_tokens=16)
+    assert figures["identical"] is True
+    # This model's greedy answers to these prompts repeat themselves: drafts were tried and kept.
+    assert figures["verify_steps"] > 0
+    assert figures["accepted_per_step"] > 0
+    assert figures["plain_tokens_per_s"] > 0
+    assert figures["spec_tokens_per_s"] > 0
+    assert 0 <= figures["acceptance_rate"] <= 1
+    assert figures["accepted_per_step"] == pytest.approx(spec.decoder.speculation.accepted_per_step, abs=1e-3)
+
+
+def test_logits_cosine_is_one_for_the_same_weights_and_less_for_others(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    gqa, concat = _lm(tiny_models["gqa"]), _lm(tiny_models["concat"])
+    prompt = list(range(30))
+    assert logits_cosine(gqa, concat, prompt) == pytest.approx(1.0, abs=1e-5)  # same weights, two layouts
+    other = _lm(tiny_lm.write(tmp_path / "other", replace(CONFIG, seed=1), "gqa").parent)
+    assert logits_cosine(gqa, other, prompt) < 0.5  # other random weights
+    assert gqa.runner.lengths == [0]
 
 
 @pytest.mark.slow
