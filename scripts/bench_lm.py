@@ -325,6 +325,8 @@ def bench_features(folder: Path, cfg: TinyConfig, args: argparse.Namespace) -> d
     contexts = sorted(set(args.contexts_list))
     lm = LanguageModel(folder, max_seq_len=max_seq, session=one, slots=max(SLOT_COUNTS), speculate=0)
     slot_rows: dict[str, Any] = {}
+    for n in SLOT_COUNTS:  # warm-up: the first runs of each batch shape are slow
+        slot_figures(lm, [random_prompt_ids(8, seed=i) for i in range(n)], 4)
     for context in contexts:
         for n in SLOT_COUNTS:
             prompts = [random_prompt_ids(context, seed=10 + i) for i in range(n)]

@@ -113,6 +113,8 @@ def test_bench_lm_command_prints_every_context(
                 "4",
                 "--format",
                 "json",
+                "--slots",
+                "1,2",
             ]
         )
         == 0
@@ -123,6 +125,9 @@ def test_bench_lm_command_prints_every_context(
     assert row["ttft_ms"] > 0
     assert row["decode_tokens_per_s"] > 0
     assert figures["cache"] == "shared"
+    assert figures["memory_gb_per_s_l3_sized"] > 0
+    assert [(r["context"], r["slots"]) for r in figures["slots"]] == [(8, 1), (8, 2), (24, 1), (24, 2)]
+    assert all(r["aggregate_tokens_per_s"] > 0 for r in figures["slots"])
     energy = figures["energy"]  # joules per generated token, or why not (never a guess)
     assert energy["measurable"] or energy["reason"].startswith("not measurable here (")
     assert main(["bench", "lm", str(tiny_models["gqa"]), "--contexts", "60", "--tokens", "10"]) == 1
@@ -133,17 +138,33 @@ def test_bench_lm_command_prints_every_context(
 def test_bench_lm_script_runs_and_ends_with_its_json_line() -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench_lm.py"), "--hidden", "64", "--layers", "2", "--heads", "4",
-         "--kv-heads", "2", "--ffn", "128", "--vocab", "300", "--contexts", "16,48", "--tokens", "6", "--rounds", "1"],
+         "--kv-heads", "2", "--ffn", "128", "--vocab", "300", "--contexts", "256,1024", "--tokens", "6", "--rounds", "1", "--spec-prompts", "2",
+         "--spec-tokens", "12", "--verify-reps", "3"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stderr
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["bench"] == "lm"
-    assert list(figures["shapes"]) == ["mha", "gqa"]
+    assert list(figures["shapes"]) == ["gqa", "mha"]
     assert figures["shapes"]["mha"]["kv_heads"] == 4
     assert figures["shapes"]["gqa"]["kv_heads"] == 2
     for shape in figures["shapes"].values():
-        assert [row["context"] for row in shape["contexts"]] == [16, 48]
+        assert [row["context"] for row in shape["contexts"]] == [256, 1024]
         assert all(row["ratio_gqa"] > 0 and row["ratio_concat"] > 0 for row in shape["contexts"])
         assert shape["roofline_fraction"] > 0
-    assert "targets: 1.2x the naive loop" in done.stdout
+        assert shape["speculative"]["identical"] is True  # greedy: speculation writes what plain does
+    issue_keys = {  # the issue's JSON keys, numbers (of the first shape, gqa by default)
+        "quant": ("int8_over_fp32", "int4_over_fp32", "int8_cosine", "int4_cosine"),
+        "slots": ("agg_4_over_1_ctx256", "agg_4_over_1_ctx1024", "tpot_p95_4_over_1"),
+        "speculative": ("verify5_over_step1", "net_over_plain", "accepted_per_step"),
+        "roofline": ("dram_fraction", "dram_gb_s", "l3_sized_gb_s"),
+    }
+    for section, keys in issue_keys.items():
+        for key in keys:
+            value = figures[section][key]
+            assert isinstance(value, (int, float)), (section, key)
+            assert value >= 0, (section, key)
+    assert figures["quant"]["int8_cosine"] > 0.9  # a quantized model, not another one
+    assert "energy_j_per_token" in figures
+    assert "target gqa runner >= 1.2x the naive loop" in done.stdout
+    assert "target mha int4 >= 2.5x fp32" in done.stdout
