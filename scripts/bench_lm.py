@@ -16,12 +16,18 @@ has ``--kv-heads`` 4 of 12 (Llama, Qwen, Phi-3). What the runner saves is cache 
 its gain grows with the cache's share of the bytes read per step: large on ``mha``, small on
 ``gqa`` shapes, where on a CPU both loops spend most of a step streaming the same weights.
 
-    python scripts/bench_lm.py                        # both shapes (built once, cached in /tmp)
-    python scripts/bench_lm.py --shapes gqa --hidden 256 --layers 4 --vocab 4096 --tokens 16  # quick
+    python scripts/bench_lm.py            # both shapes (built once, cached in /tmp): ~15 min on 2 cores
+    python scripts/bench_lm.py --quick    # a small model, 1 round
 
-Targets (issue #5): >= 1.2x the naive loop's tokens/s at context 1024 (on the same file; the
-exit status asks it of at least one shape and prints each); with ~100M parameters, weight
-bytes x tokens/s >= 50% of the measured memory bandwidth (asked of every shape).
+Then, per shape, on the shared-buffer (gqa layout) file (issue 26): fp32, int8 and int4 decode
+tokens/s at 1 thread and the last context, with the mean cosine of their logits to fp32's
+(quantized here by ``quantize``: switch to edgepipe.deploy.quantize's once merged); 1, 2 and 4
+requests decoding together (aggregate and per-request tokens/s, TTFT, TPOT p50/p95); a verify
+step of 5 positions against a one-token step; speculative against plain decoding on
+``Describe``-style prompts (acceptance printed; outputs must be identical); fp32 at each thread
+count against the roofline on a DRAM-sized buffer (and an L3-sized one beside it); energy per
+token where a meter exists. The targets are the constants below, asked of every shape;
+exit 1 when one is missed.
 The last line printed is one JSON object with the figures.
 """
 
