@@ -36,6 +36,13 @@ def add_parser(sub: Any) -> None:
     lm_p.add_argument(
         "--threads", type=int, default=None, help="intra-op threads (default: 70%% of the cores)"
     )
+    lm_p.add_argument(
+        "--slots", default="1", help="also decode N requests at once, for each N (e.g. 1,2,4); 1: not"
+    )
+    lm_p.add_argument(
+        "--speculate-prompts", type=int, default=0,
+        help="also compare speculative and plain decoding on N description prompts (0: not)",
+    )  # fmt: skip
     lm_p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -63,6 +70,11 @@ def main(args: argparse.Namespace) -> int:
         )
         meter = EnergyMeter()
         figures = report(lm, contexts, args.tokens, meter=meter)
+        slot_counts = sorted({int(n) for n in args.slots.split(",") if n.strip()})
+        if slot_counts != [1]:
+            figures["slots"] = slot_rows(args, contexts, max_seq, slot_counts)
+        if args.speculate_prompts > 0:
+            figures["speculative"] = speculation(args, max_seq)
     except (InferError, ValueError) as exc:
         print(f"edgepipe: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -84,4 +96,52 @@ def main(args: argparse.Namespace) -> int:
           f"roofline {figures['roofline_tokens_per_s']} tok/s")  # fmt: skip
     for line in energy_lines(figures["energy"], "token"):
         print(line)
+    for row in figures.get("slots", []):
+        print(f"{row['slots']} request(s) at once, context {row['context']}: {row['aggregate_tokens_per_s']} "
+              f"tok/s in all, TPOT p95 {row['tpot_p95_ms']} ms")  # fmt: skip
+    if "speculative" in figures:
+        sp = figures["speculative"]
+        print(f"speculative decoding on {sp['prompts']} description prompts: {sp['net_over_plain']}x plain, "
+              f"{sp['accepted_per_step']} drafts kept a verify step "
+              f"(outputs identical: {sp['identical']})")  # fmt: skip
     return EXIT_OK
+
+
+def slot_rows(
+    args: argparse.Namespace, contexts: list[int], max_seq: int, counts: list[int]
+) -> list[dict[str, Any]]:
+    """Steady decoding of N requests at once (greedy, speculation off), per context and N."""
+    from edgepipe.infer.session import SessionConfig
+    from edgepipe.lm.bench import random_prompt, slot_figures, slot_room
+    from edgepipe.lm.generate import LanguageModel
+
+    room = slot_room(64, [[0] * max(contexts)] * max(counts)) + args.tokens + max(contexts)
+    lm = LanguageModel(args.model, max_seq_len=max(max_seq, room), slots=max(counts), speculate=0,
+                       session=SessionConfig(threads=args.threads, timeout_s=300))  # fmt: skip
+    rows = []
+    try:
+        for context in contexts:
+            for n in counts:
+                row = slot_figures(lm, [random_prompt(lm, context, seed=i) for i in range(n)], args.tokens)
+                rows.append({"context": context, **row})
+    finally:
+        lm.close()
+    return rows
+
+
+def speculation(args: argparse.Namespace, max_seq: int) -> dict[str, Any]:
+    """Speculative against plain decoding on description prompts (see :mod:`edgepipe.lm.bench`)."""
+    from edgepipe.infer.session import SessionConfig
+    from edgepipe.lm.bench import description_prompts, speculation_figures
+    from edgepipe.lm.generate import LanguageModel
+
+    config = SessionConfig(threads=args.threads, timeout_s=300)
+    plain = LanguageModel(args.model, max_seq_len=max(max_seq, 512), session=config, speculate=0)
+    spec = LanguageModel(args.model, max_seq_len=max(max_seq, 512), session=config)
+    try:
+        return speculation_figures(
+            plain, spec, description_prompts(plain, args.speculate_prompts), args.tokens
+        )
+    finally:
+        plain.close()
+        spec.close()

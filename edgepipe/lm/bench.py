@@ -20,6 +20,9 @@ from edgepipe.infer.footprint import read_weights
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.sampling import SamplingParams
 
+L3_SIZED_MB = 16
+"""A buffer a 32 MiB last-level cache holds: its read bandwidth is the cache's, not DRAM's."""
+
 
 @dataclass(frozen=True, slots=True)
 class ContextFigures:
@@ -98,7 +101,8 @@ def report(
 ) -> dict[str, Any]:
     """Everything ``edgepipe bench lm`` prints, as one mapping (the JSON line)."""
     figures = measure(lm, contexts, new_tokens, meter=meter)
-    bandwidth = memory_bandwidth()
+    bandwidth = memory_bandwidth()  # a buffer larger than the last-level cache: DRAM's
+    cached = memory_bandwidth(size_mb=L3_SIZED_MB)  # fits a 32 MiB L3: shown beside it
     weights = weight_bytes_per_token(lm.runner.session.path)
     rows = []
     for f in figures:
@@ -113,6 +117,164 @@ def report(
         "kv_cache_mb": round(lm.runner.cache.nbytes / 1e6, 2),
         "weight_mb_per_token": round(weights / 1e6, 2),
         "memory_gb_per_s": round(bandwidth / 1e9, 2),
+        "memory_gb_per_s_l3_sized": round(cached / 1e9, 2),
         "roofline_tokens_per_s": round(bandwidth / weights, 1),
         "contexts": rows,
     }
+
+
+# -- several requests, speculation, the cost of a wide step --------------------------------------
+
+
+def random_prompt(lm: LanguageModel, length: int, seed: int = 0) -> list[int]:
+    """``length`` byte tokens (they exist in every vocabulary edgepipe builds)."""
+    rng = np.random.default_rng(seed)
+    return [int(t) for t in rng.integers(0, min(lm.runner.vocab, 256), length)]
+
+
+def slot_figures(lm: LanguageModel, prompts: list[list[int]], new_tokens: int) -> dict[str, Any]:
+    """``len(prompts)`` greedy requests joined at once on ``lm.decoder``: their prompts go in
+    (each request's TTFT counts its wait behind the others'), then ``new_tokens`` steps of all
+    of them decoding together are timed. ``aggregate_tokens_per_s``: tokens of all requests
+    over those steps; per request: TTFT, TPOT p50/p95 and tokens/s over those steps. The model
+    needs room for each prompt + ``new_tokens`` + the tokens written while the others read
+    theirs (:func:`slot_room`)."""
+    decoder = lm.decoder
+    runner = lm.runner
+    params = SamplingParams(
+        max_new_tokens=new_tokens + slot_room(runner.prefill_chunk, prompts), ignore_eos=True
+    )
+    requests = [decoder.join(p, params, stop_ids=lm.stop_ids) for p in prompts]
+    while not all(r.stats.new_tokens for r in requests):
+        decoder.step()
+    start = [len(r.stats.token_ms) for r in requests]
+    t0 = time.perf_counter()
+    for _ in range(new_tokens):
+        decoder.step()
+    seconds = time.perf_counter() - t0
+    per = []
+    for r, first in zip(requests, start, strict=True):
+        token_ms = r.stats.token_ms[first:]
+        decoder.leave(r)
+        per.append({
+            "ttft_ms": round(r.stats.ttft_ms, 2), "tpot_p50_ms": round(float(np.median(token_ms)), 3),
+            "tpot_p95_ms": round(float(np.percentile(token_ms, 95)), 3),
+            "tokens_per_s": round(1000 / float(np.mean(token_ms)), 2),
+        })  # fmt: skip
+    return {
+        "slots": len(prompts),
+        "aggregate_tokens_per_s": round(len(prompts) * new_tokens / seconds, 2),
+        "tpot_p95_ms": max(p["tpot_p95_ms"] for p in per),
+        "requests": per,
+    }
+
+
+def slot_room(prefill_chunk: int, prompts: list[list[int]]) -> int:
+    """Tokens a request may write while the others' prompts go in (a chunk a step), at most."""
+    return sum(-(-len(p) // prefill_chunk) for p in prompts) + 1
+
+
+def verify_cost(lm: LanguageModel, context: int, width: int = 5, reps: int = 20) -> dict[str, float]:
+    """Median time of one step feeding ``width`` positions against one feeding 1, both after
+    ``context`` cached positions of slot 0 (each step rewound after it; the two alternate so
+    drift hits both)."""
+    runner = lm.runner
+    if context + width > runner.max_seq_len:
+        raise ValueError(f"context {context} + {width} does not fit max_seq_len={runner.max_seq_len}")
+    runner.begin(0)
+    runner.feed(random_prompt(lm, context, seed=1))
+    wide, one = random_prompt(lm, width, seed=2), random_prompt(lm, 1, seed=3)
+    times: dict[int, list[float]] = {1: [], width: []}
+    for _ in range(reps):
+        for fed in (one, wide):
+            t0 = time.perf_counter()
+            runner.step((0,), (fed,))
+            times[len(fed)].append(time.perf_counter() - t0)
+            runner.rewind(0, len(fed))
+    runner.end(0)
+    step1, stepw = (float(np.median(times[k])) * 1000 for k in (1, width))
+    return {"width": width, "step1_ms": round(step1, 3), "verify_ms": round(stepw, 3),
+            "ratio": round(stepw / step1, 3)}  # fmt: skip
+
+
+def greedy_run(lm: LanguageModel, prompt: list[int], new_tokens: int) -> tuple[list[int], float]:
+    """Greedy tokens and decode tokens/s (the wall clock from the first token to the last)."""
+    out: list[int] = []
+    t0 = 0.0
+    for token in lm.tokens(prompt, SamplingParams(max_new_tokens=new_tokens, ignore_eos=True)):
+        out.append(token)
+        if len(out) == 1:
+            t0 = time.perf_counter()
+    seconds = time.perf_counter() - t0
+    return out, (len(out) - 1) / seconds if seconds > 0 and len(out) > 1 else 0.0
+
+
+def speculation_figures(
+    plain: LanguageModel, spec: LanguageModel, prompts: list[list[int]], new_tokens: int
+) -> dict[str, Any]:
+    """The same greedy requests on a model with speculation off (``plain``) and on (``spec``),
+    alternating: decode tokens/s of each (summed over the prompt set), whether every output is
+    the same, and the drafts' acceptance (``spec.decoder.speculation``)."""
+    seconds = {"plain": 0.0, "spec": 0.0}
+    tokens = 0
+    identical = True
+    before = spec.decoder.speculation
+    drafted0, accepted0, verify0 = before.drafted, before.accepted, before.verify_steps
+    for prompt in prompts:
+        a, rate_a = greedy_run(plain, prompt, new_tokens)
+        b, rate_b = greedy_run(spec, prompt, new_tokens)
+        identical &= a == b
+        tokens += len(a) - 1
+        seconds["plain"] += (len(a) - 1) / rate_a if rate_a else 0.0
+        seconds["spec"] += (len(b) - 1) / rate_b if rate_b else 0.0
+    s = spec.decoder.speculation
+    drafted, accepted, verify = s.drafted - drafted0, s.accepted - accepted0, s.verify_steps - verify0
+    plain_rate = tokens / seconds["plain"] if seconds["plain"] else 0.0
+    spec_rate = tokens / seconds["spec"] if seconds["spec"] else 0.0
+    return {
+        "prompts": len(prompts),
+        "plain_tokens_per_s": round(plain_rate, 2),
+        "spec_tokens_per_s": round(spec_rate, 2),
+        "net_over_plain": round(spec_rate / plain_rate, 3) if plain_rate else 0.0,
+        "accepted_per_step": round(accepted / verify, 3) if verify else 0.0,
+        "acceptance_rate": round(accepted / drafted, 3) if drafted else 0.0,
+        "verify_steps": verify,
+        "identical": identical,
+    }
+
+
+def logits_cosine(reference: LanguageModel, other: LanguageModel, prompt: list[int]) -> float:
+    """Mean cosine similarity of the two models' logits at every position of ``prompt`` (fed in
+    one step: at most ``prefill_chunk`` tokens)."""
+    rows = []
+    for lm in (reference, other):
+        lm.runner.begin(0)
+        rows.append(np.array(lm.runner.step((0,), (prompt,))[0], np.float64))
+        lm.runner.end(0)
+    a, b = rows
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return float(cos.mean())
+
+
+def description_prompts(lm: LanguageModel, count: int, seed: int = 0) -> list[list[int]]:
+    """``count`` prompts as ``Describe`` builds them: its default template over a detector
+    summary and camera states written the way :class:`~edgepipe.lm.scene.SceneWindow` writes
+    them, in the model's chat format where it has one."""
+    from edgepipe.lm.describe import DEFAULT_TEMPLATE
+
+    rng = np.random.default_rng(seed)
+    labels = ["person", "car", "bicycle", "dog", "truck", "backpack"]
+    cameras = ["front-door", "yard", "garage", "street"]
+    out = []
+    for _ in range(count):
+        frames = int(rng.integers(20, 60))
+        seen = rng.choice(labels, size=int(rng.integers(1, 4)), replace=False)
+        summary = ", ".join(
+            f"{label} in {rng.integers(1, frames)} of {frames} frames (up to {rng.integers(1, 4)} at once)"
+            for label in seen
+        )
+        camera = cameras[int(rng.integers(len(cameras)))]
+        state = f"{camera}: playing, {frames / 10:.1f} frames/s analysed"
+        text = DEFAULT_TEMPLATE.format(seconds=10.0, summary=f"{summary}; camera {state}")
+        out.append(lm.prompt_ids(text, chat=True))
+    return out
