@@ -164,14 +164,17 @@ def main(args: argparse.Namespace) -> int:
     from edgepipe.core.errors import os_reason
     from edgepipe.deploy.files import PathError, check_input, check_output
     from edgepipe.deploy.quantize.calib import CalibError
+    from edgepipe.deploy.quantize.decoder import is_decoder_folder
     from edgepipe.deploy.quantize.lm_output import lm_options_given
     from edgepipe.deploy.quantize.model import ModelChoiceError, default_output, find_model
     from edgepipe.deploy.quantize.static import QuantizeOptions, quantize
     from edgepipe.infer.errors import InferError
     from edgepipe.vision.adapters import ADAPTERS, AdapterError
 
-    folder = os.path.isdir(Path(args.model).expanduser())
-    if lm_options_given(args) or (folder and not args.calib and not args.list_nodes):
+    # A folder without frames is a language model's, and one that holds a decoder, with them too.
+    folder = Path(args.model).expanduser()
+    in_folder = os.path.isdir(folder) and not args.list_nodes
+    if lm_options_given(args) or (in_folder and (not args.calib or is_decoder_folder(folder))):
         return _run_lm(args)
     if args.adapter != "auto" and args.adapter not in ADAPTERS:
         error(f"--adapter {args.adapter}: use auto or one of {', '.join(ADAPTERS)}")

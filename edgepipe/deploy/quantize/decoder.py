@@ -139,6 +139,15 @@ def decoder_layout(folder: Path) -> DecoderLayout:
     return layout
 
 
+def is_decoder_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a ``model.onnx`` that is a decoder (quantized or not)."""
+    try:
+        decoder_layout(folder)
+    except DecoderQuantError as exc:
+        return "already quantized" in str(exc)
+    return True
+
+
 def _ops(model: Path) -> set[tuple[str, str]]:
     with model.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         return onnxfile.node_ops(data)  # type: ignore[arg-type]  # an mmap reads as bytes do
