@@ -239,9 +239,9 @@ def check_destination(src_folder: Path, dst_folder: Path, *, force: bool) -> Non
 
 
 def default_destination(src_folder: Path, bits: int) -> Path:
-    """``<folder>-int4`` (or ``-int8``) beside the source folder."""
-    resolved = src_folder.resolve()
-    return resolved.with_name(f"{resolved.name}-int{bits}")
+    """``<folder>-int4`` (or ``-int8``) beside the source folder, named as it was given."""
+    base = src_folder if src_folder.name not in ("", ".", "..") else src_folder.resolve()
+    return base.with_name(f"{base.name}-int{bits}")
 
 
 def model_bytes(folder: Path) -> int:
