@@ -1,11 +1,17 @@
 """``edgepipe quantize``: static INT8 (QDQ) of a detector, calibrated on real frames, checked
-against FP32 on held-out frames (see :mod:`edgepipe.deploy.quantize.static`).
+against FP32 on held-out frames (see :mod:`edgepipe.deploy.quantize.static`); or weight-only 4-
+or 8-bit of a language model's folder, checked against its source on prompts (see
+:mod:`edgepipe.deploy.quantize.decoder` and :mod:`.agreement`).
 
     edgepipe quantize centerface --calib clip.mp4
     edgepipe quantize model.onnx --calib frames/ -o model.int8.onnx --exclude Sigmoid
+    edgepipe quantize models/tiny-lm --bits 4 -o models/tiny-lm-int4
 
-Exit 0: written, and the INT8 detections agree with FP32 (``--min-agreement``); 1: written, but
-they do not, or the work failed; 2: the command line or an input is wrong (nothing written).
+A folder without ``--calib`` (or any of the language-model options) takes the language-model
+path. Exit 0: written, and it agrees with the source (``--min-agreement``: the detections
+matched; for a language model the next token the same); 1: written, but it does not, or the
+work failed; 2: the command line or an input is wrong (not a decoder, already quantized, an
+output that exists ...: nothing written).
 """
 
 from __future__ import annotations
@@ -33,27 +39,36 @@ from edgepipe.deploy.output import (
 
 DEFAULT_MIN_AGREEMENT = 0.9
 _SHARE = number("a number from 0 to 1", at_least=0, at_most=1)
+_LM = "language model: "
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "quantize",
-        help="static INT8 (QDQ) of a detector, calibrated on real frames, checked against FP32",
+        help="static INT8 of a detector, or 4/8-bit weights of a language model, checked against the source",
         description=(
             "Quantize a detection model to INT8 (QDQ, onnxruntime.quantization), calibrated on "
             "frames of a video or a folder of images through the Detector's own preprocessing, "
             "then compare FP32 and INT8 on other frames of the same input: error per output, "
-            "detections that agree (IoU), size and latency. Needs the deploy extra: "
-            "pip install 'edgepipe[deploy]'."
+            "detections that agree (IoU), size and latency. Or, given a language model's folder "
+            "(model.onnx with past key values, tokenizer.json), write a new folder with its "
+            "weights in 4 or 8 bits (ONNX Runtime's MatMulNBits) and compare it with the source "
+            "on prompts: logit cosine and the next token chosen, position by position. Needs the "
+            "deploy extra: pip install 'edgepipe[deploy]'."
         ),
     )
-    p.add_argument("model", help="an .onnx file, a folder holding one, or a registry name (centerface)")
+    p.add_argument(
+        "model",
+        help="an .onnx file, a folder holding one, or a registry name (centerface); "
+        "or a language model's folder",
+    )
     p.add_argument("--calib", metavar="VIDEO|DIR", help="a video, or a folder of images (required)")
     p.add_argument(
         "-o",
         "--output",
         metavar="PATH",
-        help="the INT8 model (default: MODEL.int8.onnx next to the model, or here for a registry name)",
+        help="the INT8 model (default: MODEL.int8.onnx next to the model, or here for a registry name); "
+        "for a language model the folder to write (default: FOLDER-int4 or -int8 beside it)",
     )
     p.add_argument("--force", action="store_true", help="replace the output if it exists")
     p.add_argument("--frames", type=whole(1), default=16, metavar="N", help="calibration frames (default 16)")
@@ -91,9 +106,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--min-agreement",
         type=_SHARE,
-        default=DEFAULT_MIN_AGREEMENT,
         metavar="SHARE",
-        help="FP32 detections that must have an INT8 match, else exit 1 (default 0.9)",
+        help="FP32 detections that must have an INT8 match, else exit 1 (default 0.9); for a language "
+        "model, positions whose next token is the source's (default 0.3)",
     )
     p.add_argument(
         "--list-nodes", action="store_true", help="list the model's nodes (for --exclude) and exit"
@@ -105,6 +120,41 @@ def add_parser(sub: Any) -> None:
         help="the detector family whose outputs to decode: centerface, yolov5, yolov8, yolo-nms, ssd "
         "(default auto: the registry's, or read from the outputs)",
     )
+    p.add_argument("--bits", type=int, choices=(4, 8), help=_LM + "weight bits (default 4)")
+    p.add_argument(
+        "--block",
+        type=whole(16),
+        metavar="N",
+        help=_LM + "weights per block, each with its own scale: a power of two (default 32)",
+    )
+    p.add_argument(
+        "--accuracy-level",
+        type=whole(0, 4),
+        metavar="N",
+        help=_LM + "MatMulNBits compute: 4 int8 (fastest on CPUs, the default), 0 as the input",
+    )
+    p.add_argument(
+        "--keep",
+        metavar="lm_head,embed",
+        help=_LM + "ends kept in float32: lm_head, embed, both, or none (default embed)",
+    )
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help=_LM + "a text file, one prompt a line, for the check (default: 4 built in)",
+    )
+    p.add_argument(
+        "--min-cosine",
+        type=number("a number from -1 to 1", at_least=-1, at_most=1),
+        metavar="X",
+        help=_LM + "mean logit cosine with the source, else exit 1 (default 0.9)",
+    )
+    p.add_argument(
+        "--positions",
+        type=whole(1),
+        metavar="N",
+        help=_LM + "next-token predictions compared per prompt (default 32)",
+    )
     p.add_argument("--debug", action="store_true", help="full tracebacks")
     add_format(p)  # fmt: skip
 
@@ -114,11 +164,18 @@ def main(args: argparse.Namespace) -> int:
     from edgepipe.core.errors import os_reason
     from edgepipe.deploy.files import PathError, check_input, check_output
     from edgepipe.deploy.quantize.calib import CalibError
+    from edgepipe.deploy.quantize.decoder import is_decoder_folder
+    from edgepipe.deploy.quantize.lm_output import lm_options_given
     from edgepipe.deploy.quantize.model import ModelChoiceError, default_output, find_model
     from edgepipe.deploy.quantize.static import QuantizeOptions, quantize
     from edgepipe.infer.errors import InferError
     from edgepipe.vision.adapters import ADAPTERS, AdapterError
 
+    # A folder without frames is a language model's, and one that holds a decoder, with them too.
+    folder = Path(args.model).expanduser()
+    in_folder = os.path.isdir(folder) and not args.list_nodes
+    if lm_options_given(args) or (in_folder and (not args.calib or is_decoder_folder(folder))):
+        return _run_lm(args)
     if args.adapter != "auto" and args.adapter not in ADAPTERS:
         error(f"--adapter {args.adapter}: use auto or one of {', '.join(ADAPTERS)}")
         return EXIT_USAGE
@@ -173,22 +230,95 @@ def main(args: argparse.Namespace) -> int:
             return EXIT_FAILED
     agreement = report.check.agreement
     share = agreement.share if agreement is not None else None
-    ok = share is not None and share >= args.min_agreement  # unmeasured is not agreed
+    min_agreement = DEFAULT_MIN_AGREEMENT if args.min_agreement is None else args.min_agreement
+    ok = share is not None and share >= min_agreement  # unmeasured is not agreed
     if args.format == "json":
         data = report.to_dict()
-        data["min_agreement"] = args.min_agreement
+        data["min_agreement"] = min_agreement
         data["ok"] = ok
         print_json(data)
     else:
-        _print(report, args.min_agreement)
+        _print(report, min_agreement)
     if share is None:
         error(f"FP32 found nothing in the held-out frames of {args.calib}, so the INT8 model's "
               f"detections could not be checked (it is written all the same): calibrate with frames "
               f"that show what the model detects")  # fmt: skip
         return EXIT_PROBLEMS
     if not ok:
-        error(f"INT8 detections agree with FP32 on {share:.0%} < {args.min_agreement:.0%}: "
+        error(f"INT8 detections agree with FP32 on {share:.0%} < {min_agreement:.0%}: "
               "try more --frames, --method entropy, or --exclude the layers that drift")  # fmt: skip
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def _run_lm(args: argparse.Namespace) -> int:
+    """A language model's folder: quantized, checked on prompts, printed; the exit code."""
+    from edgepipe.core.errors import os_reason
+    from edgepipe.deploy.quantize import lm_output as lm
+    from edgepipe.deploy.quantize.agreement import PROMPTS, agreement
+    from edgepipe.deploy.quantize.decoder import (
+        DecoderQuantError,
+        check_destination,
+        check_options,
+        decoder_layout,
+        default_destination,
+        quantize_decoder,
+    )
+
+    require("onnx_ir", "deploy", "edgepipe quantize (a language model)")
+    folder = Path(args.model).expanduser()
+    bits = args.bits or lm.DEFAULT_BITS
+    block = args.block or lm.DEFAULT_BLOCK
+    level = lm.DEFAULT_ACCURACY_LEVEL if args.accuracy_level is None else args.accuracy_level
+    keep = lm.parse_keep(args.keep)
+    positions = args.positions or lm.DEFAULT_POSITIONS
+    floor = lm.DEFAULT_MIN_AGREEMENT if args.min_agreement is None else args.min_agreement
+    min_cosine = lm.DEFAULT_MIN_COSINE if args.min_cosine is None else args.min_cosine
+    output = Path(args.output).expanduser() if args.output else default_destination(folder, bits)
+    try:
+        if not folder.is_dir():
+            given = lm.lm_options_given(args)
+            raise DecoderQuantError(
+                f"{args.model}: not a folder; {' '.join(given)} {'is' if len(given) == 1 else 'are'} for "
+                "a language model's folder (model.onnx and tokenizer.json); a detector takes --calib VIDEO"
+            )
+        if args.calib:
+            raise DecoderQuantError(
+                f"--calib {args.calib}: {folder} is a language model's folder; its check runs on "
+                "prompts (--prompts FILE), not frames"
+            )
+        check_options(bits, block, keep)
+        decoder_layout(folder)
+        check_destination(folder, output, force=args.force)
+        prompts = lm.read_prompts(args.prompts) if args.prompts else list(PROMPTS)
+    except DecoderQuantError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    with progress(f"quantizing {folder.name} to int{bits}", None) as bar:
+        try:
+            summary = quantize_decoder(folder, output, bits, block, level, keep, force=args.force)
+        except DecoderQuantError as exc:
+            error(str(exc))
+            return EXIT_USAGE
+        except OSError as exc:  # the disk filled ...
+            error(f"{exc.filename or output}: {os_reason(exc)} (nothing written: the folder is "
+                  "written whole or not at all)")  # fmt: skip
+            return EXIT_FAILED
+        bar.reset(TaskID(0), total=len(prompts), description="checking against the source")
+        figures = agreement(folder, output, prompts, positions, advance=lambda: bar.advance(TaskID(0)))
+    short = lm.problems(figures, floor, min_cosine)
+    if args.format == "json":
+        data: dict[str, Any] = summary.to_dict()
+        data["agreement"] = figures.to_dict()
+        data["min_agreement"] = floor
+        data["min_cosine"] = min_cosine
+        data["ok"] = not short
+        print_json(data)
+    else:
+        lm.print_lm(summary, figures, short)
+    if short:
+        error(f"the int{bits} model strays from the source: {'; '.join(short)} (it is written all the "
+              "same): try --bits 8, a smaller --block, or --keep lm_head,embed")  # fmt: skip
         return EXIT_PROBLEMS
     return EXIT_OK
 

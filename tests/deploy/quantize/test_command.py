@@ -164,3 +164,109 @@ def test_held_out_frames_without_a_face_are_not_an_agreement(tmp_path: Path, cen
         f"edgepipe: error: FP32 found nothing in the held-out frames of {clip}"
     )
     assert out.exists()  # written all the same, as the message says
+
+
+# -- a language model's folder ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.deploy.quantize.lm_models import tiny_decoder
+
+    return tiny_decoder(tmp_path_factory.mktemp("quantize_lm") / "tiny")
+
+
+def test_a_language_model_folder_is_quantized_and_checked_on_prompts(
+    tmp_path: Path, tiny_lm_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgepipe.cli.main import main
+
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("hello there\n\nthe cat sat\n")
+    out = tmp_path / "tiny-int8"
+    code = main(["quantize", str(tiny_lm_folder), "--bits", "8", "-o", str(out), "--prompts", str(prompts),
+                 "--positions", "8", "--format", "json"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(capsys.readouterr().out)
+    assert (report["bits"], report["block"], report["accuracy_level"]) == (8, 32, 4)
+    assert report["kept"] == ["embed"]
+    assert report["agreement"]["prompts"] == 2  # the blank line is no prompt
+    assert report["agreement"]["positions"] == 16
+    assert report["agreement"]["cosine_mean"] > 0.99
+    assert report["weight_bytes"]["output"] < report["weight_bytes"]["source"] * 0.4
+    assert (report["min_agreement"], report["min_cosine"], report["ok"]) == (0.3, 0.9, True)
+    assert (out / "model.onnx").is_file()
+
+    # The default: int4 beside the source, in a table; then the same again is refused.
+    assert main(["quantize", str(tiny_lm_folder), "--positions", "4"]) == 0
+    text = capsys.readouterr().out
+    assert f"{tiny_lm_folder} -> {tiny_lm_folder}-int4 (int4 weights, MatMulNBits block 32" in text
+    assert "agreement on 16 positions of 4 prompts: logit cosine mean" in text
+    assert main(["quantize", str(tiny_lm_folder)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"edgepipe: error: {tiny_lm_folder}-int4 exists; pass --force to replace it, or -o another folder"
+    ]
+    assert main(["quantize", f"{tiny_lm_folder}-int4", "-o", str(tmp_path / "again")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"edgepipe: error: {tiny_lm_folder}-int4: already quantized (it has MatMulNBits); "
+        "quantize the float model it was made from"
+    ]
+
+
+def test_weights_perturbed_on_purpose_fail_the_check_exit_1(
+    tmp_path: Path, tiny_lm_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from edgepipe.cli.main import main
+    from tests.deploy.quantize.lm_models import with_outliers
+
+    # An outlier in every 32-weight block: int4 keeps it and rounds the rest of its block away.
+    source = with_outliers(tiny_lm_folder, tmp_path / "outliers")
+    out = tmp_path / "q"
+    assert main(["quantize", str(source), "-o", str(out), "--positions", "16", "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["ok"] is False
+    assert report["agreement"]["cosine_mean"] < 0.9
+    (line,) = captured.err.splitlines()
+    assert line.startswith("edgepipe: error: the int4 model strays from the source: ")
+    assert "the mean logit cosine is 0." in line
+    assert (out / "model.onnx").is_file()  # written all the same, as the detector path does
+    # The same folder at 8 bits holds the outliers well enough.
+    assert main(["quantize", str(source), "-o", str(tmp_path / "q8"), "--bits", "8", "--positions", "8"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{add}"], "{add}: model.onnx is not a decoder with a KV cache: no input_ids"),
+        (["{add}", "--bits", "4"], "{add}: model.onnx is not a decoder with a KV cache"),
+        (
+            ["{add_file}", "--bits", "4", "--block", "64"],
+            "{add_file}: not a folder; --bits --block are for a",
+        ),
+        (["{lm}", "--keep", "head"], "--keep head: name lm_head, embed or both"),
+        (["{lm}", "--block", "48"], "--block 48: a power of two, 16 or more"),
+        (["{lm}", "--calib", "clip.mp4"], "--calib clip.mp4: {lm} is a language model's folder"),
+        (
+            ["{lm}", "--prompts", "{missing}"],
+            "--prompts {missing}: cannot read it (No such file or directory)",
+        ),
+        (["{lm}", "-o", "{lm}"], "-o {lm}: is the source folder"),
+    ],
+)
+def test_a_language_model_folder_that_cannot_be_quantized_is_one_line_and_exit_2(
+    tmp_path: Path, tiny_lm_folder: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    from edgepipe.cli.main import main
+    from tests.onnx_builders import add_model
+
+    (tmp_path / "add").mkdir()
+    add_model(tmp_path / "add" / "model.onnx")
+    names = {"add": tmp_path / "add", "add_file": tmp_path / "add" / "model.onnx", "lm": tiny_lm_folder,
+             "missing": tmp_path / "missing.txt"}  # fmt: skip
+    out = [] if "-o" in args else ["-o", str(tmp_path / "q")]  # never the default: an earlier test's
+    assert main(["quantize", *(a.format(**names) for a in args), *out]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("edgepipe: error: ")
+    assert message.format(**names) in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["add"]  # nothing written
