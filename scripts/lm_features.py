@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import numpy as np
 from tiny_lm import TinyConfig
 
 from edgepipe.deploy.power.meter import EnergyMeter, energy_json, energy_lines
+from edgepipe.deploy.quantize.decoder import quantize_decoder
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.bench import (
     description_prompts,
@@ -36,30 +36,12 @@ L3_SIZED_MB = 16
 
 
 def quantize(src: Path, dst: Path, bits: int, keep_head: bool = False) -> Path:
-    """``src``'s model with its MatMul weights in ``bits``-bit blocks of 32 (symmetric, accuracy
-    level 4), the head kept fp32 when ``keep_head``; config and tokenizer copied. A local stand-in:
-    switch to ``edgepipe.deploy.quantize``'s decoder quantizer once it is merged."""
-    import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import (
-        DefaultWeightOnlyQuantConfig,
-        MatMulNBitsQuantizer,
-    )
-
-    if (dst / "model.onnx").is_file():
-        return dst
-    print(f"quantizing {src.name} to int{bits}{' (head fp32)' if keep_head else ''} ...", flush=True)
-    model = onnx.load(str(src / "model.onnx"))
-    for i, node in enumerate(model.graph.node):  # names, so the head can be left out by its name
-        node.name = node.name or ("lm_head_matmul" if "lm_head" in node.input else f"n{i}")
-    config = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, accuracy_level=4, bits=bits)
-    quantizer = MatMulNBitsQuantizer(model, bits=bits, block_size=32, is_symmetric=True, accuracy_level=4,
-                                     nodes_to_exclude=["lm_head_matmul"] if keep_head else [],
-                                     algo_config=config)  # fmt: skip
-    quantizer.process()
-    dst.mkdir(parents=True, exist_ok=True)
-    quantizer.model.save_model_to_file(str(dst / "model.onnx"), use_external_data_format=False)
-    for name in ("config.json", "tokenizer.json"):
-        shutil.copy(src / name, dst / name)
+    """``src``'s model quantized as ``edgepipe quantize`` does by default (``bits``-bit blocks of
+    32, accuracy level 4, the embedding kept), the head kept fp32 too when ``keep_head``."""
+    if not (dst / "model.onnx").is_file():
+        print(f"quantizing {src.name} to int{bits}{' (head fp32)' if keep_head else ''} ...", flush=True)
+        keep = ("embed", "lm_head") if keep_head else ("embed",)
+        quantize_decoder(src, dst, bits=bits, block=32, accuracy_level=4, keep=keep)
     return dst
 
 
