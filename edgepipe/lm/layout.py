@@ -26,6 +26,7 @@ from edgepipe.infer import onnxfile
 from edgepipe.infer.onnxfile import TensorInfo
 from edgepipe.infer.session import Session
 from edgepipe.lm.errors import DecoderLayoutError
+from edgepipe.planning.kv import kv_cache_bytes
 
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
 
@@ -77,7 +78,7 @@ class DecoderLayout:
     def kv_bytes(self, max_seq_len: int, slots: int = 1) -> int:
         """One buffer of the KV cache: slots x layers x 2 x kv_heads x max_seq_len x head_dim x
         the cache type's bytes."""
-        return slots * self.layers * 2 * self.kv_heads * max_seq_len * self.head_dim * self.kv_itemsize
+        return kv_cache_bytes(self.layers, self.kv_heads, max_seq_len, self.head_dim, self.kv_itemsize, slots)
 
 
 def read_layout(session: Session, names: InputNames | None = None) -> DecoderLayout:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from edgepipe.planning.kv import kv_cache_bytes
 from edgepipe.planning.weights import DTYPES
 
 DTYPE_BYTES: dict[str, float] = {
@@ -98,7 +99,7 @@ class KVTerms:
 
     @property
     def nbytes(self) -> int:
-        return int(self.layers * 2 * self.positions * self.kv_heads * self.head_dim * self.itemsize)
+        return kv_cache_bytes(self.layers, self.kv_heads, self.positions, self.head_dim, self.itemsize)
 
     def formula(self) -> str:
         """``32 layers x 2 (K and V) x 2048 positions x 8 KV heads x head dim 128 x 2 bytes =

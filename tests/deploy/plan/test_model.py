@@ -40,3 +40,19 @@ def test_what_is_not_a_decoder_is_refused(tmp_path: Path) -> None:
         read_model(tmp_path / "missing.onnx")
     with pytest.raises(DecoderLayoutError, match="not a decoder with a KV cache"):
         read_model(add_model(tmp_path / "add.onnx"))
+
+
+def test_a_float16_cache_is_planned_as_the_runner_allocates_it(tmp_path: Path) -> None:
+    import tiny_lm
+
+    from edgepipe.deploy.plan.capacity import kv_terms
+    from edgepipe.lm import DecoderRunner
+
+    folder = tiny_lm.write(tmp_path / "fp16", CONFIG, "gqa", "float16").parent
+    facts = read_model(folder)
+    assert facts.kv_dtype == "fp16"
+    terms = kv_terms(facts, CONFIG.max_seq_len)
+    assert terms is not None
+    runner = DecoderRunner(folder)
+    assert terms.nbytes == runner.cache.nbytes == runner.layout.kv_bytes(CONFIG.max_seq_len)
+    assert "x 2 bytes" in terms.formula()
