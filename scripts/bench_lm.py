@@ -47,13 +47,8 @@ from lm_features import DESCRIPTION_ROOM, SLOT_COUNTS, bench_features
 from tiny_lm import TinyConfig, add_size_flags, config_from_flags, write
 
 from edgepipe.infer.session import SessionConfig
-from edgepipe.lm.bench import (
-    memory_bandwidth,
-    slot_room,
-    weight_bytes_per_token,
-)
+from edgepipe.lm.bench import greedy_run, memory_bandwidth, slot_room, weight_bytes_per_token
 from edgepipe.lm.generate import LanguageModel
-from edgepipe.lm.sampling import SamplingParams
 from edgepipe.sched import cpu_budget
 
 TARGET_RATIO = 1.2
@@ -123,18 +118,6 @@ def naive_decode(
     return out, (tokens - 1) / (time.perf_counter() - t0)
 
 
-def runner_decode(lm: LanguageModel, prompt: list[int], tokens: int) -> tuple[list[int], float]:
-    """Greedy tokens and decode tokens/s, timed as the naive loop is: wall clock from the first
-    token to the last, picking included."""
-    out: list[int] = []
-    t0 = 0.0
-    for token in lm.tokens(prompt, SamplingParams(max_new_tokens=tokens, ignore_eos=True)):
-        out.append(token)
-        if len(out) == 1:
-            t0 = time.perf_counter()
-    return out, (tokens - 1) / (time.perf_counter() - t0)
-
-
 def model_folder(cfg: TinyConfig, layout: str) -> Path:
     """The model of this shape and layout, built once (cached in the temporary folder)."""
     root = Path(tempfile.gettempdir()) / "edgepipe-bench-lm"
@@ -169,7 +152,7 @@ def bench_shape(
                 reference = reference or out
                 assert out == reference, f"the naive loop on {layout} gives other tokens"
                 rates[f"naive_{layout}"].append(rate)
-                got, rate = runner_decode(models[layout], prompt, tokens)
+                got, rate = greedy_run(models[layout], prompt, tokens)
                 assert got == reference, f"{layout} tokens differ from the naive loop's"
                 rates[layout].append(rate)
         med = {k: statistics.median(v) for k, v in rates.items()}
