@@ -59,7 +59,10 @@ def pipeline(
     faces = p.stage("faces", Detector("centerface", every=1, input_size=input_size), inputs=feeds,
                     policy="latest", queue_size=8, timeout_s=5.0)  # fmt: skip
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.8, top_p=0.95)
-    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params)
+    # One description of all the cameras, as the headroom figures have always been measured
+    # (Describe writes one per camera by default when it has several: another workload).
+    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
+                        per_source=False)  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("faces_out", discard, inputs=faces, queue_size=16, on_loop=True)
     p.sink("words_out", discard, inputs=words, queue_size=64, on_loop=True)
