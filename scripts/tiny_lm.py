@@ -293,28 +293,12 @@ def build(cfg: TinyConfig, layout: str, kv_dtype: str = "float32") -> object:
         if layout == "gqa":
             if half:  # the op runs in the cache's type: it writes straight into the buffer
                 q, k, v = (node("Cast", [t], f"{t}16", to=kv_type) for t in (q, k, v))
-            nodes.append(
-                helper.make_node(
-                    "GroupQueryAttention",
-                    [
-                        q,
-                        k,
-                        v,
-                        f"past_key_values.{i}.key",
-                        f"past_key_values.{i}.value",
-                        seqlens,
-                        total_len,
-                        "cos_cache",
-                        "sin_cache",
-                    ],
-                    [f"{p}.attn16" if half else f"{p}.attn", f"present.{i}.key", f"present.{i}.value"],
-                    domain="com.microsoft",
-                    num_heads=cfg.heads,
-                    kv_num_heads=cfg.kv_heads,
-                    do_rotary=1,
-                    rotary_interleaved=0,
-                )
-            )
+            gqa_in = [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens, total_len,
+                      "cos_cache", "sin_cache"]  # fmt: skip
+            gqa_out = [f"{p}.attn16" if half else f"{p}.attn", f"present.{i}.key", f"present.{i}.value"]
+            nodes.append(helper.make_node("GroupQueryAttention", gqa_in, gqa_out, domain="com.microsoft",
+                                          num_heads=cfg.heads, kv_num_heads=cfg.kv_heads, do_rotary=1,
+                                          rotary_interleaved=0))  # fmt: skip
             attn = node("Cast", [f"{p}.attn16"], f"{p}.attn", to=f32) if half else f"{p}.attn"
         else:
             qh = node("Transpose", [node("Reshape", [q, "q_shape"], f"{p}.q4")], f"{p}.qh", perm=[0, 2, 1, 3])
