@@ -39,8 +39,9 @@ class SourceState:
     """The source's own state (live, stalled, reconnecting, ...), or live/silent as observed."""
     frames: int
     """Frames from it in the window."""
-    fps: float
-    """Frames per second analysed over the window (or since it was first seen)."""
+    fps: float | None
+    """Frames per second analysed over the window: frame intervals over the time they span
+    (None before two frames: one frame is no rate)."""
     last_frame_s: float | None
     """Seconds since its last frame; None before the first."""
     reconnects: int = 0
@@ -51,8 +52,10 @@ class SourceState:
 
     def text(self, stale_s: float) -> str:
         parts = [f"{self.source}: {self.state}" + (f" ({self.reason})" if self.reason else "")]
-        if self.frames:
+        if self.fps is not None:
             parts.append(f"{self.fps:.1f} frames/s analysed")
+        elif self.frames:
+            parts.append(f"{self.frames} frame{'' if self.frames == 1 else 's'} analysed")
         if self.last_frame_s is None:
             parts.append("no frames yet")
         elif self.last_frame_s > stale_s:
@@ -105,7 +108,13 @@ class SceneWindow:
     def source_states(self, now: float | None = None) -> list[SourceState]:
         """Every source given, then every source seen (in the order first seen)."""
         t = time.monotonic() if now is None else now
-        frames: Counter[str] = Counter(e[1] for e in self._seen if e[3] and t - e[0] <= self.window_s)
+        frames: Counter[str] = Counter()
+        spans: dict[str, tuple[float, float]] = {}  # first and last frame in the window
+        for at, sid, _, is_frame in self._seen:
+            if is_frame and t - at <= self.window_s:
+                frames[sid] += 1
+                first, _last = spans.get(sid, (at, at))
+                spans[sid] = (min(first, at), at)
         objects = dict(self.sources)
         for sid in [s for s, last in self._last.items() if t - last > self.forget_s and s not in objects]:
             del self._first[sid], self._last[sid]
@@ -114,9 +123,10 @@ class SceneWindow:
         for sid in ids:
             last = self._last.get(sid)
             age = None if last is None else max(0.0, t - last)
-            span = min(self.window_s, t - self._first[sid]) if sid in self._first else 0.0
             n = frames[sid]
-            fps = n / span if span > 0 else 0.0
+            first, last_in = spans.get(sid, (0.0, 0.0))
+            # A rate needs a frame interval: one frame, or frames at one instant, are none.
+            fps = round((n - 1) / (last_in - first), 2) if n >= 2 and last_in > first else None
             obj = objects.get(sid)
             if obj is not None:
                 info = obj.state_info  # state and reason, read together
@@ -126,7 +136,7 @@ class SceneWindow:
             else:
                 state = "live" if age is not None and age <= self.stale_s else "silent"
                 reason, reconnects = "", 0
-            states.append(SourceState(sid, state, n, round(fps, 2), age, reconnects, reason))
+            states.append(SourceState(sid, state, n, fps, age, reconnects, reason))
         return states
 
     def fields(self, now: float | None = None, source: str | None = None) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def test_observed_sources_are_live_then_silent() -> None:
     assert front.fps == pytest.approx(10.0, rel=0.06)
     assert back.state == "live"
     state = window.fields(now=110.0)["state"]
-    assert "back: silent, 0.1 frames/s analysed, no frames for 9 s" in state
+    assert "back: silent, 1 frame analysed, no frames for 9 s" in state  # one frame is no rate
     assert state.startswith("front: silent")
 
 
@@ -57,9 +57,19 @@ def test_a_source_status_gives_its_own_state_and_reason() -> None:
     camera.state_info = ("live", "ignored while live")
     window.observe(faces("camera", 0, 1), now=6.0)
     assert window.source_states(now=6.5)[0].to_dict() == {
-        "source": "camera", "state": "live", "frames": 1, "fps": 2.0, "last_frame_s": 0.5,
+        "source": "camera", "state": "live", "frames": 1, "fps": None, "last_frame_s": 0.5,
         "reconnects": 2, "reason": "",
     }  # fmt: skip
+
+
+def test_the_first_report_after_one_frame_gives_no_rate() -> None:
+    # A prompt rendered the moment the first frame arrives: 1 frame over 0.2 ms is not 5000 frames/s.
+    window = SceneWindow(10.0)
+    window.observe(faces("cam", 0, 1), now=50.0)
+    assert window.fields(now=50.0002)["state"] == "cam: live, 1 frame analysed"
+    window.observe(faces("cam", 1, 1), now=50.1)
+    window.observe(faces("cam", 2, 1), now=50.2)
+    assert window.fields(now=50.2001)["state"] == "cam: live, 10.0 frames/s analysed"
 
 
 def test_sources_remembered_are_bounded() -> None:
