@@ -21,6 +21,7 @@ import numpy as np
 
 from edgepipe.media import hw
 from edgepipe.media.decode import describe_ffmpeg_error
+from edgepipe.media.status import NO_HARDWARE
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def choose(codec: str) -> tuple[hw.DecoderChoice, str]:
             hw.remember(codec, *result)
             return result
         failures.append(f"{trial.decoder}: {trial.reason}")
-    why = "no hardware decoder works here" + (f" ({'; '.join(failures)})" if failures else " (none built in)")
+    why = NO_HARDWARE + (f" ({'; '.join(failures)})" if failures else " (none built in)")
     result = (hw.DecoderChoice(codec), why)
     hw.remember(codec, *result)
     return result

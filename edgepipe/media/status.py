@@ -11,6 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+NO_HARDWARE = "no hardware decoder works here"
+"""How the decoder choice's reason begins when the machine has none for the codec
+(:func:`edgepipe.media.probe.choose`): the normal case on a CPU-only box, not a fault."""
+
 log = logging.getLogger(__name__)
 
 
@@ -63,13 +67,19 @@ class SourceStatus:
             g["decoder_failovers"] = self.failovers
 
     def note_decoder(self, label: str, why: str) -> None:
-        """Record what decodes; said once per change, as a warning when it is software for a
-        reason (``why``: a hardware decoder failed or none works here)."""
+        """Record what decodes; said once per change. Software because a hardware decoder
+        failed or was refused (``why``) is a warning; software on a machine that has no hardware
+        decoder for the codec is the normal case there: one INFO line, and why each one failed
+        at DEBUG (``edgepipe probe`` says it too)."""
         if label == self.decoder_used:
             return
         self.decoder_used = label
         self.gauges["decoder"] = label
-        if "software" in label and why:
+        if "software" in label and why.startswith(NO_HARDWARE):
+            log.info("[%s] decoding %s: no hardware decoder on this machine (edgepipe probe says why)",
+                     self.source_id, label)  # fmt: skip
+            log.debug("[%s] %s", self.source_id, why)
+        elif "software" in label and why:
             log.warning("[%s] decoding %s: %s", self.source_id, label, why)
         else:
             log.info("[%s] decoding with %s", self.source_id, label)

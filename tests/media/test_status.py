@@ -41,3 +41,23 @@ def test_the_decoder_is_told_once_per_change_and_a_software_fallback_warns(
         (logging.INFO, "[cam] decoding with h264+cuda"),
         (logging.WARNING, "[cam] decoding h264 (software): h264+cuda cannot decode here: no device"),
     ]
+
+
+def test_no_hardware_decoder_on_the_machine_is_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    from edgepipe.media.probe import choose
+
+    _, why = choose("h264")  # this machine's own answer: on a CPU-only box, none works
+    status = SourceStatus("cam")
+    long_why = (
+        "no hardware decoder works here (h264_cuvid: no device; h264+vaapi: no /dev/dri; h264_qsv: ...)"
+    )
+    with caplog.at_level(logging.DEBUG, logger="edgepipe.media.status"):
+        status.note_decoder("h264 (software)", long_why)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (
+            logging.INFO,
+            "[cam] decoding h264 (software): no hardware decoder on this machine (edgepipe probe says why)",
+        ),
+        (logging.DEBUG, f"[cam] {long_why}"),  # the details, with --debug
+    ]
+    assert why.startswith("no hardware decoder works here") or "decodes h264 here" in why
