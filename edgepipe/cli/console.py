@@ -21,8 +21,9 @@ from edgepipe.runtime.engine import Runtime, Snapshot, Watcher
 from edgepipe.wire.redact import redact_text
 
 REFRESH_S = 1.0
-WIDTH = 100
-"""The summary's width where stderr is not a terminal (a log file); the tables are built to fit it."""
+WIDTH = 80
+"""The width the tables are built to fit: the default terminal's, and the summary's where stderr
+is not a terminal (a log file)."""
 LEDGER_WIDTH = 80
 """The CPU ledger's table keeps to this many columns, whatever the width of the rest."""
 _NODE_MAX = 16
@@ -67,16 +68,19 @@ def stats_view(snap: Snapshot, title: str, previous: Snapshot | None = None) -> 
 def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) -> Table:
     """One row per node (with its inbox's depth and drops); rates over the last interval.
 
-    A source has no ``in`` and a sink no ``out`` (shown ``-``): that is how the kind shows."""
+    A source has no ``in`` and a sink no ``out`` (shown ``-``): that is how the kind shows. A
+    node's state (when not running) and its errors (when any) are on its line under the table
+    (:func:`node_info`), so that the columns fit :data:`WIDTH`."""
     before = {n.node_id: n for n in previous.nodes} if previous else {}
     dt = snap.t_s - previous.t_s if previous else snap.t_s
     table = Table(title=f"{title}  ({snap.t_s:.1f} s; latency p50/p95/p99 in ms)", title_justify="left",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)  # fmt: skip
-    table.add_column("node", max_width=_NODE_MAX, overflow="fold")
-    table.add_column("state")
-    for column in ("in", "out", "out/s", "err", "p50", "p95", "p99", "busy"):
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
+                  padding=0)  # fmt: skip
+    table.add_column("node", min_width=min(_NODE_MAX, max((len(n.node_id) for n in snap.nodes), default=4)),
+                     max_width=_NODE_MAX, overflow="fold")  # fmt: skip
+    for column in ("in", "out", "out/s", "p50", "p95", "p99", "busy"):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("queue", max_width=11)  # a second policy wraps under the first
+    table.add_column("queue", max_width=14)  # a second policy goes under the first
     table.add_column("drop", justify="right", no_wrap=True)
     for node in snap.nodes:
         prior = before.get(node.node_id)
@@ -85,11 +89,9 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
         lanes = snap.inbox(node.node_id)
         table.add_row(
             redact_text(node.node_id),  # the user's text: a node may be named by its URL
-            node.state,
             "-" if node.kind == "source" else _count(node.items_in),
             "-" if node.kind == "sink" else _count(node.items_out),
             "-" if node.kind == "sink" else f"{rate:.1f}",
-            str(node.errors),
             _ms(node.latency_p50_ms),
             _ms(node.latency_p95_ms),
             _ms(node.latency_p99_ms),
@@ -101,11 +103,17 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
 
 
 def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
-    """What a node reports about itself (its gauges), and what was turned away before its code
-    saw it: ``skipped`` (circuit open), ``shed`` (by the governor), ``aged`` (past max_age_s)."""
+    """A node's state when it is not running (restarting, half-open ...), its errors, what it
+    reports about itself (its gauges), and what was turned away before its code saw it:
+    ``skipped`` (circuit open), ``shed`` (by the governor), ``aged`` (past max_age_s)."""
     node = snap.node(node_id)
     lanes = snap.inbox(node_id)
-    info = dict(node.gauges)
+    info: dict[str, Any] = {}
+    if node.state not in ("running", "idle"):
+        info["state"] = node.state
+    if node.errors:
+        info["errors"] = node.errors
+    info.update(node.gauges)
     if node.skipped:
         info["skipped"] = node.skipped
     shed, aged = sum(c.shed for c in lanes), sum(c.aged for c in lanes)
@@ -183,14 +191,14 @@ def ledger_table(ledger: dict[str, Any], *, whole_run: bool = False) -> Table:
 
 
 def _queue(lanes: tuple[ChannelStats, ...]) -> str:
-    """Depth/size of a node's inbox, summed over its lanes of each policy."""
+    """Depth/size of a node's inbox, summed over its lanes of each policy: a line a policy."""
     if not lanes:
         return "-"
     by_policy: dict[str, tuple[int, int]] = {}
     for c in lanes:
         depth, size = by_policy.get(c.policy, (0, 0))
         by_policy[c.policy] = (depth + c.depth, size + c.size)
-    return " ".join(f"{depth}/{size} {policy}" for policy, (depth, size) in by_policy.items())
+    return "\n".join(f"{depth}/{size} {policy}" for policy, (depth, size) in by_policy.items())
 
 
 def live_stats(title: str) -> Watcher:

@@ -101,7 +101,7 @@ def _lines(renderable: object, width: int) -> list[str]:
 
 
 @pytest.mark.parametrize("width", [WIDTH, 240])
-def test_every_line_of_the_live_table_and_the_summary_fits_100_columns(width: int) -> None:
+def test_every_line_of_the_live_table_and_the_summary_fits_80_columns(width: int) -> None:
     snap = _busy_run()
     previous = replace(snap, t_s=snap.t_s - 1.0)
     for lines in (_lines(stats_view(snap, "face_privacy: summary"), width),
@@ -134,7 +134,7 @@ def test_every_line_of_the_live_table_and_the_summary_fits_100_columns(width: in
         assert figure in summary, figure  # the whole run
 
 
-def test_the_summary_in_a_log_file_fits_100_columns(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_summary_in_a_log_file_fits_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
     print_summary(_busy_run(), "face_privacy")  # stderr is not a terminal here
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("face_privacy: summary")
