@@ -109,7 +109,7 @@ def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
     node = snap.node(node_id)
     lanes = snap.inbox(node_id)
     info: dict[str, Any] = {}
-    if node.state not in ("running", "idle"):
+    if node.state not in ("running", "idle", "done"):
         info["state"] = node.state
     if node.errors:
         info["errors"] = node.errors
