@@ -75,9 +75,13 @@ async def start_async(
 
 
 def in_process(
-    capsys: pytest.CaptureFixture[str], *args: str | Path, env: Mapping[str, str] | None = None
+    capsys: pytest.CaptureFixture[str],
+    *args: str | Path,
+    cwd: Path = REPO,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``edgepipe ARGS`` run by ``main`` in this process, from the repository's folder, ``env``
+    """``edgepipe ARGS`` run by ``main`` in this process, from ``cwd`` (the repository's folder
+    unless given: a command that may write there, such as ``trace``, gets a test's own folder), ``env``
     added to the environment while it runs, and returned as :func:`edgepipe` returns it
     (argparse's refusals and ``--help`` are exits too): the same parser, output and exit codes
     without an interpreter's start-up (~0.5 s a call). For commands that start no run, no
@@ -86,7 +90,7 @@ def in_process(
     from edgepipe.cli.main import main
 
     capsys.readouterr()
-    with contextlib.chdir(REPO), mock.patch.dict(os.environ, env or {}):
+    with contextlib.chdir(cwd), mock.patch.dict(os.environ, env or {}):
         try:
             code = main([str(a) for a in args])
         except SystemExit as exc:

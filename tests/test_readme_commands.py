@@ -39,6 +39,7 @@ DOCS = [
     ),
 ]
 RUN_TIMEOUT_S = 90
+SHIPPED = ("pipelines", "scripts")  # the checkout's folders a working folder holds copies of
 
 
 def all_commands() -> list[rc.Command]:
@@ -80,12 +81,13 @@ def readme_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def shown_files() -> dict[str, str]:
-    """The files the documents show that a reader makes (not those in the checkout's folders,
-    which are shipped): path -> text."""
+    """The files the documents show that a reader makes (not those in the :data:`SHIPPED`
+    folders, which must be shipped): path -> text. Decided by the path alone, never by what is in
+    the checkout: a reader's own ``camera.toml`` there is not the document's."""
     files = {}
     for doc in DOCS:
         for path, text in rc.shown_files((REPO / doc).read_text()).items():
-            if not (REPO / Path(path).parts[0]).exists():
+            if Path(path).parts[0] not in SHIPPED:
                 files[path] = text
     return files
 
@@ -95,8 +97,8 @@ def working_folder(root: Path, home: Path, models: Path) -> dict[str, str]:
     and a model cache of its own (a command may clean or fill its cache), no other EDGEPIPE_
     setting of the suite's."""
     skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(REPO / "pipelines", root / "pipelines", ignore=skip)
-    shutil.copytree(REPO / "scripts", root / "scripts", ignore=skip)
+    for folder in SHIPPED:
+        shutil.copytree(REPO / folder, root / folder, ignore=skip)
     (root / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     cache = home / ".cache" / "edgepipe"
     shutil.copytree(models, cache / "models")

@@ -15,21 +15,30 @@ from tests.cli_process import Command, edgepipe, in_process
 REPO = Path(__file__).resolve().parents[3]
 
 
-def trace(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+def trace(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return edgepipe("trace", *args, cwd=cwd)
 
 
 @pytest.fixture
-def refused(capsys: pytest.CaptureFixture[str]) -> Command:
-    """``edgepipe trace ARGS`` in this process: for command lines it refuses or only helps with
-    (nothing is run, no child needed)."""
-    return functools.partial(in_process, capsys, "trace")
+def workdir(tmp_path: Path) -> Path:
+    """A working folder of the test's own, as a checkout looks (``pipelines/``) and nothing else:
+    what a user's commands left in the checkout (a ``trace.json``) is not seen, and what the
+    command writes is."""
+    (tmp_path / "pipelines").symlink_to(REPO / "pipelines", target_is_directory=True)
+    return tmp_path
+
+
+@pytest.fixture
+def refused(capsys: pytest.CaptureFixture[str], workdir: Path) -> Command:
+    """``edgepipe trace ARGS`` in this process, in ``workdir``: for command lines it refuses or
+    only helps with (nothing is run, no child needed)."""
+    return functools.partial(in_process, capsys, "trace", cwd=workdir)
 
 
 @pytest.mark.slow
-def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, tmp_path: Path) -> None:
-    out = tmp_path / "run.json"
-    done = trace(REPO / "pipelines/face_privacy.py", "--duration", "3", "-o", out, "--format", "json")
+def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, workdir: Path) -> None:
+    out = workdir / "run.json"
+    done = trace("pipelines/face_privacy.py", "--duration", "3", "-o", out, "--format", "json", cwd=workdir)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     events = json.loads(out.read_text())["traceEvents"]
@@ -83,9 +92,11 @@ def test_file_help_lists_the_pipelines_parameters(refused: Command) -> None:
         (["--duration", "1"], "give a pipeline file"),
     ],
 )
-def test_a_wrong_command_line_is_exit_2_in_one_line(refused: Command, args: list[str], message: str) -> None:
+def test_a_wrong_command_line_is_exit_2_in_one_line(
+    refused: Command, workdir: Path, args: list[str], message: str
+) -> None:
     done = refused(*args)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
-    assert not (REPO / "trace.json").exists()
+    assert sorted(p.name for p in workdir.iterdir()) == ["pipelines"]  # no trace.json, nothing written
