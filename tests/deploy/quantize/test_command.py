@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edgepipe.core.install import install_command
 from tests.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
@@ -110,7 +111,8 @@ def test_without_the_onnx_package_it_names_the_extra(tmp_path: Path) -> None:
     done = quantize("centerface", "--calib", "clip.mp4", cwd=tmp_path, env=env)
     assert done.returncode == 2
     assert errors(done) == [
-        "edgepipe: error: edgepipe quantize needs the 'onnx' package: pip install 'edgepipe[deploy]'"
+        "edgepipe: error: edgepipe quantize needs the 'onnx' package, which is not installed: "
+        + install_command("deploy", cwd=tmp_path)
     ]
 
 
