@@ -16,8 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from edgepipe.core.install import missing
 from tiny_lm import KV_DTYPES, TinyConfig, add_size_flags, config_from_flags, write
+
+from edgepipe.core.install import missing
 
 
 def main() -> int:

@@ -43,6 +43,7 @@ MIN_TOKENIZERS = (0, 21, 1)
 it to the Python binding, 0.21.1 fixed its panic (#1699) and its ``InvalidPrefix`` error on
 Llama 3 (#1716)."""
 
+
 class TextStream(Protocol):
     """One request's token ids in, its text out; never half a character."""
 

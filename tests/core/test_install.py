@@ -72,7 +72,10 @@ def test_pip_install_of_the_checkout_is_told_the_checkouts_project_with_its_cons
     assert found == Install(checkout, editable=False)
     venv = checkout / ".venv"
     in_venv = {"install": found, "prefix": str(venv), "executable": str(venv / "bin" / "python")}
-    assert install_command("mqtt", cwd=checkout, **in_venv) == ".venv/bin/pip install -c constraints.txt '.[mqtt]'"
+    assert (
+        install_command("mqtt", cwd=checkout, **in_venv)
+        == ".venv/bin/pip install -c constraints.txt '.[mqtt]'"
+    )
     assert install_command("mqtt", cwd=tmp_path, **in_venv) == (
         f"cd '{checkout}' && .venv/bin/pip install -c constraints.txt '.[mqtt]'"
     )
@@ -97,12 +100,22 @@ def test_an_editable_install_or_the_source_tree_stays_editable(
     found = how_installed(checkout / "edgepipe")
     assert found == Install(checkout, editable=True)
     python = checkout / "venv" / "bin" / "python"  # a venv of another name inside the checkout
-    assert install_command(
-        "lm", upgrade=True, install=found, cwd=checkout, prefix=str(python.parent.parent), executable=str(python)
-    ) == "venv/bin/python -m pip install -U -c constraints.txt -e '.[lm]'"
+    assert (
+        install_command(
+            "lm",
+            upgrade=True,
+            install=found,
+            cwd=checkout,
+            prefix=str(python.parent.parent),
+            executable=str(python),
+        )
+        == "venv/bin/python -m pip install -U -c constraints.txt -e '.[lm]'"
+    )
 
 
-def test_a_folder_that_is_not_edgepipes_project_is_no_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_that_is_not_edgepipes_project_is_no_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "pyproject.toml").write_text('[project]\nname = "something-else"\n')
@@ -157,10 +170,15 @@ def test_every_hint_names_an_extra_that_brings_the_module_pinned_for_a_checkout(
             assert brought & names, f"{where}: the {extra} extra does not bring {module!r} ({brought})"
         # From a checkout the command pins every package of the extra: each pin meets the extra
         for r in requirements:
-            pin = next((v for k, v in PINS.items() if canonicalize_name(k) == canonicalize_name(r.name)), None)
-            assert pin is not None and r.specifier.contains(pin), f"{where}: {r} pinned at {pin} in constraints.txt"
+            pin = next(
+                (v for k, v in PINS.items() if canonicalize_name(k) == canonicalize_name(r.name)), None
+            )
+            assert pin is not None, f"{where}: {r.name} has no pin in constraints.txt"
+            assert r.specifier.contains(pin), f"{where}: {r} pinned at {pin} in constraints.txt"
 
 
 def test_the_message_is_one_line_naming_what_needs_it_and_the_command() -> None:
     line = install.missing("aiomqtt", "mqtt", "the MQTT sink")
-    assert re.fullmatch(r"the MQTT sink needs the 'aiomqtt' package, which is not installed: \S.*'\.\[mqtt\]'", line)
+    assert re.fullmatch(
+        r"the MQTT sink needs the 'aiomqtt' package, which is not installed: \S.*'\.\[mqtt\]'", line
+    )
