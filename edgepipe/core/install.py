@@ -97,7 +97,8 @@ def install_command(
 
     From a checkout: its project with its constraints, from its folder (``cd ROOT && `` when
     ``cwd`` is elsewhere), with the checkout's ``.venv/bin/pip`` when that is the running
-    environment, else ``PYTHON -m pip`` of the running interpreter. From a wheel: ``pip install
+    environment, else ``PYTHON -m pip`` of the running interpreter; a package by its name, with
+    that pip (by its absolute path outside the checkout). From a wheel: ``pip install
     'edgepipe[extra]'``. ``upgrade`` adds ``-U`` (a release too old)."""
     if bool(extra) == bool(package):
         raise ValueError("name an extra or a package (one of them)")
@@ -107,23 +108,23 @@ def install_command(
         target = shlex.quote(f"edgepipe[{extra}]" if extra else package)
         return " ".join(["pip", "install", *flags, target])
     root = install.checkout
-    venv = root / ".venv"
-    if Path(prefix).resolve() == venv.resolve():
+    here = (Path.cwd() if cwd is None else cwd).resolve() == root.resolve()
+    # An extra is the checkout's project: run from there. A package is found anywhere.
+    go = "" if here or package else f"cd {shlex.quote(str(root))} && "
+    python = Path(executable)
+    from_root = here or not package  # where the command runs: paths in the checkout are relative
+    if Path(prefix).resolve() == (root / ".venv").resolve() and from_root:
         pip = [".venv/bin/pip"]
+    elif python.is_relative_to(root) and from_root:
+        pip = [shlex.quote(os.path.relpath(python, root)), "-m", "pip"]
     else:
-        python = Path(executable)
-        inside = python.is_relative_to(root)
-        pip = [shlex.quote(os.path.relpath(python, root) if inside else executable), "-m", "pip"]
+        pip = [shlex.quote(executable), "-m", "pip"]
     words = [*pip, "install", *flags]
-    if extra:
-        if (root / CONSTRAINTS).is_file():
-            words += ["-c", CONSTRAINTS]
-        words += [*(["-e"] if install.editable else []), shlex.quote(f".[{extra}]")]
-    else:
-        words.append(shlex.quote(package))
-    here = Path.cwd() if cwd is None else cwd
-    go = "" if here.resolve() == root.resolve() else f"cd {shlex.quote(str(root))} && "
-    return go + " ".join(words)
+    if package:
+        return " ".join([*words, shlex.quote(package)])
+    if (root / CONSTRAINTS).is_file():
+        words += ["-c", CONSTRAINTS]
+    return go + " ".join([*words, *(["-e"] if install.editable else []), shlex.quote(f".[{extra}]")])
 
 
 def missing(module: str, extra: str, what: str) -> str:
