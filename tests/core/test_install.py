@@ -88,7 +88,10 @@ def test_pip_install_of_the_checkout_is_told_the_checkouts_project_with_its_cons
         "/opt/venv/bin/python -m pip install nvidia-ml-py"
     )
     # A package is found from anywhere: no `cd`, the pip by its absolute path outside the checkout
-    assert install_command(package="nvidia-ml-py", cwd=checkout, **in_venv) == ".venv/bin/pip install nvidia-ml-py"
+    assert (
+        install_command(package="nvidia-ml-py", cwd=checkout, **in_venv)
+        == ".venv/bin/pip install nvidia-ml-py"
+    )
     assert install_command(package="nvidia-ml-py", cwd=tmp_path, **in_venv) == (
         f"'{venv}/bin/python' -m pip install nvidia-ml-py"
     )
