@@ -41,6 +41,7 @@ import numpy as np
 import onnxruntime as ort
 
 from edgepipe import Pipeline
+from edgepipe.core.install import missing
 from edgepipe.infer import SessionConfig, resolve
 from edgepipe.infer.onnxfile import free_image_dims
 from edgepipe.media import VideoSource
@@ -254,7 +255,7 @@ def preprocessing(clip: Path, shape: tuple[int, int], count: int) -> dict[str, f
     try:
         import cv2
     except ImportError:
-        print("opencv-python-headless is not installed: no OpenCV baseline (pip install it)", file=sys.stderr)
+        print(f"no OpenCV baseline: {missing('cv2', 'dev', 'it')}", file=sys.stderr)
         return results
     cv2.setNumThreads(1)
     packed = [f.to_ndarray(format="yuv420p") for f in frames]  # contiguous I420, as OpenCV takes it

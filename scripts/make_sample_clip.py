@@ -21,6 +21,8 @@ from pathlib import Path
 import av
 import numpy as np
 
+from edgepipe.core.install import missing
+
 RAW_FORMATS = {".h264": "h264", ".264": "h264", ".h265": "hevc", ".265": "hevc", ".hevc": "hevc"}
 ENCODERS = {"h264": "libx264", "hevc": "libx265"}
 
@@ -162,8 +164,11 @@ def main() -> int:
         width, height = (int(v) for v in args.size.lower().split("x"))
     except ValueError:
         parser.error(f"--size {args.size!r}: expected WxH, e.g. 1280x720")
-    path = make_clip(args.output, width=width, height=height, fps=args.fps, seconds=args.seconds,
-                     codec=args.codec, gop=args.gop, crf=args.crf, seed=args.seed)  # fmt: skip
+    try:
+        path = make_clip(args.output, width=width, height=height, fps=args.fps, seconds=args.seconds,
+                         codec=args.codec, gop=args.gop, crf=args.crf, seed=args.seed)  # fmt: skip
+    except ModuleNotFoundError as exc:  # scikit-image (its photos) comes with the dev extra
+        raise SystemExit(missing(exc.name or str(exc), "dev", "scripts/make_sample_clip.py")) from None
     codec = RAW_FORMATS.get(path.suffix.lower(), args.codec)
     print(f"wrote {path} ({width}x{height} @ {args.fps} fps, {args.seconds:g} s, {codec})", file=sys.stderr)
     return 0

@@ -7,7 +7,7 @@
 
 Both layouts (``gqa``: shared-buffer GroupQueryAttention; ``concat``: Optimum-style) get the same
 weights for the same flags and seed; ``--kv-dtype float16`` declares a half-precision cache.
-Needs the ``onnx`` package (pip install -e '.[dev]').
+Needs the ``onnx`` package (the dev extra: ``.venv/bin/pip install -c constraints.txt -e '.[dev]'``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from pathlib import Path
 
 from tiny_lm import KV_DTYPES, TinyConfig, add_size_flags, config_from_flags, write
 
+from edgepipe.core.install import missing
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -27,7 +29,10 @@ def main() -> int:
     add_size_flags(parser, TinyConfig())
     args = parser.parse_args()
     cfg = config_from_flags(args)
-    path = write(args.folder, cfg, args.layout, args.kv_dtype)
+    try:
+        path = write(args.folder, cfg, args.layout, args.kv_dtype)
+    except ModuleNotFoundError as exc:  # onnx comes with the dev extra
+        raise SystemExit(missing(exc.name or str(exc), "dev", "scripts/make_tiny_lm.py")) from None
     size = f"{cfg.parameters() / 1e6:.1f}M parameters"
     print(f"{path}: {args.layout} layout, {size}, {args.kv_dtype} KV cache", file=sys.stderr)
     return 0

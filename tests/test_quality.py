@@ -245,6 +245,9 @@ ONE_HOME: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "JSON-lines writer": ("wire.jsonl", "LineWriter", ("wire.results", "sinks.streams.jsonl")),
     "backoff": ("core.backoff", "Backoff", ("runtime.circuit", "media.sources.reconnect", "sinks.mqtt.client")),
     "lazy export": ("core.lazy", "lazy_exports", ("", "sinks", "serve", "sinks.streams")),
+    "install hints": (
+        "core.install", "install_command", ("deploy.output", "sinks.mqtt.sink", "lm.tokenizer", "deploy.power.sensors"),
+    ),
 }  # fmt: skip
 PARSER_NAMES = {"seconds", "_seconds", "check_seconds", "_check_seconds", "number", "whole"}
 THREADS = {"DaemonThreadPool", "Thread", "ThreadPoolExecutor"}
@@ -297,6 +300,15 @@ def _definitions(path: Path) -> dict[str, list[int]]:
             found.setdefault("backoff", []).append(line)
     if calls & THREADS and calls & {"encode", "writelines"}:  # a thread of its own writing lines
         found.setdefault("JSON-lines writer", []).append(1)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body and isinstance(node.body[0], ast.Expr)
+    }  # fmt: skip
+    for node in ast.walk(tree):  # a command worded by hand, right for one kind of install only
+        if isinstance(node, ast.Constant) and "pip install" in str(node.value) and id(node) not in docstrings:
+            found.setdefault("install hints", []).append(node.lineno)
     for node in tree.body:  # a module's own lazy loader
         if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
             found.setdefault("lazy export", []).append(node.lineno)

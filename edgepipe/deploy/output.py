@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from edgepipe.core.install import missing
 from edgepipe.core.units import number, whole
 from edgepipe.wire.redact import redact_text
 
@@ -39,11 +40,12 @@ class MissingExtra(Exception):
 
 
 def require(module: str, extra: str, what: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingExtra` saying ``pip install 'edgepipe[extra]'``."""
+    """Import ``module`` or raise :class:`MissingExtra` naming the command that installs ``extra``
+    (:func:`edgepipe.core.install.missing`)."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtra(f"{what} needs the {module!r} package: pip install 'edgepipe[{extra}]'") from exc
+        raise MissingExtra(missing(module, extra, what)) from exc
 
 
 def add_format(parser: Any) -> None:

@@ -1,7 +1,7 @@
 """Text <-> token ids, and streaming ids back into text in whole characters.
 
 - A ``tokenizer.json`` (Hugging Face) is read by the ``tokenizers`` package, the ``lm`` extra
-  (``pip install 'edgepipe[lm]'``); without it, or with a release older than
+  (:func:`edgepipe.core.install.install_command` words its install); without it, or with a release older than
   :data:`MIN_TOKENIZERS`, a folder with a ``tokenizer.json`` is refused at once
   (:class:`~edgepipe.lm.MissingPackage`): reading it any other way would encode prompts the
   model never saw.
@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from edgepipe.core.install import install_command, missing
 from edgepipe.lm.chat import read_tokenizer_config, token_text
 from edgepipe.lm.errors import MissingPackage, TokenizerMismatch
 
@@ -41,9 +42,6 @@ MIN_TOKENIZERS = (0, 21, 1)
 """The first ``tokenizers`` release whose ``DecodeStream`` streams every tokenizer: 0.21.0 added
 it to the Python binding, 0.21.1 fixed its panic (#1699) and its ``InvalidPrefix`` error on
 Llama 3 (#1716)."""
-
-INSTALL = "pip install 'edgepipe[lm]'"
-"""What to run for the ``tokenizers`` package."""
 
 
 class TextStream(Protocol):
@@ -238,14 +236,14 @@ def tokenizers_package(path: Path) -> Any:
         module = importlib.import_module("tokenizers")
     except ImportError:
         raise MissingPackage(
-            f"{path.name} needs the 'tokenizers' package, which is not installed: {INSTALL}",
+            missing("tokenizers", "lm", path.name),
             model=str(path.parent), package="tokenizers",
         ) from None  # fmt: skip
     found = str(getattr(module, "__version__", "0"))
     if _version(found) < MIN_TOKENIZERS:
         raise MissingPackage(
             f"{path.name} needs tokenizers>={floor} (its DecodeStream), found {found}: "
-            "pip install -U 'edgepipe[lm]'",
+            + install_command("lm", upgrade=True),
             model=str(path.parent), package="tokenizers",
         )  # fmt: skip
     return module

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgepipe.core.install import install_command
 from edgepipe.deploy import output
 
 
@@ -18,7 +19,7 @@ def test_a_missing_package_names_the_extra_to_install() -> None:
         output.require("edgepipe_no_such_module", "deploy", "edgepipe quantize")
     message = str(caught.value)
     assert "edgepipe quantize" in message
-    assert "pip install 'edgepipe[deploy]'" in message
+    assert message.endswith(f"which is not installed: {install_command('deploy')}")
     assert "\n" not in message
 
 

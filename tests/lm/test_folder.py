@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edgepipe.core.install import install_command
 from edgepipe.lm import LanguageModel, LMWorker, MissingPackage, ModelFolder, SamplingParams
 from tests.lm import bpe
 
@@ -45,12 +46,12 @@ def test_a_tokenizer_json_without_the_tokenizers_package_names_the_command(
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     expected = (
         "a model whose files can be read (tokenizer.json needs the 'tokenizers' package, which is not "
-        "installed: pip install 'edgepipe[lm]')"
+        f"installed: {install_command('lm')})"
     )
     with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
         ModelFolder().check(tiny_models["gqa"])
     # A worker is refused when it is made, not when its model loads in a running pipeline
-    with pytest.raises(MissingPackage, match=r"pip install 'edgepipe\[lm\]'"):
+    with pytest.raises(MissingPackage, match=re.escape(install_command("lm"))):
         LMWorker(tiny_models["gqa"])
     with pytest.raises(MissingPackage):
         LMWorker(tiny_models["gqa"] / "model.onnx")  # the folder of a file given by path

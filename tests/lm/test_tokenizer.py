@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from edgepipe.core.install import install_command
 from edgepipe.lm import LanguageModel, MissingPackage, SamplingParams, TokenizerMismatch
 from edgepipe.lm.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer
 from tests.lm import bpe
@@ -124,7 +125,7 @@ def test_without_the_tokenizers_package_a_tokenizer_json_is_refused_naming_the_c
         load_tokenizer(tmp_path, 1000)
     assert str(caught.value) == (
         f"model {tmp_path}: tokenizer.json needs the 'tokenizers' package, which is not installed: "
-        "pip install 'edgepipe[lm]'"
+        + install_command("lm")
     )
     assert caught.value.package == "tokenizers"
 

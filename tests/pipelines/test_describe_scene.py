@@ -13,6 +13,7 @@ import pytest
 import tiny_lm
 
 from edgepipe import Message, load_pipeline
+from edgepipe.core.install import install_command
 from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
 from edgepipe.testing import ListSink, run_pipeline
 from tests.cli_process import edgepipe
@@ -117,7 +118,7 @@ def test_without_the_lm_extra_the_package_loads_and_describe_scene_names_the_ins
     [line] = done.stderr.splitlines()
     assert line.endswith(
         "--model: expected a model whose files can be read (tokenizer.json needs the 'tokenizers' package, "
-        f"which is not installed: pip install 'edgepipe[lm]'), got '{model}'"
+        f"which is not installed: {install_command('lm')}), got '{model}'"
     )
 
 

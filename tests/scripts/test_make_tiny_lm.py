@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from edgepipe.core.install import missing
 from edgepipe.lm import LanguageModel, SamplingParams
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_tiny_lm.py"
@@ -24,3 +25,16 @@ def test_the_script_writes_a_model_the_runner_loads(tmp_path: Path) -> None:
     lm = LanguageModel(tmp_path / "lm")
     lm.complete("Hi", SamplingParams(max_new_tokens=3, ignore_eos=True))
     assert lm.stats.new_tokens == 3
+
+
+def test_without_onnx_it_ends_in_one_line_naming_the_install(tmp_path: Path) -> None:
+    # onnx comes with the dev extra; blocked here as if it were not installed
+    argv = [str(SCRIPT), str(tmp_path / "lm")]
+    code = (
+        f"import runpy, sys; sys.modules['onnx'] = None; sys.argv = {argv!r}; "
+        f"sys.path.insert(0, {str(SCRIPT.parent)!r}); runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [missing("onnx", "dev", "scripts/make_tiny_lm.py")]
+    assert not (tmp_path / "lm").exists()

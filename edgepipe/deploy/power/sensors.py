@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from edgepipe.core.install import install_command
+
 _RAPL_TOP = re.compile(r"^intel-rapl:\d+$")
 TOTAL_RAILS = ("VDD_IN",)
 """INA3221 rail labels that measure a Jetson module's whole input (NVIDIA Jetson Linux
@@ -154,7 +156,7 @@ def nvml_counters() -> tuple[list[EnergyCounter], list[str]]:
     try:
         import pynvml  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
-        return [], ["NVML: the pynvml package is not installed (pip install nvidia-ml-py)"]
+        return [], [f"NVML: the pynvml package is not installed ({install_command(package='nvidia-ml-py')})"]
     try:
         pynvml.nvmlInit()
         found = []

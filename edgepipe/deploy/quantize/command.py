@@ -54,7 +54,7 @@ def add_parser(sub: Any) -> None:
             "(model.onnx with past key values, tokenizer.json), write a new folder with its "
             "weights in 4 or 8 bits (ONNX Runtime's MatMulNBits) and compare it with the source "
             "on prompts: logit cosine and the next token chosen, position by position. Needs the "
-            "deploy extra: pip install 'edgepipe[deploy]'."
+            "deploy extra (the onnx package): without it, the error names the command that installs it."
         ),
     )
     p.add_argument(

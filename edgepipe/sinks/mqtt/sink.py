@@ -50,6 +50,7 @@ from collections.abc import Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.context import SourceState, current_node
+from edgepipe.core.install import missing
 from edgepipe.sinks.messages import SCHEMA_VERSION, message_of
 from edgepipe.sinks.mqtt.config import (
     MqttConfigError,
@@ -111,9 +112,7 @@ class MqttSink:
         for a broker URL, name or setting that cannot work: at declaration, before anything runs.
         """
         if importlib.util.find_spec("aiomqtt") is None:
-            raise ImportError(
-                "the MQTT sink needs aiomqtt, which is not installed: pip install 'edgepipe[mqtt]'"
-            )
+            raise ImportError(missing("aiomqtt", "mqtt", "the MQTT sink"))
         self.broker = parse_broker_url(url)
         self.device = default_device() if device is None else checked_level("device", device)
         self.pipeline = "pipeline"

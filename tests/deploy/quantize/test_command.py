@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edgepipe.core.install import install_command
 from tests.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
@@ -106,11 +107,13 @@ def test_without_the_onnx_package_it_names_the_extra(tmp_path: Path) -> None:
     blocker = tmp_path / "blocked" / "onnx"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('onnx is not installed here')\n")
-    env = dict(os.environ, PYTHONPATH=str(blocker.parent))
+    # the blocker first, then this checkout's edgepipe (not whichever one the venv has installed)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker.parent), str(REPO)]))
     done = quantize("centerface", "--calib", "clip.mp4", cwd=tmp_path, env=env)
     assert done.returncode == 2
     assert errors(done) == [
-        "edgepipe: error: edgepipe quantize needs the 'onnx' package: pip install 'edgepipe[deploy]'"
+        "edgepipe: error: edgepipe quantize needs the 'onnx' package, which is not installed: "
+        + install_command("deploy", cwd=tmp_path)
     ]
 
 
