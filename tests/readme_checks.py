@@ -8,7 +8,7 @@ line it shows that the command no longer prints. Where the document leaves lines
 with a line that is only ``...`` (any number of lines, none included, stand there: at the start,
 between two shown lines or at the end); ``...`` within a line stands for any text there (a path
 in the reader's home). Otherwise the words are checked as written; numbers
-and sizes (``1.8 MB``, ``3,000,000,000``) are free, as are runs of spaces, because timings, file
+and sizes (``1.8 MB``, ``3,000,000,000``) are free, as are runs of spaces and a table's rule (``───``), because timings, file
 sizes and the machine's RAM vary from one machine to the next.
 """
 
@@ -46,11 +46,13 @@ def moved(path: Path) -> str | None:
 def shape(line: str) -> re.Pattern[str]:
     """The line with its numbers (and sizes), runs of spaces and any ``...`` in it free."""
     pattern = ""
-    for piece in re.split(rf"(\s+|{re.escape(ELISION)}|{NUMBER})", line.strip()):
+    for piece in re.split(rf"(\s+|─+|{re.escape(ELISION)}|{NUMBER})", line.strip()):
         if not piece:
             continue
         if piece == ELISION:
             pattern += ".*?"
+        elif piece[0] == "─":  # a table's rule: as wide as its columns' figures
+            pattern += "─+"
         elif piece.isspace():
             pattern += r"\s+"
         elif piece[0].isdigit():
