@@ -153,8 +153,8 @@ def test_readme_command_runs(
         f"exit {returncode}, the document implies {command.exit_code}\n{report}"
     )
     assert "Traceback (most recent call last)" not in output, report
-    missing = checks.missing_output(command.output, output)
-    assert missing is None, f"the output lacks a line shaped like the document's {missing!r}\n{report}"
+    differs = checks.output_differs(command.output, output)
+    assert differs is None, f"the output is not the one the document shows: {differs}\n{report}"
     if command.exit_code == 0:  # a run the document shows working saw input
         for heartbeat in checks.heartbeats(script, root):
             why = checks.moved(heartbeat)

@@ -141,15 +141,29 @@ def test_real_addresses_are_refused(tmp_path: Path) -> None:
             )
 
 
-def test_output_shape_frees_numbers_and_spacing_not_words() -> None:
-    shown = ("camera    frame pool (4 x 640x480)   1.8 MB", "total: 22.7 MB of a 17.69 GB budget")
-    ok = "log line\n  camera  frame pool (6 x 320x240)  512 kB\nmore\ntotal: 1.2 GB of a 3 GB budget\n"
-    assert checks.missing_output(shown, ok) is None
-    assert checks.missing_output(shown, ok.replace("frame pool", "frames")) == shown[0]
-    assert (
-        checks.missing_output(shown, "total: 1 MB of a 3 GB budget\ncamera frame pool (1 x 2x2) 1 MB")
-        == shown[1]
-    )  # out of order
+def test_output_shape_frees_numbers_spacing_and_rules_not_words() -> None:
+    shown = ("camera    frame pool (4 x 640x480)   1.8 MB", " ────", "total: 22.7 MB of a 17.69 GB budget")
+    ok = "  camera  frame pool (6 x 320x240)  512 kB\n ──────────\n\ntotal: 1.2 GB of a 3 GB budget\n"
+    assert checks.output_differs(shown, ok) is None
+    assert "the document shows 'camera" in str(
+        checks.output_differs(shown, ok.replace("frame pool", "frames"))
+    )
+    swapped = "total: 1 MB of a 3 GB budget\n ──\ncamera frame pool (1 x 2x2) 1 MB"
+    assert checks.output_differs(shown, swapped) is not None  # out of order
+
+
+def test_a_shown_output_is_the_whole_output_unless_a_line_says_dots() -> None:
+    shown = ("model: centerface (.../centerface.onnx): 122 nodes", "plan: fits")
+    printed = "model: centerface (/home/a/.cache/centerface.onnx): 122 nodes\nplan: fits\n"
+    assert checks.output_differs(shown, printed) is None
+    drifted = "model: centerface (/x/centerface.onnx): 122 nodes\nsource: a data sheet\nplan: fits\n"
+    assert "printed line 2 is 'source: a data sheet'" in str(checks.output_differs(shown, drifted))
+    assert "goes on past" in str(checks.output_differs(shown, printed + "one more\n"))
+    assert "goes on past" not in str(checks.output_differs(shown, "log line\n" + printed))
+    assert checks.output_differs(("...", *shown, "..."), "log\n" + printed + "after\n") is None
+    assert checks.output_differs((shown[0], "...", "source: ...", "..."), drifted) is None
+    assert checks.output_differs((shown[0], "...", "gone"), drifted) is not None
+    assert checks.output_differs((), "anything") is None  # a command shown without its output
 
 
 def test_files_shown_with_their_path_are_found() -> None:
