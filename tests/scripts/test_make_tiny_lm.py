@@ -8,6 +8,7 @@ import pytest
 
 from edgepipe.core.install import missing
 from edgepipe.lm import LanguageModel, SamplingParams
+from tests.scripts.blocked import run_without
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_tiny_lm.py"
 
@@ -29,12 +30,7 @@ def test_the_script_writes_a_model_the_runner_loads(tmp_path: Path) -> None:
 
 def test_without_onnx_it_ends_in_one_line_naming_the_install(tmp_path: Path) -> None:
     # onnx comes with the dev extra; blocked here as if it were not installed
-    argv = [str(SCRIPT), str(tmp_path / "lm")]
-    code = (
-        f"import runpy, sys; sys.modules['onnx'] = None; sys.argv = {argv!r}; "
-        f"sys.path.insert(0, {str(SCRIPT.parent)!r}); runpy.run_path(sys.argv[0], run_name='__main__')"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = run_without("onnx", SCRIPT, str(tmp_path / "lm"))
     assert done.returncode == 1
     assert done.stderr.splitlines() == [missing("onnx", "dev", "scripts/make_tiny_lm.py")]
     assert not (tmp_path / "lm").exists()
