@@ -135,7 +135,10 @@ def bench_shape(
     max_seq = cfg.max_seq_len
     folders = {layout: model_folder(cfg, layout) for layout in ("concat", "gqa")}
     config = SessionConfig(threads=threads, timeout_s=120.0)
-    models = {layout: LanguageModel(f, max_seq_len=max_seq, session=config) for layout, f in folders.items()}
+    # The runner's plain decode against the naive loop: speculation is measured on its own.
+    models = {
+        k: LanguageModel(f, max_seq_len=max_seq, session=config, speculate=0) for k, f in folders.items()
+    }
     rng = np.random.default_rng(0)
     rows = []
     for context in contexts:
