@@ -124,7 +124,7 @@ def test_params_is_the_parameter_file_on_every_subcommand_that_has_it() -> None:
 def test_the_documented_camera_toml_is_accepted_by_the_pipeline_it_names(tmp_path: Path) -> None:
     readme = (Path(__file__).resolve().parents[2] / "docs" / "pipelines.md").read_text()
     (block,) = re.findall(r"```toml\n(# camera\.toml.*?)```", readme, re.S)
-    (pipeline,) = re.findall(r"`edgepipe run (pipelines/\S+\.py) --params camera\.toml`", readme)
+    (pipeline,) = re.findall(r"`edgepipe run (pipelines/\S+\.py) --params camera\.toml[^`]*`", readme)
     toml = tmp_path / "camera.toml"
     toml.write_text(block)
     result = edgepipe("graph", pipeline, "--params", str(toml))
