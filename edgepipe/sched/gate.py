@@ -75,6 +75,9 @@ class Ticket:
     next_at: float = 0.0
     in_spare: int = 0
     """Calls of it running in the gate's spare units now."""
+    live: bool = False
+    """A short call a person waits for (a live view's encode): it may run in the spare units
+    when the main ones are held (see the module docstring)."""
     cancel: threading.Event | None = None
     """Set: a wait of its calls at the gate ends with :class:`AdmissionCancelled` (call
     :meth:`Gate.wake` after setting it). A call that need not wait still runs: whoever sets it
@@ -140,9 +143,9 @@ class Gate:
         with self._cond:
             now = self._clock()
             self._tickets.add(ticket)
-            if not self._may_start(ticket, now, alone=True):
-                now = self._wait(ticket, now, timeout_s)
-            spare = self._in_spare(ticket)
+            spare = self._start_in(ticket, now, alone=True)
+            if spare is None:
+                now, spare = self._wait(ticket, now, timeout_s)
             if spare:
                 self._spare_used += ticket.units
                 ticket.in_spare += 1
@@ -179,7 +182,8 @@ class Gate:
             if self._waiting:
                 self._cond.notify_all()
 
-    def _wait(self, ticket: Ticket, now: float, timeout_s: float | None) -> float:
+    def _wait(self, ticket: Ticket, now: float, timeout_s: float | None) -> tuple[float, bool]:
+        """Wait until ``ticket`` may start; (the time, whether in the spare units)."""
         t0 = now
         # The deadline bounds the wait for the budget, not the pace the governor asked for.
         deadline = max(now, ticket.next_at) + timeout_s if timeout_s is not None else float("inf")
@@ -188,7 +192,7 @@ class Gate:
         self._waits += 1
         cancel = ticket.cancel
         try:
-            while not self._may_start(ticket, now, alone=False):
+            while (spare := self._start_in(ticket, now, alone=False)) is None:
                 if cancel is not None and cancel.is_set():
                     raise AdmissionCancelled(f"{ticket.owner}: cancelled while waiting for the CPU budget")
                 if now >= deadline:
@@ -205,7 +209,7 @@ class Gate:
             self._waited_s += now - t0
             if self._waiting:  # those that deferred to this one may go now (or after it)
                 self._cond.notify_all()
-        return now
+        return now, spare
 
     def wake(self) -> None:
         """Waiters look again now (after a ticket's ``cancel`` was set: it ends its wait)."""
@@ -225,24 +229,33 @@ class Gate:
         governor paces it) that fits in them; anything else takes its turn in the main ones."""
         return 0 < ticket.units <= self.spare and ticket.priority == 0 and ticket.kind == "lm"
 
-    def _may_start(self, ticket: Ticket, now: float, *, alone: bool) -> bool:
+    def _pools(self, ticket: Ticket) -> tuple[bool, ...]:
+        """Where ``ticket``'s calls may run, in order of preference (True: the spare units)."""
+        if self._in_spare(ticket):
+            return (True,)
+        if ticket.live and 0 < ticket.units <= self.spare:
+            return (False, True)
+        return (False,)
+
+    def _start_in(self, ticket: Ticket, now: float, *, alone: bool) -> bool | None:
+        """Whether ``ticket`` may start now: None (not yet), else whether in the spare units."""
         if ticket.next_at > now:
-            return False
+            return None
         if self.units is None:
-            return True
-        spare = self._in_spare(ticket)
-        if spare:
-            if self._spare_used and self._spare_used + ticket.units > self.spare:
-                return False
-        elif self._used and self._used + ticket.units > self.units:
             return False
-        # The waiter with the least weighted run time among those that could start (in the same
-        # units) goes first. A wider one that does not fit yet keeps its turn (no overtaking it
-        # forever).
-        rivals = [w for w in self._waiting if w is not ticket and self._in_spare(w) == spare]
-        if alone:
-            return not rivals
-        return not any(other.next_at <= now and other.vtime < ticket.vtime for other in rivals)
+        for spare in self._pools(ticket):
+            used, room = (self._spare_used, self.spare) if spare else (self._used, self.units)
+            if used and used + ticket.units > room:
+                continue
+            # The waiter with the least weighted run time among those that could start (in the
+            # same units) goes first. A wider one that does not fit yet keeps its turn (no
+            # overtaking it forever).
+            rivals = [w for w in self._waiting if w is not ticket and spare in self._pools(w)]
+            if alone and not rivals:
+                return spare
+            if not alone and not any(o.next_at <= now and o.vtime < ticket.vtime for o in rivals):
+                return spare
+        return None
 
     def _account(self, now: float) -> None:
         dt = now - self._since

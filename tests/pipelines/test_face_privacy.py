@@ -14,6 +14,7 @@ from edgepipe.media.sources.synthetic import Scene
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
 from tests.cli_process import edgepipe
+from tests.serve.webdriver import require_chromium
 from tests.viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
@@ -144,3 +145,24 @@ async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -
     # ... and CenterFace finds no face in it.
     in_view = faces_in(pictures)
     assert in_view == [0] * len(pictures), list(zip(index, in_source, in_view, strict=True))
+
+
+@pytest.mark.usefixtures("libx264")
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_the_viewer_page_times_every_frame_a_person_sees(centerface: Path) -> None:
+    # What a person sees, read from the page itself over 20 s in headless Chromium: every frame
+    # shown timed from capture to display, the pipeline's share and the browser's beside it.
+    # How low the latency is, is a target of scripts/bench_webrtc.py, not asserted here.
+    require_chromium()
+    import browser_viewer
+
+    async with served(load_pipeline(PIPELINE, ["--output", ""])) as run:  # the default camera
+        seen = await asyncio.to_thread(browser_viewer.watch, f"{run.url}/", 20.0, 1.0)
+    assert seen["frames"] >= 100, seen  # 15 fps, thinned at most by the budget
+    assert seen["timed_share"] >= 0.9, seen  # frames shown without a capture time are few
+    # One clock: a frame is shown after its results were ready, and after it reached the browser.
+    assert seen["capture_to_display_p50_ms"] > seen["pipeline_latency_p50_ms"] > 0, seen
+    assert seen["capture_to_display_p50_ms"] > seen["in_browser_p50_ms"] > 0, seen
+    assert seen["jitter_buffer_ms"] is not None, seen  # the receiver's own figures, from getStats
+    assert seen["decode_ms"] is not None, seen

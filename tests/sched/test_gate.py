@@ -286,3 +286,35 @@ def test_only_token_decode_that_fits_uses_the_spare_unit() -> None:
     )
     assert not gate._in_spare(Ticket("describe", "lm", 0, units=2)), "wider than the spare"
     assert not gate._in_spare(Ticket("describe", "lm", 1)), "normal priority"
+
+
+def test_a_live_encode_runs_beside_a_detection_in_the_spare_unit_and_a_recording_waits() -> None:
+    # A viewer's frame must not wait out a 60 ms detection while the spare unit is idle; a
+    # recording's encode (nobody waits for it) takes its turn in the main unit.
+    gate = Gate(1, spare=1)
+    detect = Ticket("faces", "detect", 1)
+    live, record = Ticket("view", "encode", 2, live=True), Ticket("record", "encode", 2)
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.admit(detect, timeout_s=5):
+            started.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        started.wait(1)
+        with gate.admit(live, timeout_s=0.2):
+            assert live.in_spare == 1
+        with pytest.raises(AdmissionTimeout, match="held by: detect"), gate.admit(record, timeout_s=0.05):
+            pass
+    finally:
+        release.set()
+        holder.join()
+    with gate.admit(live, timeout_s=0.2):  # the main unit free: it goes there first
+        assert live.in_spare == 0
+    no_spare = Gate(1, spare=0)
+    with no_spare.admit(detect, timeout_s=1):
+        pass
+    assert no_spare._pools(live) == (False,), "no spare unit: a live call takes its turn too"

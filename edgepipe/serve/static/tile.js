@@ -6,12 +6,20 @@
 // rtp_offset, first_pts_90k + (rtp - rtp0) mod 2**32 with the RTP timestamp rtp0 of the first
 // frame shown), and the frame shows the latest detections with pts_90k <= its pts. Without
 // requestVideoFrameCallback's rtpTimestamp it shows the latest detections.
+//
+// Latency of the frame on screen (one machine, or clocks in sync: the capture time is the
+// server's wall clock): its capture time is its own result's t_ms, or the latest result's t_ms
+// plus the pts between the two (a camera's pts run with its clock). capture→display ends when
+// the frame is expected on screen (the callback's expectedDisplayTime); its browser share
+// starts when the frame's last packet arrived (receiveTime, given for WebRTC video). The last
+// RECENT frames' figures are kept for the percentiles the page shows and tests read.
 "use strict";
 
 (function () {
   const MAX_DETECTIONS = 120;  // a few seconds of results waiting for their frame
   const MAX_BOXES = 256;  // drawn per frame
   const STALE_90K = 2 * 90000;  // results older than their frame by this much are not drawn
+  const RECENT = 300;  // frames whose latencies are kept (20 s at 15 fps)
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -47,7 +55,7 @@
       this.fields = {};
       stats.append(el("span", "name", source));
       for (const [key, label] of [["state", ""], ["fps", "fps"], ["latency", "pipeline"],
-        ["c2d", "capture→display (same clock)"], ["boxes", "boxes"]]) {
+        ["c2d", "capture→display (same clock)"], ["browser", "in browser"], ["boxes", "boxes"]]) {
         const span = el("span");
         this.fields[key] = el("span", "", "–");
         if (label) span.append(`${label} `);
@@ -57,7 +65,8 @@
       this.root.append(screen, stats);
       this.stats = { framesPresented: 0, fps: 0, lastBoxCount: null, lastBoxes: [], drawnPts: null,
         framePts: null, matchedByPts: 0, matchedLatest: 0, pipelineLatencyMs: null,
-        captureToDisplayMs: null, videoWidth: 0, videoHeight: 0, video: "no video yet" };
+        captureToDisplayMs: null, browserMs: null, jitterBufferMs: null, decodeMs: null, videoWidth: 0, videoHeight: 0, video: "no video yet",
+        recent: { captureToDisplayMs: [], pipelineLatencyMs: [], browserMs: [] } };
       this.window = { t: performance.now(), frames: 0 };
       this.lastPresented = null;
       this.shownAt = 0;
@@ -139,7 +148,25 @@
         s.matchedLatest += 1;
       }
       this.draw(chosen);
+      this.timeFrame(meta, pts, chosen);
       this.countFps(meta);
+    }
+
+    timeFrame(meta, pts, m) {
+      const s = this.stats;
+      const shown = meta && finite(meta.expectedDisplayTime) ? meta.expectedDisplayTime : performance.now();
+      s.browserMs = meta && finite(meta.receiveTime) && meta.receiveTime > 0 ? shown - meta.receiveTime : null;
+      s.captureToDisplayMs = null;
+      s.pipelineLatencyMs = m && finite(m.latency_ms) ? m.latency_ms : null;
+      if (m && finite(m.t_ms)) {
+        const captured = m.t_ms + (pts !== null ? (pts - m.pts_90k) / 90 : 0);
+        s.captureToDisplayMs = performance.timeOrigin + shown - captured;
+      }
+      for (const key of ["captureToDisplayMs", "pipelineLatencyMs", "browserMs"]) {
+        const list = s.recent[key];
+        list.push(s[key]);
+        if (list.length > RECENT) list.shift();
+      }
     }
 
     countFps(meta) {
@@ -159,8 +186,19 @@
         this.fields.fps.textContent = s.fps.toFixed(1);
         this.fields.latency.textContent = s.pipelineLatencyMs === null ? "–" : `${s.pipelineLatencyMs.toFixed(0)} ms`;
         this.fields.c2d.textContent = s.captureToDisplayMs === null ? "–" : `${s.captureToDisplayMs.toFixed(0)} ms`;
+        this.fields.browser.textContent = s.browserMs === null ? "–" : `${s.browserMs.toFixed(0)} ms`;
+        this.fields.browser.title = s.jitterBufferMs === null ? ""
+          : `jitter buffer ${s.jitterBufferMs.toFixed(0)} ms, decode ${(s.decodeMs ?? 0).toFixed(1)} ms`;
         this.fields.boxes.textContent = s.lastBoxCount === null ? "–" : String(s.lastBoxCount);
       }
+    }
+
+    receiverStats(now, before) {  // inbound-rtp stats now and a second before (or none)
+      const delta = (key) => (finite(now[key]) ? now[key] : 0) - (before && finite(before[key]) ? before[key] : 0);
+      const emitted = delta("jitterBufferEmittedCount");
+      const decoded = delta("framesDecoded");
+      this.stats.jitterBufferMs = emitted > 0 ? (1000 * delta("jitterBufferDelay")) / emitted : null;
+      this.stats.decodeMs = decoded > 0 ? (1000 * delta("totalDecodeTime")) / decoded : null;
     }
 
     showState(st) {
@@ -187,8 +225,6 @@
       s.drawnPts = m.pts_90k;
       s.lastBoxCount = m.boxes.length;
       s.lastBoxes = m.boxes.slice(0, 8);
-      s.pipelineLatencyMs = finite(m.latency_ms) ? m.latency_ms : null;
-      s.captureToDisplayMs = finite(m.t_ms) ? Date.now() - m.t_ms : null;
       if (!v.videoWidth || !v.videoHeight) return;
       // The video's picture inside the element (object-fit: contain), then the message's w x h onto it.
       const scale = Math.min(cw / v.videoWidth, ch / v.videoHeight);

@@ -164,6 +164,24 @@
     });
   }
 
+  // Every second, each tile's share of the browser's receive path (inbound-rtp stats): what
+  // its jitter buffer held a frame and what decoding took, over that second.
+  function watchReceivers(gen, peer, sources, transceivers) {
+    const last = new Map();
+    const timer = setInterval(() => {
+      if (gen !== generation || peer.connectionState === "closed") { clearInterval(timer); return; }
+      peer.getStats().then((stats) => {
+        for (const report of stats.values()) {
+          if (report.type !== "inbound-rtp" || report.kind !== "video") continue;
+          const i = transceivers.findIndex((t) => t.mid === report.mid);
+          const tile = i < 0 ? undefined : tiles.get(sources[i]);
+          if (tile) tile.receiverStats(report, last.get(report.mid));
+          last.set(report.mid, report);
+        }
+      }, () => {});
+    }, 1000);
+  }
+
   let generation = 0;
   let pc = null;
   let retry = null;
@@ -198,8 +216,12 @@
       if (!info.limit) throw new Error("this pipeline streams no video");
       const peer = pc = new RTCPeerConnection({ iceServers: [] });
       const transceivers = sources.map(() => peer.addTransceiver("video", { direction: "recvonly" }));
+      // Live video a person waits for: the least playout delay the jitter seen allows (Chromium
+      // otherwise holds frames for a smooth playout, tens of milliseconds more).
+      for (const t of transceivers) if ("jitterBufferTarget" in t.receiver) t.receiver.jitterBufferTarget = 0;
       peer.createDataChannel("client");
       sources.forEach((source, i) => tiles.get(source).attach(transceivers[i].receiver.track));
+      watchReceivers(gen, peer, sources, transceivers);
       peer.ondatachannel = (event) => {
         if (event.channel.label !== "results") return;
         event.channel.binaryType = "arraybuffer";
