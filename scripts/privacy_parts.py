@@ -69,7 +69,7 @@ def bare_model(
     from edgepipe.infer.loading import load_session
     from edgepipe.media.frame import from_av
     from edgepipe.media.tensor import Preprocessor
-    from edgepipe.sched import cpu_budget
+    from edgepipe.sched import CpuBudget, usable_cores
     from edgepipe.vision import adapters
     from edgepipe.vision.model import read_input
     from edgepipe.vision.nms import nms
@@ -77,10 +77,12 @@ def bare_model(
 
     resolved = resolve("centerface")
     # As the Detector loads it: its SessionConfig (deadline aside), the registry's free image
-    # dims, intra-op threads from the CPU budget; the same cached optimized graph.
+    # dims, intra-op threads from the run's CPU budget (one camera, one model: the pipeline's
+    # own); the same cached optimized graph.
     free_dims = bool(resolved.entry and resolved.entry.free_image_dims)
     config = SessionConfig(timeout_s=2.0, free_image_dims=free_dims)
-    session, _ = load_session(resolved.path, config, name=resolved.name, threads=cpu_budget().threads)
+    threads = CpuBudget(usable_cores(), video_streams=1, model_nodes=1).detector_threads
+    session, _ = load_session(resolved.path, config, name=resolved.name, threads=threads)
     name = session.get_inputs()[0].name
     layout, fixed, dtype = read_input(resolved.path, config.free_image_dims)
     names = [o.name for o in session.get_outputs()]

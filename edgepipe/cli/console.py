@@ -114,6 +114,9 @@ def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
     if node.errors:
         info["errors"] = node.errors
     info.update(node.gauges)
+    limit = snap.sched.get("limits", {}).get(node_id) if snap.sched else None
+    if limit is not None:  # what holds a model node's rate (edgepipe.sched.limits)
+        info["limit"] = limit
     if node.skipped:
         info["skipped"] = node.skipped
     shed, aged = sum(c.shed for c in lanes), sum(c.aged for c in lanes)

@@ -57,6 +57,8 @@ class Describe:
 
     priority = "low"
     """The first work the governor slows when the CPU is short (see :mod:`edgepipe.sched`)."""
+    loads_model = True
+    """The scheduler counts the run's models (:attr:`~edgepipe.sched.budget.CpuBudget.model_nodes`)."""
 
     def __init__(
         self,

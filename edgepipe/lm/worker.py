@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 class LMWorker:
     """A language model served to async callers, ``slots`` requests at a time."""
 
+    loads_model = True
+    """The scheduler counts the run's models (:attr:`~edgepipe.sched.budget.CpuBudget.model_nodes`)."""
+
     def __init__(
         self,
         model: str | os.PathLike[str],

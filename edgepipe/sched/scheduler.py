@@ -33,6 +33,7 @@ from edgepipe.sched.gate import GATE, Gate
 from edgepipe.sched.governor import Governor, Knob
 from edgepipe.sched.knobs import ThinKnob
 from edgepipe.sched.ledger import CpuLedger
+from edgepipe.sched.limits import Totals, binding
 from edgepipe.sched.load import Load, LoadMeter, accelerator_busy, temperature_c
 
 if TYPE_CHECKING:
@@ -72,7 +73,10 @@ class Scheduler:
         target = 1 - headroom if headroom > 0 else DEFAULT_TARGET
         # The run's own: sessions and runs find them through the run's scope (own()).
         streams = sum(1 for spec in graph.nodes if getattr(spec.target, "decodes_video", False))
-        self.budget = CpuBudget(usable_cores(), target, self.governed, video_streams=streams)
+        models = sum(1 for spec in graph.nodes if getattr(spec.target, "loads_model", False))
+        self.budget = CpuBudget(
+            usable_cores(), target, self.governed, video_streams=streams, model_nodes=models
+        )
         self.gate = Gate(self.budget.units if self.governed else None, spare=self.budget.spare_units)
         self._scope: RunScope | None = None
         self.interval_s = interval_s
@@ -89,11 +93,17 @@ class Scheduler:
         """Where the CPU goes, per node and kind of work (from here on: models' loading counts)."""
         self._t_ledger = 0.0
         self._ledger_failed = False
+        self.limits: dict[str, str] = {}
+        """Per model node, what held its rate over the last second (:mod:`~edgepipe.sched.limits`)."""
+        self._totals: dict[str, Totals] = {}
         log.info("%s", self.budget.describe())
         # Heavy calls on their own cores, the rest (decode, the event loop) on the others: in
         # force from the start of the run (:meth:`run`) to its end.
         self._cores = _own_cores()
-        self.cores_split = affinity.plan(self.gate.units, self._cores) if self.governed else None
+        # A detector given the spare units' threads too needs their cores: heavy is then all of
+        # them on 2 cores, and nothing is split.
+        heavy = max(self.budget.units, self.budget.detector_threads)
+        self.cores_split = affinity.plan(heavy, self._cores) if self.governed else None
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -154,6 +164,7 @@ class Scheduler:
             if now - self._t_ledger >= LEDGER_INTERVAL_S:
                 self._t_ledger = now
                 self._sample_ledger(runtime)
+                self._update_limits(runtime, now)
             if slow_ok and now - t_slow >= 1.0:
                 t_slow = now
                 self.temp_c, self.accelerator = temperature_c(), accelerator_busy()
@@ -178,6 +189,30 @@ class Scheduler:
             if not self._ledger_failed:
                 self._ledger_failed = True
                 log.exception("the CPU ledger could not be sampled")
+
+    def _update_limits(self, runtime: Runtime, now: float) -> None:
+        """Each model node's binding limit over the time since the last call."""
+        waited: dict[str, float] = {}
+        for ticket in self.gate.tickets():
+            waited[ticket.owner] = waited.get(ticket.owner, 0.0) + ticket.waited_s
+        gov, load = self.governor, self.load
+        target = gov.target_now(self.temp_c) if gov is not None else self.budget.target
+        if not self.governed:  # no budget holds an ungoverned run
+            target = float("inf")
+        for runner in runtime.runners.values():
+            if runner.inbox is None or not getattr(runner.spec.target, "loads_model", False):
+                continue
+            lanes = [c.stats() for c in runner.inbox.channels]
+            shed = sum(c.shed for c in lanes)
+            totals = Totals(now, sum(c.put for c in lanes) + shed, sum(c.dropped for c in lanes) + shed,
+                            waited.get(runner.node_id, 0.0))  # fmt: skip
+            before = self._totals.get(runner.node_id)
+            self._totals[runner.node_id] = totals
+            if before is not None and totals.t > before.t:
+                self.limits[runner.node_id] = binding(
+                    before.window(totals), cpu=load.cpu if load is not None else None, target=target,
+                    level=gov.level if gov is not None else 0,
+                )  # fmt: skip
 
     def _knobs(self, runtime: Runtime) -> list[Knob]:
         knobs: list[Knob] = []
@@ -241,6 +276,7 @@ class Scheduler:
             "waits": gate.waits,
             "waited_s": round(gate.waited_s, 3),
             "cpu_ledger": self.ledger.snapshot(),
+            "limits": dict(self.limits),
         }
 
 

@@ -39,6 +39,7 @@ from edgepipe.media.tensor import Method, TensorFormat
 from edgepipe.pipefile.params import Range
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
+from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.knobs import EveryKnob
 from edgepipe.sched.stagger import phases
 from edgepipe.vision import adapters
@@ -66,6 +67,9 @@ class _Steps:
 
 class Detector:
     """An object detector as a pipeline stage. See the module docstring."""
+
+    loads_model = True
+    """The scheduler counts the run's models (:attr:`~edgepipe.sched.budget.CpuBudget.model_nodes`)."""
 
     def __init__(
         self,
@@ -203,7 +207,10 @@ class Detector:
         Blocking (a registry model may be fetched)."""
         if self.session is not None and not self.session.closed:
             return
-        model = load_model(self.model, self.session_config, adapter=self.adapter, labels=self.labels,
+        config = self.session_config
+        if config.threads is None:  # the budget's, with the spare units when the run has them to give
+            config = replace(config, threads=cpu_budget().detector_threads)
+        model = load_model(self.model, config, adapter=self.adapter, labels=self.labels,
                            input_size=self.input_size, owner=self._owner)  # fmt: skip
         self.model_name = model.name
         self.adapter = model.adapter

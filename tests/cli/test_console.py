@@ -65,7 +65,7 @@ def _busy_run() -> Snapshot:
         "level": 22, "rungs": 22, "heavy_busy_s": {"detect": 1.0, "lm": 2.0}, "detect_lm_overlap_s": 123.4,
         "knobs": [{"node": n, "setting": s, "level": 3} for n in ("faces", "describe", "view", "camera")
                   for s in ("every", "thin")],
-        "cpu_ledger": LEDGER,
+        "cpu_ledger": LEDGER, "limits": {"faces": "budget", "describe": "gate"},
     }  # fmt: skip
     return Snapshot(t_s=86400.0, nodes=nodes, channels=channels, sched=sched)
 
@@ -111,7 +111,8 @@ def test_every_line_of_the_live_table_and_the_summary_fits_80_columns(width: int
         # Nothing cut short: each figure whole, on one line.
         for figure in ("987654", "12.3M", "1234", "23457", "0.01", "100%", "123456", "half-open",
                        "restarting", "decoded=12345678", "pool_drops=6", "unsent=2", "shed=89", "aged=12",
-                       "skipped=55", "infer_ms=123.4", "detect/LM overlap 123.4 s"):  # fmt: skip
+                       "skipped=55", "infer_ms=123.4", "detect/LM overlap 123.4 s", "limit=budget",
+                       "limit=gate"):  # fmt: skip
             assert figure in text, figure
         # The CPU ledger's table keeps to 80 columns, its first column as the table's.
         table = lines[

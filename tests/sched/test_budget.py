@@ -66,3 +66,16 @@ def test_the_plan_says_what_limits_it() -> None:
     assert "cgroup quota 2" in text
     assert "1.40" in text
     assert "1 heavy call unit" in text
+
+
+def test_the_one_detector_of_a_run_with_cores_to_spare_gets_the_spare_units_threads() -> None:
+    two = Cores(2.0, 2, None)  # x 0.7 = 1.4: one unit, and one spare
+    assert CpuBudget(two, video_streams=1, model_nodes=1).detector_threads == 2
+    assert CpuBudget(two, video_streams=1, model_nodes=2).detector_threads == 1, "two models share"
+    assert CpuBudget(two, video_streams=2, model_nodes=1).detector_threads == 1, "decoders fill the cores"
+    assert CpuBudget(Cores(1.0, 1, None), video_streams=1, model_nodes=1).detector_threads == 1, "no spare"
+    assert CpuBudget(Cores(4.0, 4, None), video_streams=1, model_nodes=1).detector_threads == 3  # 2.8
+    one = CpuBudget(two, video_streams=1, model_nodes=1)
+    assert one.threads == 1, "other models (and --plan) keep the units"
+    assert "1 ONNX Runtime thread(s) per model (2 for the one detector)" in one.describe()
+    assert "for the one detector" not in CpuBudget(two, video_streams=1, model_nodes=2).describe()

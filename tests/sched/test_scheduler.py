@@ -27,6 +27,8 @@ async def ticks() -> AsyncIterator[int]:
 class Burner:
     """Burns 15 ms of CPU on one item in ``every_now``: a detector in miniature."""
 
+    loads_model = True  # counted as the run's model (and named a limit in --stats)
+
     def __init__(self) -> None:
         self.every_now: float = 1
         self.seen = 0
@@ -93,6 +95,8 @@ def test_headroom_0_runs_ungoverned_but_still_measures() -> None:
     assert sched["cpu"] is not None
     assert sched["cpu"] > 0
     assert burner.levels == {1}
+    # 15 ms an item, one every 10 ms, nothing holding it back: the model binds.
+    assert sched["limits"] == {"burn": "model"}
     # The CPU ledger, ungoverned too: the burner's 15 ms an item are its code's, and what the
     # kinds add up to is the process's CPU, little of it left unattributed.
     ledger = sched["cpu_ledger"]
@@ -226,3 +230,13 @@ def test_temperature_is_given_up_only_after_slow_reads_in_a_row(
     given_up = [r for r in caplog.records if "no longer read" in r.getMessage()]
     assert (len(reads) > slow) is read_on, reads
     assert bool(given_up) is not read_on
+
+
+def test_the_runs_models_are_counted_and_a_wide_detector_gets_every_heavy_core() -> None:
+    p, _ = burning(headroom=0.3)
+    scheduler = Scheduler(p.validate())
+    budget = scheduler.budget
+    assert budget.model_nodes == 1
+    assert budget.video_streams == 0
+    if budget.detector_threads >= budget.cores.affinity:  # 2 cores: its threads need both
+        assert scheduler.cores_split is None

@@ -9,8 +9,10 @@ import pytest
 import skimage.data
 
 from edgepipe import Pipeline
+from edgepipe.core.scope import RunScope, entered
 from edgepipe.infer import SessionConfig
 from edgepipe.media.frame import from_av, from_rgb
+from edgepipe.sched.budget import BUDGET, Cores, CpuBudget
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector, Normalize
 from edgepipe.vision.nms import iou_matrix
@@ -32,6 +34,25 @@ def face_detector(centerface: Path) -> Detector:
     detector = Detector("centerface")
     detector.open()
     return detector
+
+
+def test_the_one_detector_of_a_run_with_cores_to_spare_loads_with_their_threads(centerface: Path) -> None:
+    # The run's budget (the scheduler's): one camera, one model, 2 cores x 0.7 -> 2 threads.
+    budget = CpuBudget(Cores(2.0, 2, None), video_streams=1, model_nodes=1)
+    scope = RunScope("wide")
+    scope.put(BUDGET, budget)
+    with entered(scope):
+        detector = Detector("centerface")
+        detector.open()
+        pinned = Detector("centerface", session=SessionConfig(threads=1))  # the user's word stands
+        pinned.open()
+    assert detector.session is not None
+    assert detector.session.threads == 2
+    assert detector.session.ticket.units == 1, "it holds one unit at the gate: the spare stays free"
+    assert pinned.session is not None
+    assert pinned.session.threads == 1
+    detector.stop()
+    pinned.stop()
 
 
 @pytest.mark.parametrize(("colorspace", "color_range"), [("ITU709", "JPEG"), ("ITU601", "MPEG")])
