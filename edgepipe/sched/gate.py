@@ -7,10 +7,12 @@ while it runs:
 
 - **Slots.** At most ``units`` of heavy work run at once (2 cores x 0.7 → one call at a time),
   instead of all of it fighting for the same cores. The budget's fraction past them is a
-  *spare* unit (1.4 → one) that only low-priority token decode uses, beside the main units and
-  paced by the governor (so it never holds up a detection); where there is none, or the
-  model's steps are wider than it, a token-decode step waits while a detection holds the
-  budget, and runs in the gap after it.
+  *spare* unit (1.4 → one) for low-priority token decode, beside the main units and paced by
+  the governor (so it never holds up a detection); where there is none, or the model's steps
+  are wider than it, a token-decode step waits while a detection holds the budget, and runs in
+  the gap after it. A *short* call (an encode: a few milliseconds) takes whichever units are
+  free, the main ones first: a viewer's frame does not wait out a 60 ms detection while the
+  spare unit is idle, and a detection does not wait for a recording's encode.
 - **Fair shares by priority.** When several callers wait, the one with the least weighted
   run time goes first (stride scheduling: each call adds ``seconds x units / weight``, weights
   1 : 4 : 8 for low, normal, high). A detector (normal) and a language model (low) that both
@@ -75,9 +77,9 @@ class Ticket:
     next_at: float = 0.0
     in_spare: int = 0
     """Calls of it running in the gate's spare units now."""
-    live: bool = False
-    """A short call a person waits for (a live view's encode): it may run in the spare units
-    when the main ones are held (see the module docstring)."""
+    short: bool = False
+    """A short call (an encode): it may run in the spare units when the main ones are held
+    (see the module docstring)."""
     cancel: threading.Event | None = None
     """Set: a wait of its calls at the gate ends with :class:`AdmissionCancelled` (call
     :meth:`Gate.wake` after setting it). A call that need not wait still runs: whoever sets it
@@ -233,7 +235,7 @@ class Gate:
         """Where ``ticket``'s calls may run, in order of preference (True: the spare units)."""
         if self._in_spare(ticket):
             return (True,)
-        if ticket.live and 0 < ticket.units <= self.spare:
+        if ticket.short and 0 < ticket.units <= self.spare:
             return (False, True)
         return (False,)
 

@@ -142,7 +142,7 @@ class SharedEncoder:
         """Frames not encoded because the CPU budget did not admit them in time."""
         self.lagged = 0
         """Times a viewer fell behind and was flushed to the next keyframe (all viewers)."""
-        self.ticket = Ticket(source_id, "encode", 2, live=True)  # a viewer waits for its frame
+        self.ticket = Ticket(source_id, "encode", 2, short=True)
         self._threads_tag = ticket_tag(self.ticket)
         """The encoder's threads are the node's encode (the CPU ledger)."""
         self._subs: list[Subscription] = []

@@ -288,12 +288,12 @@ def test_only_token_decode_that_fits_uses_the_spare_unit() -> None:
     assert not gate._in_spare(Ticket("describe", "lm", 1)), "normal priority"
 
 
-def test_a_live_encode_runs_beside_a_detection_in_the_spare_unit_and_a_recording_waits() -> None:
-    # A viewer's frame must not wait out a 60 ms detection while the spare unit is idle; a
-    # recording's encode (nobody waits for it) takes its turn in the main unit.
+def test_a_short_call_runs_beside_a_detection_in_the_spare_unit_and_a_long_one_waits() -> None:
+    # A viewer's frame must not wait out a 60 ms detection while the spare unit is idle, nor a
+    # detection wait for a recording's encode; another model's run takes its turn.
     gate = Gate(1, spare=1)
     detect = Ticket("faces", "detect", 1)
-    live, record = Ticket("view", "encode", 2, live=True), Ticket("record", "encode", 2)
+    encode, other = Ticket("view", "encode", 2, short=True), Ticket("plates", "detect", 1)
     started, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -305,16 +305,13 @@ def test_a_live_encode_runs_beside_a_detection_in_the_spare_unit_and_a_recording
     holder.start()
     try:
         started.wait(1)
-        with gate.admit(live, timeout_s=0.2):
-            assert live.in_spare == 1
-        with pytest.raises(AdmissionTimeout, match="held by: detect"), gate.admit(record, timeout_s=0.05):
+        with gate.admit(encode, timeout_s=0.2):
+            assert encode.in_spare == 1
+        with pytest.raises(AdmissionTimeout, match="held by: detect"), gate.admit(other, timeout_s=0.05):
             pass
     finally:
         release.set()
         holder.join()
-    with gate.admit(live, timeout_s=0.2):  # the main unit free: it goes there first
-        assert live.in_spare == 0
-    no_spare = Gate(1, spare=0)
-    with no_spare.admit(detect, timeout_s=1):
-        pass
-    assert no_spare._pools(live) == (False,), "no spare unit: a live call takes its turn too"
+    with gate.admit(encode, timeout_s=0.2):  # the main unit free: it goes there first
+        assert encode.in_spare == 0
+    assert Gate(1, spare=0)._pools(encode) == (False,), "no spare unit: a short call takes its turn too"

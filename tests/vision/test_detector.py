@@ -44,13 +44,23 @@ def test_the_one_detector_of_a_run_with_cores_to_spare_loads_with_their_threads(
     with entered(scope):
         detector = Detector("centerface")
         detector.open()
-        pinned = Detector("centerface", session=SessionConfig(threads=1))  # the user's word stands
+        pinned = Detector(
+            "centerface", session=SessionConfig(threads=1), pin_every=True
+        )  # the user's word stands
         pinned.open()
     assert detector.session is not None
     assert detector.session.threads == 2
     assert detector.session.ticket.units == 1, "it holds one unit at the gate: the spare stays free"
     assert pinned.session is not None
     assert pinned.session.threads == 1
+    # A detector that must see every frame it is given is paced, in fine steps, not thinned first.
+    assert [k.kind for k in detector.governor_knobs("faces", 1)] == ["every"]
+    every, pace = pinned.governor_knobs("faces", 1)
+    assert every.pinned
+    assert pace.kind == "pace"
+    assert not getattr(pace, "pinned", False)
+    pace.set(2)
+    assert pinned.session.ticket.duty == pytest.approx(0.87)
     detector.stop()
     pinned.stop()
 

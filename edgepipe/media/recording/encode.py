@@ -122,7 +122,7 @@ class Recorder:
         """What the stream's pixels mean, taken from the first frame (tagged into the stream)."""
         self._lock = threading.Lock()  # process() and stop() take turns: one touches the container
         self._stopping = threading.Event()
-        self._ticket = Ticket(self.path.name, "encode", 2, cancel=self._stopping)
+        self._ticket = Ticket(self.path.name, "encode", 2, cancel=self._stopping, short=True)
         self._threads_tag = ticket_tag(self._ticket)
         """The encoder's threads are the node's encode (the CPU ledger)."""
 

@@ -147,7 +147,7 @@ class EventRecorder:
             packets,
         )
         clip_encoder = ClipEncoder(encoder=encoder, keyframe_interval_s=keyframe_interval_s, crf=crf)
-        ticket = Ticket(self.events_dir.name or "events", "encode", 2)
+        ticket = Ticket(self.events_dir.name or "events", "encode", 2, short=True)
         self.engine = RecorderEngine(self.events_dir, self.limits, clip_encoder, ticket)
         self._pool: DaemonThreadPool | None = None
         self._states: dict[str, str] = {}
