@@ -155,9 +155,10 @@ class CpuBudget:
         when the run has them to give: one model (a detector alone with its cameras) and fewer
         video streams than cores. A model that cannot keep up with its cameras on one core then
         uses the budget it left idle (CenterFace at 640x480 here: 54 ms a run on one thread,
-        28 ms on two, for 5% more CPU). Its runs still hold one unit at the gate, so viewers'
-        encodes and token decode keep the spare one; the governor holds the process to its
-        target over time (it thins the detector's frames when the wider runs take more)."""
+        28 ms on two, for 5% more CPU a run on quiet cores, 15-20% more where other work shares
+        them). Its runs still hold one unit at the gate, so encodes and token decode keep the
+        spare one; the governor holds the process to its target over time (it paces a pinned
+        detector, else raises its interval, then thins its frames)."""
         if self.spare_units and self.model_nodes == 1 and self.video_streams < self.cores.usable:
             return self.units + self.spare_units
         return self.threads
