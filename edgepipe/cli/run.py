@@ -222,7 +222,10 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
     pipeline = spec.call(extra, params_file=args.params)
     graph = pipeline.validate()
     if args.plan:
-        return cli_plan.main(graph)
+        from edgepipe.sched.scheduler import run_budget
+
+        budget = run_budget(graph, args.headroom, not args.no_governor)
+        return cli_plan.main(graph, auto_instances=budget.instances)
     watchers: list[Watcher] = []
     if args.stats:
         from edgepipe.cli.console import live_stats

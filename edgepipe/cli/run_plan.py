@@ -17,9 +17,10 @@ from edgepipe.planning.memory import format_bytes
 from edgepipe.runtime.plan import PlanReport, plan_graph
 
 
-def main(graph: Graph, out: TextIO | None = None) -> int:
-    """Plan ``graph``, print the plan (on stdout by default), and return the exit code."""
-    report = plan_graph(graph)
+def main(graph: Graph, out: TextIO | None = None, *, auto_instances: int = 1) -> int:
+    """Plan ``graph``, print the plan (on stdout by default), and return the exit code.
+    ``auto_instances``: calls in flight of ``instances="auto"`` nodes in the run planned."""
+    report = plan_graph(graph, auto_instances=auto_instances)
     print_plan(report, out)
     if not report.fits:
         refusal = report.refusal

@@ -61,6 +61,9 @@ class NodeContext:
     way; items already queued are still processed."""
     pipeline: str = ""
     """The name of the running pipeline (``Pipeline(name)``): MQTT topics and client ids use it."""
+    instances: int = 1
+    """How many calls of its code the node runs at once (``instances``, ``"auto"`` resolved by
+    the CPU budget): a model node sizes its buffers and threads by it at ``start()``."""
     sources: Mapping[str, SourceState] = field(default_factory=lambda: MappingProxyType({}))
     """The sources upstream of this node (its inputs' inputs, all the way up), by node id, in
     the graph's order: each one's state as it changes (the source's ``status``, kept across its

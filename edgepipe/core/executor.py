@@ -11,9 +11,13 @@ the pool was made in. A pool a node's code makes in its constructor, before any 
 for the run that uses it (:mod:`edgepipe.core.scope`: its gate, budget and memory plan), without a
 copy of the context per call.
 
-The work queue has no fixed bound because its callers bound it: each node has at most one call
-in flight (it awaits the result before taking its next item), so a pool never holds more calls
-than there are nodes using it.
+The work queue has no fixed bound because its callers bound it: each node has at most its
+``instances`` calls in flight, plus one queued behind them (it awaits results before taking more
+items), so a pool never holds more calls than its nodes allow.
+
+A call abandoned at its deadline keeps its thread; :meth:`DaemonThreadPool.retire` lets that
+thread leave the pool when it returns and starts a fresh one in its place now, so a pool of N
+threads keeps N working while a stuck call hangs.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ class DaemonThreadPool(Executor):
         call (past its deadline) must not make the next calls wait behind it."""
         self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        self._retiring: set[Future[Any]] = set()
+        """Calls abandoned at their deadline: their threads leave the pool when they return."""
         self._idle = 0
         self._lock = threading.Lock()
         self._shutdown = False
@@ -75,20 +81,34 @@ class DaemonThreadPool(Executor):
                 raise RuntimeError(f"resource '{self.name}' is shut down")
             self._work.put((future, fn, args, kwargs))
             busy = self._idle == 0
-            if len(self._threads) < self.max_workers or (
-                busy and len(self._threads) < self.max_workers + self.spare_workers
-            ):
-                # A context is entered by one thread at a time: each thread gets its own copy.
-                context = self._thread_context()
-                thread = threading.Thread(
-                    target=context.run,
-                    args=(self._worker,),
-                    name=f"edgepipe-{self.name}-{len(self._threads)}",
-                    daemon=True,
-                )
-                self._threads.append(thread)
-                thread.start()
+            working = len(self._threads) - len(self._retiring)
+            if working < self.max_workers or (busy and working < self.max_workers + self.spare_workers):
+                self._start_thread()
         return future
+
+    def _start_thread(self) -> None:
+        """One more worker (the lock held)."""
+        # A context is entered by one thread at a time: each thread gets its own copy.
+        context = self._thread_context()
+        thread = threading.Thread(
+            target=context.run,
+            args=(self._worker,),
+            name=f"edgepipe-{self.name}-{len(self._threads)}",
+            daemon=True,
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def retire(self, future: Future[Any]) -> None:
+        """The call behind ``future`` was abandoned (it runs past its deadline): its thread
+        leaves the pool once the call returns, and a fresh thread takes its place at once when
+        work is waiting (else with the next call). Nothing happens if the call has ended."""
+        with self._lock:
+            if future.done() or self._shutdown:
+                return
+            self._retiring.add(future)
+            if not self._work.empty() and self._idle == 0:
+                self._start_thread()
 
     def _thread_context(self) -> contextvars.Context:
         if self._context is None and current_scope() is not None:
@@ -118,6 +138,19 @@ class DaemonThreadPool(Executor):
                 future.set_exception(exc)
             else:
                 future.set_result(result)
+            if self._retiring and self._leave(future):
+                thread_ending()
+                return
+
+    def _leave(self, future: Future[Any]) -> bool:
+        """Whether this thread's call was abandoned: then it leaves the pool (a fresh one took
+        its place)."""
+        with self._lock:
+            if future not in self._retiring:
+                return False
+            self._retiring.discard(future)
+            self._threads.remove(threading.current_thread())
+            return True
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:

@@ -158,6 +158,7 @@ class Pipeline:
         out_type: Any = None,
         priority: Priority | str | None = None,
         max_age_s: float | None = None,
+        instances: int | str | None = None,
     ) -> NodeRef:
         """Declare a node that turns each input item into zero or one output item (return None
         for none), or an async generator function that maps the whole input stream.
@@ -169,10 +170,13 @@ class Pipeline:
         (:func:`~edgepipe.graph.spec.on_loop`), else a thread. ``priority`` (``low``,
         ``normal``, ``high``; default: what the code declares, else normal) orders what the
         governor slows first. ``max_age_s`` skips an item of a lossy
-        (``latest``/``drop_new``) lane that is older than that when the node would start on it."""
+        (``latest``/``drop_new``) lane that is older than that when the node would start on it.
+        ``instances``: calls of synchronous code run at once, each on a thread, results in each
+        input's order (``"auto"``: the CPU budget's units; default: what the code declares,
+        else 1; see :mod:`edgepipe.runtime.prepared`)."""
         return self._add(
             node_id, NodeKind.STAGE, target, inputs, queue_size, policy, on_error, resource,
-            on_loop, timeout_s, in_type, out_type, priority, max_age_s,
+            on_loop, timeout_s, in_type, out_type, priority, max_age_s, instances,
         )  # fmt: skip
 
     def sink(
@@ -190,11 +194,12 @@ class Pipeline:
         in_type: Any = None,
         priority: Priority | str | None = None,
         max_age_s: float | None = None,
+        instances: int | str | None = None,
     ) -> NodeRef:
         """Declare a node that consumes items and emits nothing (options as for :meth:`stage`)."""
         return self._add(
             node_id, NodeKind.SINK, target, inputs, queue_size, policy, on_error, resource,
-            on_loop, timeout_s, in_type, None, priority, max_age_s,
+            on_loop, timeout_s, in_type, None, priority, max_age_s, instances,
         )  # fmt: skip
 
     def _add(
@@ -213,6 +218,7 @@ class Pipeline:
         out_type: Any,
         priority: Priority | str | None,
         max_age_s: float | None,
+        instances: int | str | None = None,
     ) -> NodeRef:
         where = _caller_where()
         if not isinstance(node_id, str) or not node_id:
@@ -241,6 +247,19 @@ class Pipeline:
                 node_id=node_id,
                 where=where,
             )
+        if (
+            instances is not None
+            and instances != "auto"
+            and (isinstance(instances, bool) or not isinstance(instances, int) or instances < 1)
+        ):
+            raise GraphError(f"instances must be a count of at least 1 or 'auto', got {instances!r}",
+                             node_id=node_id, where=where)  # fmt: skip
+        if isinstance(instances, int) and instances > 1 and parsed_on_error.action is OnError.RESTART:
+            raise GraphError(
+                f"instances={instances} with on_error='restart': restarting cycles the node's hooks "
+                "under its other calls in flight; use on_error='skip' (the default) or 'stop'",
+                node_id=node_id, where=where,
+            )  # fmt: skip
         declared_in, declared_out = declared_types(target, kind.value)
         lanes = (
             ()
@@ -262,6 +281,7 @@ class Pipeline:
             out_type=out_type if out_type is not None else declared_out,
             where=where,
             priority=parsed_priority,
+            instances=instances,
         )
         self._nodes[node_id] = spec
         return NodeRef(self, node_id)

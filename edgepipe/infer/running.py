@@ -69,6 +69,8 @@ class GuardedRuns:
         self.inputs = inputs
         self._t_start = t_start
         self._free_options: list[ort.RunOptions] = []
+        self._mine = threading.local()
+        """The calling thread's last run (``ms``): concurrent runs each read their own."""
         self._first_lock = threading.Lock()
         self._native = Native(f"a run of model {name}")
 
@@ -100,6 +102,12 @@ class GuardedRuns:
         outputs)."""
         self._guarded(self.live().run_with_iobinding, (binding,), timeout_s, None)
 
+    @property
+    def thread_run_ms(self) -> float:
+        """How long the calling thread's last successful run took (0 before any): with runs
+        of one session on several threads at once, ``stats.last_run_ms`` is anyone's."""
+        return float(getattr(self._mine, "ms", 0.0))
+
     def live(self) -> ort.InferenceSession:
         """The session; :class:`InferError` once it was closed."""
         session = self.session
@@ -113,14 +121,14 @@ class GuardedRuns:
         counted; errors mapped. Waiting for the budget has the run's deadline too."""
         gate = current_gate()
         try:
-            t_start = gate.enter(self.ticket, timeout_s)
+            held = gate.enter(self.ticket, timeout_s)
         except AdmissionTimeout as exc:
             self.stats.timeouts += 1
             raise InferTimeout(str(exc), model=self.name) from None
         try:
             return self._timed(fn, args, timeout_s, feeds)
         finally:
-            gate.leave(self.ticket, t_start)
+            gate.leave(self.ticket, held)
 
     def _timed(self, fn: Any, args: tuple[Any, ...], timeout_s: float | None,
                feeds: Mapping[str, np.ndarray] | None) -> Any:  # fmt: skip
@@ -157,7 +165,7 @@ class GuardedRuns:
         stats = self.stats
         stats.runs += 1
         stats.busy_s += elapsed
-        stats.last_run_ms = elapsed * 1000
+        stats.last_run_ms = self._mine.ms = elapsed * 1000
         if stats.first_result_ms is None:
             self._first_result()
         return result

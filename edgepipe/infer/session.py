@@ -102,6 +102,13 @@ class Session:
     def closed(self) -> bool:
         return self._runs.session is None
 
+    @property
+    def thread_run_ms(self) -> float:
+        """How long the calling thread's last successful run took, in milliseconds (0 before
+        any): runs on several threads at once each read their own (``stats.last_run_ms`` is
+        whichever ended last)."""
+        return self._runs.thread_run_ms
+
     def input(self, index: int = 0) -> TensorSpec:
         return self.inputs[index]
 

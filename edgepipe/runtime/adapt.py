@@ -13,9 +13,11 @@ inbox lane each item came from):
 or, for a stage written as an async generator function over its input stream, ``stream``.
 
 Objects may also have ``start()`` and ``stop()`` hooks, sync (run on the executor) or async,
-a sync ``prepare(item)`` whose result their sync ``process()`` takes (two steps that the
-runtime may overlap: :mod:`edgepipe.runtime.prepared`), and ``process_batch(items)`` with a
-``batch_size`` for micro-batching (:mod:`edgepipe.runtime.batched`).
+a sync ``prepare(item)`` whose result their sync ``process()`` takes and a sync
+``finish(result)`` that takes what it returns (steps that the runtime overlaps, with up to
+``instances`` calls of ``process()`` at once: :mod:`edgepipe.runtime.prepared`), and
+``process_batch(items)`` with a ``batch_size`` for micro-batching
+(:mod:`edgepipe.runtime.batched`).
 """
 
 from __future__ import annotations
@@ -109,6 +111,12 @@ class ProcessAdapter:
     """``thread`` mode only: the object's ``process_batch(items)``, used when its ``batch_size``
     is above 1 (see :mod:`edgepipe.runtime.batched`)."""
     batch_size: int = 1
+    finish: Callable[[Any], Any] | None = None
+    """``thread`` mode only: the object's sync ``finish(result)``, called on each result in its
+    lane's order (see :mod:`edgepipe.runtime.prepared`)."""
+    instances: int | str | None = None
+    """The calls in flight the object declares (its ``instances`` attribute: a count or
+    ``"auto"``); None when it declares none."""
     takes_lane: bool = False
     """Per-item modes: the code is called as ``call(item, lane)`` (it has a second parameter
     named ``lane``) with the name of the inbox lane the item came from."""
@@ -244,4 +252,22 @@ def adapt_process(spec: NodeSpec, executor: Any, hooks_executor: Any) -> Process
     batch_size = getattr(target, "batch_size", 1)
     if fn is target or not callable(process_batch) or not isinstance(batch_size, int) or batch_size < 2:
         process_batch, batch_size = None, 1
-    return ProcessAdapter("thread", fn, start, stop, prepare, process_batch, batch_size, lane)
+    finish = getattr(target, "finish", None)
+    if fn is target or not callable(finish) or _is_async_fn(finish):
+        finish = None
+    declared = None if fn is target else getattr(target, "instances", None)
+    if not isinstance(declared, int | str):  # an attribute of another meaning: not a declaration
+        declared = None
+    instances = check_instances(spec, declared, "its code's instances")
+    return ProcessAdapter("thread", fn, start, stop, prepare, process_batch, batch_size, takes_lane=lane,
+                          finish=finish, instances=instances)  # fmt: skip
+
+
+def check_instances(spec: NodeSpec, value: Any, what: str) -> int | str | None:
+    """``value`` (a count of calls in flight, ``"auto"`` or None) when it is one; a
+    :class:`GraphError` naming the node and ``what`` declared it otherwise."""
+    if value is None or value == "auto":
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _invalid(spec, f"{what} must be a count of at least 1 or 'auto', got {value!r}")
+    return value

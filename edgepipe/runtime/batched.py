@@ -9,9 +9,11 @@ and go through the model together (an accelerator runs a batch of four in far le
 times one).
 
 If the object also has ``prepare(item)``, each item is prepared in the same call before the
-batch is processed; a prepared item that is :class:`~edgepipe.core.lease.Leased` is released
-after the call. Inputs are released after the call unless returned. A failure of the call
-counts once and skips the whole batch; ``timeout_s`` bounds the whole call.
+batch is processed, and with ``finish(result)`` each output is finished after it, in order; a
+prepared item (or output) that is :class:`~edgepipe.core.lease.Leased` is released after the
+step that takes it, unless that step returned it. Inputs are released after the call unless
+returned. A failure of the call counts once and skips the whole batch; ``timeout_s`` bounds the
+whole call.
 """
 
 from __future__ import annotations
@@ -30,22 +32,42 @@ from edgepipe.runtime.parts import NodeParts
 
 
 def batch_call(
-    process_batch: Callable[[list[Any]], Sequence[Any]], prepare: Callable[[Any], Any] | None
+    process_batch: Callable[[list[Any]], Sequence[Any]],
+    prepare: Callable[[Any], Any] | None,
+    finish: Callable[[Any], Any] | None = None,
 ) -> Callable[[Batch], list[Any]]:
-    """The per-batch call run on the node's executor: prepare each item, then the batch."""
+    """The per-batch call run on the node's executor: prepare each item, then the batch, then
+    finish each output in order (:mod:`edgepipe.runtime.prepared` says what the steps are)."""
 
     def call(batch: Batch) -> list[Any]:
+        outputs = processed(batch)
+        if finish is None:
+            return outputs
+        done: list[Any] = []
+        try:
+            for out in outputs:
+                done.append(finish(out))
+        finally:  # what process_batch returned goes back unless finish returned it
+            for item, out, kept in zip(batch.items, outputs, done + [None] * (len(outputs) - len(done)),
+                                       strict=True):  # fmt: skip
+                if out is not kept and out is not item and isinstance(out, Leased):
+                    out.release()
+        return done
+
+    def processed(batch: Batch) -> list[Any]:
         items = batch.items
         prepared: list[Any] = [] if prepare is not None else items
+        outputs: list[Any] = []
         try:
             if prepare is not None:
                 for item in items:  # one by one: if one fails, those made so far are released
                     prepared.append(prepare(item))
             outputs = list(process_batch(prepared))
         finally:
-            if prepare is not None:
+            if prepare is not None:  # a prepared item returned as an output travels on
+                kept = {id(out) for out in outputs}
                 for item, ready in zip(items, prepared, strict=False):
-                    if ready is not item and isinstance(ready, Leased):
+                    if ready is not item and id(ready) not in kept and isinstance(ready, Leased):
                         ready.release()
         if len(outputs) != len(items):
             raise ValueError(f"process_batch() returned {len(outputs)} outputs for {len(items)} items")

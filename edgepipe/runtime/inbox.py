@@ -65,17 +65,18 @@ class Inbox:
         for channel in self.channels:
             channel.detach()
 
-    def get_nowait(self) -> Any:
-        """The item that arrived first, across lanes; :data:`EMPTY` if none is queued.
-        Raises :class:`EndOfStream` once every lane is closed and drained."""
+    def get_nowait(self, skip: frozenset[str] = frozenset()) -> Any:
+        """The item that arrived first, across lanes (but those named in ``skip``: a node that
+        holds all it may of theirs); :data:`EMPTY` if none is queued. Raises
+        :class:`EndOfStream` once every lane is closed and drained."""
         if self._aging:
-            return self._fresh()
-        return self._next()
+            return self._fresh(skip)
+        return self._next(skip)
 
-    def _fresh(self) -> Any:
+    def _fresh(self, skip: frozenset[str]) -> Any:
         """The next item that is not past its lane's ``max_age_s``; older ones are released."""
         while True:
-            item = self._next()
+            item = self._next(skip)
             if item is EMPTY:
                 return item
             channel = self._channel(self.lane)
@@ -92,23 +93,27 @@ class Inbox:
             return channels[0]
         return next(c for c in channels if c.name == name)
 
-    def _next(self) -> Any:
+    def _next(self, skip: frozenset[str]) -> Any:
         channels = self.channels
         if len(channels) == 1:
             channel = channels[0]
             if channel.queue:
-                return channel.take()
+                return EMPTY if skip and channel.name in skip else channel.take()
             if channel.closed:
                 raise EndOfStream(self.node_id)
             return EMPTY
         first: Channel[Any] | None = None
         for channel in channels:
-            if channel.queue and (first is None or channel.head_arrival() < first.head_arrival()):
+            if (
+                channel.queue
+                and (first is None or channel.head_arrival() < first.head_arrival())
+                and (not skip or channel.name not in skip)
+            ):
                 first = channel
         if first is not None:
             self.lane = first.name
             return first.take()
-        if all(c.closed for c in channels):
+        if all(c.closed and not c.queue for c in channels):
             raise EndOfStream(self.node_id)
         return EMPTY
 

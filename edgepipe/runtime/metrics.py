@@ -50,8 +50,9 @@ class NodeStats:
     """Time spent in the node's code since it started: every call, failed ones too (not
     sampled); a two-step node's both steps, which run at once."""
     busy_frac: float
-    """``busy_s`` over time since it started, 0..1 (per call, so a node with concurrent calls
-    can exceed 1 only if it runs them in parallel)."""
+    """``busy_s`` over time since it started: 0..1 for one call at a time; with several calls
+    in flight (``instances``), and prepare overlapping them, up to that many: the mean number of
+    its calls under way."""
     blocked_s: float
     """Time spent waiting for downstream channels to take an output (backpressure)."""
     state: str
@@ -59,6 +60,10 @@ class NodeStats:
     ``half-open`` (one item on trial), ``done``, ``stopped``, ``cancelled`` or ``failed``."""
     gauges: dict[str, Any]
     """What the node's code reports about itself (a source's state, its drops …)."""
+    in_flight: int = 0
+    """Calls of the node's code running now (a node with ``instances`` > 1 runs several)."""
+    instances: int = 1
+    """The most calls it runs at once (:mod:`edgepipe.runtime.flight`)."""
 
 
 class NodeMetrics:
@@ -72,6 +77,8 @@ class NodeMetrics:
         "busy_ns",
         "errors",
         "gauges",
+        "in_flight",
+        "instances",
         "items_in",
         "items_out",
         "kind",
@@ -96,6 +103,8 @@ class NodeMetrics:
         self.blocked_ns = 0
         self.state = "idle"
         self.gauges: dict[str, Any] = {}
+        self.in_flight = 0
+        self.instances = 1
         self.t_start_ns = 0
         self.t_end_ns = 0
         self._ring = [0] * WINDOW
@@ -163,4 +172,6 @@ class NodeMetrics:
             blocked_s=self.blocked_ns / 1e9,
             state=self.state,
             gauges=dict(self.gauges),
+            in_flight=self.in_flight,
+            instances=self.instances,
         )

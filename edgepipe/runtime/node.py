@@ -21,17 +21,18 @@ from typing import Any, Protocol
 from edgepipe.core.channel import Policy
 from edgepipe.core.context import NodeContext, SourceState, set_current
 from edgepipe.core.cputime import SETUP, run_counted
-from edgepipe.core.errors import NodeError, error_text
+from edgepipe.core.errors import GraphError, NodeError, error_text
 from edgepipe.core.spans import SpanLog
 from edgepipe.graph.check import Graph
 from edgepipe.graph.spec import NodeKind, NodeSpec, OnError
-from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
+from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source, check_instances
 from edgepipe.runtime.calls import call_in_thread
 from edgepipe.runtime.circuit import Circuit
 from edgepipe.runtime.emit import ConsumersGone, Outputs, ResultsLog
+from edgepipe.runtime.flight import Flight
 from edgepipe.runtime.inbox import Inbox
 from edgepipe.runtime.metrics import NodeMetrics, NodeStats
-from edgepipe.runtime.prepared import overlaps
+from edgepipe.runtime.prepared import in_flight
 from edgepipe.runtime.pump import run_items, run_source, run_stream
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,10 @@ class Host(Protocol):
 
     def hook_timeout_s(self) -> float: ...
 
+    def auto_instances(self) -> int:
+        """What ``instances="auto"`` is in this run (:data:`~edgepipe.runtime.flight.AUTO_INSTANCES`)."""
+        ...
+
 
 def source_states(graph: Graph, node_id: str) -> Mapping[str, SourceState]:
     """The states of the sources upstream of ``node_id``, by node id: each source's code's
@@ -73,6 +78,36 @@ def source_states(graph: Graph, node_id: str) -> Mapping[str, SourceState]:
         if status is not None and inspect.getattr_static(status, "state_info", None) is not None:
             states[upstream] = status
     return MappingProxyType(states)
+
+
+def instances_of(spec: NodeSpec, process: ProcessAdapter | None, auto: int) -> int:
+    """How many calls of a node's code run at once: its declaration's ``instances``, else its
+    code's, else 1; ``"auto"`` is ``auto`` (the budget's) where several calls can run (sync
+    code on threads, not batched, not under ``restart``), else 1. Raises :class:`GraphError`
+    for a count above 1 where they cannot."""
+    declared = check_instances(spec, spec.instances, "instances")
+    if declared is None and process is not None:
+        declared = process.instances
+    if declared is None or process is None:
+        return 1
+    able = (
+        process.mode == "thread"
+        and process.process_batch is None
+        and (spec.on_error.action is not OnError.RESTART)
+    )
+    if declared == "auto":
+        return max(1, auto) if able else 1
+    assert isinstance(declared, int)
+    if declared > 1 and not able:
+        why = (
+            "it batches (process_batch): one batch at a time" if process.process_batch is not None
+            else "on_error='restart' cycles its hooks under the other calls" if process.mode == "thread"
+            else f"its code runs {'on the event loop' if process.mode != 'stream' else 'as a stream'}; "
+            "give a plain (sync) function or process() method, which runs on threads"
+        )  # fmt: skip
+        raise GraphError(f"instances={declared} needs calls on threads, but {why}", node_id=spec.node_id,
+                         where=spec.where)  # fmt: skip
+    return declared
 
 
 class NodeRunner:
@@ -104,6 +139,8 @@ class NodeRunner:
             self._source = adapt_source(spec, executor, hooks_executor)
         else:
             self._process = adapt_process(spec, executor, hooks_executor)
+        self.instances = instances_of(spec, self._process, host.auto_instances())
+        """How many calls of its code it runs at once."""
         self.circuit = Circuit(
             spec.node_id, spec.kind, spec.on_error, self.metrics, self._emit_event, self._cycle_hooks,
             debug=host.debug,
@@ -142,6 +179,7 @@ class NodeRunner:
                 and all(c.policy is Policy.LATEST for c in self.inbox.channels),
                 stopping=self.host.stop_requested,
                 pipeline=self.host.graph.name,
+                instances=self.instances,
                 sources=source_states(self.host.graph, self.node_id),
             )
         return self._context
@@ -158,14 +196,15 @@ class NodeRunner:
 
     @property
     def in_hand(self) -> int:
-        """How many items this node holds beyond its inbox: the one it works on, the next one
-        prepared meanwhile, or a batch."""
+        """How many items of one producer this node holds beyond its inbox: the one it works
+        on; with calls in flight, those and the ones around them (:meth:`Flight.in_hand`); or
+        a batch."""
         process = self._process
         if process is None:
             return 1
         if process.process_batch is not None:
             return process.batch_size
-        return 2 if overlaps(self, process) else 1
+        return Flight.in_hand(self.instances) if in_flight(self, process, self.instances) else 1
 
     def snapshot(self) -> NodeStats:
         inbox = self.inbox
@@ -191,7 +230,7 @@ class NodeRunner:
                 if self._process.mode == "stream":
                     await run_stream(self, self._process)
                 else:
-                    await run_items(self, self._process)
+                    await run_items(self, self._process, self.instances)
             state = "done"
         except ConsumersGone:
             log.info("[%s] every consumer has stopped; stopping", self.node_id)

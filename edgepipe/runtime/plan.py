@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from edgepipe.core.errors import EdgepipeError, error_text
+from edgepipe.core.scope import RunScope
 from edgepipe.graph.check import Graph
 from edgepipe.planning.memory import MemoryBudgetError, MemoryPlan, Reservation
 from edgepipe.runtime.engine import Runtime
+from edgepipe.runtime.flight import AUTO_INSTANCES
 from edgepipe.runtime.node import source_states
 from edgepipe.wire.redact import redact_text
 
@@ -50,6 +52,9 @@ class PlanNode:
     sources: tuple[str, ...] = ()
     """The sources upstream that report their state (what :attr:`NodeContext.sources
     <edgepipe.core.context.NodeContext.sources>` will hold at run time), by node id."""
+    instances: int = 1
+    """Its calls in flight at run time (:attr:`NodeContext.instances
+    <edgepipe.core.context.NodeContext.instances>`): a model node's input tensors are per call."""
 
     def unknown(self, what: str, why: str) -> None:
         """Say that ``what`` would be allocated but its size cannot be known now, and why
@@ -64,6 +69,22 @@ class UnknownSize:
     owner: str
     what: str
     why: str
+
+
+class _Instances:
+    """Stands for a run's scheduler where a plan needs only what ``instances="auto"`` is."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def own(self, scope: RunScope) -> None:
+        scope.put(AUTO_INSTANCES, self.count)
+
+    async def run(self, runtime: Runtime) -> None:  # pragma: no cover - a plan never runs
+        raise NotImplementedError
+
+    def snapshot(self) -> dict[str, Any]:  # pragma: no cover
+        return {}
 
 
 class Plannable(Protocol):
@@ -123,18 +144,20 @@ class PlanReport:
         return self.crossing is None
 
 
-def plan_graph(graph: Graph, plan: MemoryPlan | None = None) -> PlanReport:
+def plan_graph(graph: Graph, plan: MemoryPlan | None = None, *, auto_instances: int = 1) -> PlanReport:
     """Ask every node of ``graph`` what it would reserve; nothing is started or allocated.
 
     ``plan`` defaults to a fresh dry-run plan with the process's budget (from the environment).
-    A hook that raises is reported in :attr:`PlanReport.failures` and the others still run.
-    Blocking: a hook may open an input briefly to read its frame size.
+    ``auto_instances``: the calls in flight a node declared with ``instances="auto"`` would run
+    (its run's CPU budget's, :attr:`~edgepipe.sched.budget.CpuBudget.instances`). A hook that
+    raises is reported in :attr:`PlanReport.failures` and the others still run. Blocking: a hook
+    may open an input briefly to read its frame size.
     """
     if plan is None:
         plan = MemoryPlan(refuse=False)
-    # The runtime's own wiring says what each consumer holds (lane sizes, prepared items,
+    # The runtime's own wiring says what each consumer holds (lane sizes, calls in flight,
     # batches): built here exactly as a run builds it, and never started.
-    runners = Runtime(graph).runners
+    runners = Runtime(graph, scheduler=_Instances(auto_instances)).runners
     produced: dict[str, object | None] = {}
     unknowns: list[UnknownSize] = []
     failures: list[tuple[str, str]] = []
@@ -144,6 +167,7 @@ def plan_graph(graph: Graph, plan: MemoryPlan | None = None) -> PlanReport:
             tuple(runners[spec.node_id].holds),
             {lane.name: produced.get(lane.source) for lane in spec.lanes},
             sources=tuple(source_states(graph, spec.node_id)),
+            instances=runners[spec.node_id].instances,
         )
         hook = getattr(spec.target, "plan_memory", None)
         produced[spec.node_id] = None

@@ -1,33 +1,49 @@
-"""Two-step stages: ``prepare(item)`` for the next item runs while ``process()`` runs the last.
+"""Nodes with work in flight: a cheap ``prepare`` in order, ``process`` on several threads at
+once, a cheap ``finish`` in each lane's order.
 
-A stage object with both ``prepare(item)`` and ``process(prepared)`` (sync, so each runs on a
-worker thread) declares that its work splits into a cheap CPU step (a detector's colour
-conversion into its input tensor) and a long one (the model run, perhaps on an NPU). Run one
-after the other, the long step waits for the cheap one on every item; overlapped, the long step
-starts again as soon as it finishes, on an input already prepared: double buffering.
+A stage (or sink) object may split its work in up to three steps, each optional but
+``process``::
 
-The overlap is two deep and no deeper: one item prepared and waiting, one being processed, so a
-preparer needs two buffers (plus any still held by a call abandoned at its deadline).
-``process()`` runs on a thread of the node's own with the prepared item queued behind the run
-in progress (:mod:`edgepipe.runtime.overlap`): the model goes from one run to the next without
-waiting for the event loop. It applies to nodes with the ``skip``/``stop`` policies
-(``restart`` cycles the hooks between the steps, so the two run back to back in one call there)
-and one input lane, or several whose ``process()`` does not ask which lane an item came from
-(a detector fed by several cameras: each step then costs the model no more than on one lane).
+    class Faces:
+        instances = 2                         # or "auto": the CPU budget chooses (a declaration's
+                                              # instances= says otherwise)
+        def prepare(self, frame): ...         # in arrival order, one at a time, on a thread:
+                                              # cheap, may keep state (which frames the model sees)
+        def process(self, prepared): ...      # up to `instances` at once, each on a thread of
+                                              # its own: the long step (a model run)
+        def finish(self, result): ...         # in each lane's order, one at a time, on the event
+                                              # loop: bookkeeping (a tracker), never blocking
 
-- A ``block`` lane (lossless): the next item is prepared as soon as the last one has started.
-- A ``latest`` lane (live video): the newest item is prepared just in time — when the model is
-  expected to finish within about one preparation and the jitter of its runs (running means) —
-  so that it gets a frame at most about that old, and frames nobody will process are not
-  prepared: until then, newer frames replace older ones in the lane (counted as its drops). A
-  model that is idle never waits for a newer one. A prepared item is never thrown away for a
-  newer one: ``prepare()`` may keep state (a detector's every-Nth-frame count), and a preparer
-  that hands out buffers in turn counts on each prepared item being processed before it makes
-  two more.
+- **Overlap.** ``prepare()`` of the next item runs while ``process()`` runs the last ones, and
+  one prepared item waits behind the calls under way, so a call starts the moment another ends
+  (:mod:`edgepipe.runtime.flight`): double buffering, ``instances`` deep.
+- **Order.** Results leave in the order of each lane's items (a lane is one producer: a
+  camera); ``finish()`` sees them in that order. Lanes do not wait for each other.
+- **Light items.** A prepared item that says ``light`` (True) in a node with ``finish()`` is not
+  given to ``process()``: ``finish()`` takes it as it is, as soon as the items before it in its
+  lane have left. A detector's tracked frames are such: a camera's carried boxes never wait
+  behind another camera's model run, and follow their own camera's last model run in order.
+- **Just in time.** On one ``latest`` lane (a live camera), the next item is taken and prepared
+  when a thread is expected to be free within about one preparation and the jitter of the
+  calls (running means), so that a call gets a frame at most about that old, and frames no call
+  would take are not prepared: meanwhile newer frames replace older ones in the lane (counted
+  as its drops). With several lanes items are prepared as they come (bounded as below): a
+  light one from another camera must not wait for a thread it does not need. A prepared item is
+  never thrown away for a newer one: ``prepare()`` may keep state, and a preparer that hands out
+  buffers in turn counts on each prepared item being processed before it makes more than
+  ``instances + 1``.
+- **Bounds.** At most ``instances`` calls run, one prepared item waits, and a lane has at most
+  ``instances + 1`` items between ``prepare()`` and leaving: past that the preparer leaves that
+  lane alone, and its producer's channel keeps (or drops, by its policy) what comes.
+
+It applies to ``thread``-mode code with the ``skip``/``stop`` policies (``restart`` cycles the
+hooks between the steps, so the steps run back to back in one call there, one item at a time).
+``process(prepared, lane)`` is given the lane of the item as a plain call is.
 
 Leases: the input of ``prepare()`` is released when it returns (keep it by retaining it inside
 the prepared item, as Detector does); a prepared item that is itself
-:class:`~edgepipe.core.lease.Leased` is released after ``process()``, like any input.
+:class:`~edgepipe.core.lease.Leased` is released after ``process()``, unless returned, and
+``process()``'s result after ``finish()``, unless returned, like any input.
 """
 
 from __future__ import annotations
@@ -39,12 +55,12 @@ from typing import Any
 
 from edgepipe.core.channel import Policy
 from edgepipe.core.errors import EndOfStream
-from edgepipe.core.lease import Leased
+from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
-from edgepipe.core.spans import PREPARE
-from edgepipe.graph.spec import OnError
+from edgepipe.core.spans import PREPARE, PROCESS
+from edgepipe.graph.spec import NodeKind, OnError
 from edgepipe.runtime.adapt import ProcessAdapter
-from edgepipe.runtime.overlap import Overlap, run_processor
+from edgepipe.runtime.flight import ABANDONED, FAILED, Flight, Job
 from edgepipe.runtime.parts import NodeParts
 
 _clock = time.perf_counter_ns
@@ -57,90 +73,122 @@ a few ms of jitter: with a 2 ms lead alone it waited ~2 ms a run for its input; 
 spread counted, ~0.2 ms)."""
 
 
-def overlaps(node: NodeParts, process: ProcessAdapter) -> bool:
-    """Whether the node's two steps run overlapped (see the module docstring)."""
-    inbox = node.inbox
+def in_flight(node: NodeParts, process: ProcessAdapter, instances: int) -> bool:
+    """Whether the node's calls go through :mod:`~edgepipe.runtime.flight` (see the module
+    docstring): it has steps to overlap or several calls to run at once."""
     return (
-        process.prepare is not None
-        and process.mode == "thread"
+        process.mode == "thread"
         and process.process_batch is None
-        and inbox is not None
-        and (len(inbox.channels) == 1 or not process.takes_lane)
+        and node.inbox is not None
         and node.spec.on_error.action is not OnError.RESTART
+        and (process.prepare is not None or process.finish is not None or instances > 1)
     )
 
 
-def composed(prepare: Callable[[Any], Any], process: Callable[..., Any]) -> Callable[..., Any]:
-    """Both steps as one call (one thread hop), for nodes that do not overlap them. A lane, if
-    given, goes to ``process``."""
+def composed(
+    prepare: Callable[[Any], Any] | None, process: Callable[..., Any], finish: Callable[[Any], Any] | None
+) -> Callable[..., Any]:
+    """The steps as one call (one thread hop), for nodes that do not run them in flight. A
+    lane, if given, goes to ``process``. What each step returns is released after the next,
+    unless that returned it, as the runtime would."""
+    if prepare is None and finish is None:
+        return process
 
     def call(item: Any, *lane: str) -> Any:
-        prepared = prepare(item)
+        prepared = item if prepare is None else prepare(item)
         out = None
         try:
             out = process(prepared, *lane)
-            return out
-        finally:  # the prepared item is this call's own: released here, as the runtime would
+        finally:
             if out is not prepared and prepared is not item and isinstance(prepared, Leased):
                 prepared.release()
+        if finish is None:
+            return out
+        done = None
+        try:
+            done = finish(out)
+            return done
+        finally:
+            if done is not out and out is not item and isinstance(out, Leased):
+                out.release()
 
     return call
 
 
-async def run_prepared(node: NodeParts, prepare: Callable[[Any], Any], process: Callable[[Any], Any]) -> None:
-    """The node's loop with ``prepare`` overlapped with ``process``. Returns at end of input."""
-    overlap = Overlap(node.node_id, process, node.spec.timeout_s)
+async def run_prepared(node: NodeParts, process: ProcessAdapter, instances: int) -> None:
+    """The node's loop with its calls in flight. Returns at end of input."""
+    flight = Flight(
+        node.node_id, process.call, instances=instances, timeout_s=node.spec.timeout_s,
+        takes_lane=process.takes_lane, light_path=process.finish is not None, metrics=node.metrics,
+    )  # fmt: skip
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(_preparer(node, prepare, overlap))
-            group.create_task(run_processor(node, overlap))
+            group.create_task(_preparer(node, process.prepare, flight))
+            group.create_task(_collector(node, flight, process.finish))
     except BaseExceptionGroup as group_error:
         # One side failed (its error policy said stop) and the other was cancelled: the node
         # reports that one error, as a node without overlap would.
         cause = next(e for e in group_error.exceptions if not isinstance(e, asyncio.CancelledError))
         raise cause from None
     finally:
-        overlap.close()
+        flight.close()
 
 
-async def _preparer(node: NodeParts, prepare: Callable[[Any], Any], overlap: Overlap) -> None:
+# -- the preparer ------------------------------------------------------------------------------
+
+
+async def _preparer(node: NodeParts, prepare: Callable[[Any], Any] | None, flight: Flight) -> None:
     inbox = node.inbox
     assert inbox is not None
-    # Live when every lane keeps only the newest (cameras feeding one detector, each through a
-    # ``latest`` lane): inputs are then prepared just in time, whichever lane they come from.
-    live = all(lane.policy is Policy.LATEST for lane in inbox.channels)
+    # Live when the one lane keeps only the newest (a camera): its items are prepared just in
+    # time. Several lanes are prepared as they come (see the module docstring).
+    live = len(inbox.channels) == 1 and inbox.channels[0].policy is Policy.LATEST
     while True:
+        while not flight.room():  # instances running and one waiting: no deeper
+            await flight.preparer_wait()
         if live:
-            await _until_needed(overlap)
+            await _until_needed(flight)
         try:
-            item = await inbox.get()
+            item = await _next_item(node, flight)
         except EndOfStream:
-            overlap.end()
+            flight.end()
             return
-        prepared = await _prepare(node, prepare, item, overlap)
+        lane = inbox.lane
+        prepared = item if prepare is None else await _prepare(node, prepare, item, flight)
         if prepared is EMPTY:
             continue
-        overlap.submit(prepared)
-        while overlap.queued():  # two deep, no deeper: wait until it has started
-            await overlap.preparer_wait()
+        flight.submit(lane, prepared)
 
 
-async def _until_needed(overlap: Overlap) -> None:
-    """Wait until the processing thread is expected to need the next input within about one
-    preparation (and the jitter of its runs)."""
+async def _next_item(node: NodeParts, flight: Flight) -> Any:
+    """The next item of a lane that is not at its hold (or admitted by an open circuit)."""
+    inbox = node.inbox
+    assert inbox is not None
+    circuit = node.circuit
     while True:
-        lead = overlap.prepare_ns * 1.5 + overlap.process_spread_ns * _SPREAD_LEAD + _LEAD_NS
-        wait = overlap.remaining_ns() - lead
+        item = inbox.get_nowait(flight.paused())
+        if item is EMPTY:
+            # Until an item comes (the inbox's getters) or a job leaves (a lane has room again).
+            await flight.preparer_wait(inbox.getters)
+            continue
+        if circuit.failures and not await circuit.admit(item):
+            continue
+        return item
+
+
+async def _until_needed(flight: Flight) -> None:
+    """Wait until a thread is expected to need the next input within about one preparation
+    (and the jitter of the calls)."""
+    while True:
+        lead = flight.prepare_ns * 1.5 + flight.process_spread_ns * _SPREAD_LEAD + _LEAD_NS
+        wait = flight.expected_free_ns() - lead
         if wait <= 0:
             return
-        await overlap.preparer_wait(timeout_ns=wait)
+        await flight.preparer_wait(timeout_ns=wait)
 
 
-async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, overlap: Overlap) -> Any:
-    """``prepare(item)`` on the node's thread; :data:`EMPTY` when it failed or was skipped."""
-    circuit = node.circuit
-    if circuit.failures and not await circuit.admit(item):
-        return EMPTY
+async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, flight: Flight) -> Any:
+    """``prepare(item)`` on the node's thread; :data:`EMPTY` when it failed."""
     t0 = _clock()
     try:
         prepared = await node.call_thread(prepare, item, node.spec.timeout_s)
@@ -148,7 +196,7 @@ async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, ov
         node.metrics.busy_ns += _clock() - t0
         if isinstance(item, Leased):
             item.release()
-        await circuit.failed(exc, restart_hooks=False)
+        await node.circuit.failed(exc, restart_hooks=False)
         return EMPTY
     except BaseException:  # cancelled: the abandoned call holds its own lease on the item
         if isinstance(item, Leased):
@@ -157,11 +205,72 @@ async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, ov
     elapsed = _clock() - t0
     if node.metrics.spans is not None:
         node.metrics.spans.add(PREPARE, t0, t0 + elapsed)
-    node.metrics.busy_ns += elapsed  # the node's busy time is both steps' (it may pass 1)
-    overlap.prepare_ns = _mean(overlap.prepare_ns, elapsed)
+    node.metrics.busy_ns += elapsed  # the node's busy time is every step's (it may pass 1)
+    flight.prepare_ns = _mean(flight.prepare_ns, elapsed)
     if prepared is not item and isinstance(item, Leased):
         item.release()
     return prepared
+
+
+# -- the collector -----------------------------------------------------------------------------
+
+
+async def _collector(node: NodeParts, flight: Flight, finish: Callable[[Any], Any] | None) -> None:
+    """Collect the jobs in each lane's order until the preparer has ended and all have left:
+    ``finish()`` each, emit, and apply the error policy to failures."""
+    stage = node.spec.kind is NodeKind.STAGE
+    circuit = node.circuit
+    m = node.metrics
+    while True:
+        job = await flight.next_ready()
+        if job is None:
+            return
+        if job.state is ABANDONED:  # NodeTimeout; NodeStuck, which stops the run
+            m.record(flight.abandoned_ns)
+            assert job.error is not None
+            await circuit.failed(job.error, restart_hooks=False)
+            continue
+        if job.future is not None:  # a call (light items have none)
+            elapsed = flight.measured(job)
+            if m.spans is not None:
+                m.spans.add(PROCESS, *job.ran_ns)
+            m.record(elapsed)
+        if job.state is FAILED:
+            if isinstance(job.prepared, Leased):
+                job.prepared.release()
+            assert job.error is not None
+            await circuit.failed(job.error, restart_hooks=False)
+            continue
+        out = job.result
+        if finish is not None:
+            out, error = _finished(node, job, finish)
+            if error is not None:
+                await circuit.failed(error, restart_hooks=False)
+                continue
+        if hand_on(job.prepared, out, stage):
+            await node.outputs.emit(out)
+        if circuit.failures:
+            await circuit.succeeded()
+
+
+def _finished(node: NodeParts, job: Job, finish: Callable[[Any], Any]) -> tuple[Any, Exception | None]:
+    """``finish(result)`` on the loop, timed: (its output, None), or (None, the error) with the
+    job's items released. The result is released unless returned (the prepared item is
+    :func:`hand_on`'s to release)."""
+    result = job.result
+    t0 = _clock()
+    out: Any = None
+    error: Exception | None = None
+    try:
+        out = finish(result)
+    except Exception as exc:
+        error = exc
+    node.metrics.busy_ns += _clock() - t0
+    if out is not result and result is not job.prepared and isinstance(result, Leased):
+        result.release()
+    if error is not None and isinstance(job.prepared, Leased):
+        job.prepared.release()
+    return out, error
 
 
 def _mean(mean: float, sample: float) -> float:

@@ -32,7 +32,7 @@ from edgepipe.runtime.batched import batch_call, run_batched
 from edgepipe.runtime.calls import call_with_deadline
 from edgepipe.runtime.circuit import OPEN
 from edgepipe.runtime.parts import NodeParts
-from edgepipe.runtime.prepared import composed, overlaps, run_prepared
+from edgepipe.runtime.prepared import composed, in_flight, run_prepared
 
 _clock = time.perf_counter_ns
 _YIELD_EVERY = 32
@@ -123,24 +123,21 @@ async def _pump_with_deadline(node: NodeParts, iterator: AsyncIterator[Any], tim
 # -- stages and sinks -------------------------------------------------------------------------
 
 
-async def run_items(node: NodeParts, process: ProcessAdapter) -> None:
-    """Take, call, emit, until the inbox ends. Picks the overlapped or batched loop where the
-    node's code has ``prepare``/``process_batch`` (see those modules)."""
+async def run_items(node: NodeParts, process: ProcessAdapter, instances: int = 1) -> None:
+    """Take, call, emit, until the inbox ends. Picks the loop with calls in flight, or the
+    batched one, where the node's code has ``prepare``/``finish``, ``instances`` > 1 or
+    ``process_batch`` (see those modules)."""
     inbox = node.inbox
     assert inbox is not None
     spec = node.spec
     if process.process_batch is not None:
-        await run_batched(node, batch_call(process.process_batch, process.prepare), process.batch_size)
+        call_batch = batch_call(process.process_batch, process.prepare, process.finish)
+        await run_batched(node, call_batch, process.batch_size)
         return
-    call = process.call
-    if process.prepare is not None:
-        if overlaps(node, process):
-            if process.takes_lane:
-                only_lane, with_lane = inbox.channels[0].name, call
-                call = lambda prepared: with_lane(prepared, only_lane)  # noqa: E731
-            await run_prepared(node, process.prepare, call)
-            return
-        call = composed(process.prepare, call)
+    if in_flight(node, process, instances):
+        await run_prepared(node, process, instances)
+        return
+    call = composed(process.prepare, process.call, process.finish)
     inline = process.mode == "inline"
     thread = process.mode == "thread"
     timeout_s = spec.timeout_s

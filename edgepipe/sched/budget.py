@@ -150,15 +150,24 @@ class CpuBudget:
         return self.units
 
     @property
-    def detector_threads(self) -> int:
-        """Intra-op threads of a detector's session: :attr:`threads`, and the spare units' too
-        when the run has them to give: one model (a detector alone with its cameras) and fewer
-        video streams than cores. A model that cannot keep up with its cameras on one core then
-        uses the budget it left idle (CenterFace at 640x480 here: 54 ms a run on one thread,
-        28 ms on two, for 5% more CPU a run on quiet cores, 15-20% more where other work shares
-        them). Its runs still hold one unit at the gate, so encodes and token decode keep the
-        spare one; the governor holds the process to its target over time (it paces a pinned
-        detector, else raises its interval, then thins its frames)."""
+    def instances(self) -> int:
+        """Calls in flight a node declared with ``instances="auto"`` runs (a detector, by
+        default): as many one-thread calls as the gate admits at once, its main units and its
+        spare ones (2 cores x 0.7 = 1.4: two, the second paced by the governor; 8 x 0.7 = 5.6:
+        six). One when ungoverned: without the gate and the governor, a second call would only
+        fight the rest of the pipeline for the same cores."""
+        return self.units + self.spare_units if self.governed else 1
+
+    @property
+    def latency_threads(self) -> int:
+        """Intra-op threads of a model that asks for latency over throughput
+        (``Detector(prefer="latency")``: one call in flight, as wide as the budget allows):
+        :attr:`threads`, and the spare units' too when the run has them to give: one model and
+        fewer video streams than cores. CenterFace at 640x480 took 54 ms a run on one thread and
+        28 ms on two, for 5% more CPU a run on quiet cores and 15-20% more where other work
+        shares them (issue 27): it halves the latency, and costs frames, so it is never the
+        default. Its runs still hold one unit at the gate, so encodes and token decode keep the
+        spare one; the governor holds the process to its target over time."""
         if self.spare_units and self.model_nodes == 1 and self.video_streams < self.cores.usable:
             return self.units + self.spare_units
         return self.threads
@@ -180,9 +189,8 @@ class CpuBudget:
     def describe(self) -> str:
         c = self.cores
         mode = "governed" if self.governed else "ungoverned (--no-governor)"
-        spare = f" (+{self.spare_units} for low priority)" if self.spare_units and self.governed else ""
-        wide = self.detector_threads
-        wide_text = f" ({wide} for the one detector)" if wide > self.threads else ""
+        spare = f" (+{self.spare_units} spare)" if self.spare_units and self.governed else ""
+        wide_text = f"; {self.instances} calls in flight for a model node" if self.instances > 1 else ""
         threads = self.decoder_threads
         decoders = (
             f"{threads} thread(s) per video decoder ({self.video_streams} streams); " if threads else ""

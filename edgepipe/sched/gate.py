@@ -10,15 +10,21 @@ while it runs:
   *spare* unit (1.4 → one) for low-priority token decode, beside the main units and paced by
   the governor (so it never holds up a detection); where there is none, or the model's steps
   are wider than it, a token-decode step waits while a detection holds the budget, and runs in
-  the gap after it. A *short* call (an encode: a few milliseconds) takes whichever units are
-  free, the main ones first: a viewer's frame does not wait out a 60 ms detection while the
-  spare unit is idle, and a detection does not wait for a recording's encode.
+  the gap after it. A caller with several calls in flight (a detector with ``instances`` > 1)
+  may put a call in the spare units while one of its own holds the main ones: the budget's
+  fraction becomes a second model run rather than idle time, paced by the governor through
+  the ticket's ``spare_duty`` (down to 0: one call in flight). A *short* call (an encode: a few
+  milliseconds) takes whichever units are free, the main ones first, and is never held by such
+  a second call (it runs beside it, a few milliseconds over the budget): a viewer's frame does
+  not wait out a detection while the spare unit is idle or lent, and a detection does not wait
+  for a recording's encode.
 - **Fair shares by priority.** When several callers wait, the one with the least weighted
   run time goes first (stride scheduling: each call adds ``seconds x units / weight``, weights
   1 : 4 : 8 for low, normal, high). A detector (normal) and a language model (low) that both
   want the same units all the time get 80% and 20% of them: the model slows, it never starves.
 - **Pacing.** The governor may give a caller a duty below 1: after a call of ``t`` seconds it
-  may not start another for ``t x (1/duty - 1)``, so its share of the time is ``duty``.
+  may not start another for ``t x (1/duty - 1)``, so its share of the time is ``duty``. Its
+  ``spare_duty`` paces the same way the calls it puts in the spare units beside its own.
 - **Cancelling.** A ticket's ``cancel`` event, once set (a language model's request being
   cancelled as the run stops), ends its wait for the budget or its pace with
   :class:`AdmissionCancelled`; the setter calls :meth:`Gate.wake` so the waiter sees it at
@@ -46,6 +52,26 @@ from edgepipe.sched import affinity
 
 WEIGHTS = {0: 1.0, 1: 4.0, 2: 8.0}
 """Share weights by :class:`~edgepipe.graph.spec.Priority` (low, normal, high)."""
+
+MAIN = "main"
+"""Where a call runs: the budget's main units."""
+SPARE = "spare"
+"""The spare units: low-priority token decode, or a short call while the main ones are held."""
+LENT = "lent"
+"""The spare units, lent to a caller's second call beside its own in the main units (paced by
+its ``spare_duty``)."""
+OVER = "over"
+"""Past the budget: a short call beside a second call that holds the spare units."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What one admitted call holds, from :meth:`Gate.enter` to :meth:`Gate.leave`."""
+
+    t_start: float
+    """When it started (the gate's clock)."""
+    pool: str
+    """Where it runs: :data:`MAIN`, :data:`SPARE`, :data:`LENT` or :data:`OVER`."""
 
 
 class AdmissionTimeout(TimeoutError):
@@ -77,6 +103,12 @@ class Ticket:
     next_at: float = 0.0
     in_spare: int = 0
     """Calls of it running in the gate's spare units now."""
+    in_main: int = 0
+    """Calls of it running in the gate's main units now."""
+    spare_duty: float = 1.0
+    """Share of the spare units' time its calls may take beside one of its own in the main units
+    (set by the governor's :class:`~edgepipe.sched.knobs.InstancesKnob`; 0: never)."""
+    spare_next_at: float = 0.0
     short: bool = False
     """A short call (an encode): it may run in the spare units when the main ones are held
     (see the module docstring)."""
@@ -115,6 +147,10 @@ class Gate:
         self._cond = threading.Condition(threading.Lock())
         self._used = 0
         self._spare_used = 0
+        self._lent_used = 0
+        """Spare units held by second calls (a caller's own beside its call in the main ones)."""
+        self._over_used = 0
+        """Units short calls hold beyond the budget, beside second calls in the spare units."""
         self._waiting: list[Ticket] = []
         self._vclock = 0.0
         self._running: dict[str, int] = {}
@@ -132,27 +168,24 @@ class Gate:
     def admit(self, ticket: Ticket, timeout_s: float | None = None) -> Iterator[None]:
         """Hold ``ticket.units`` of the budget for the ``with`` block. Raises
         :class:`AdmissionTimeout` after ``timeout_s`` of waiting."""
-        t_start = self.enter(ticket, timeout_s)
+        held = self.enter(ticket, timeout_s)
         try:
             yield
         finally:
-            self.leave(ticket, t_start)
+            self.leave(ticket, held)
 
-    def enter(self, ticket: Ticket, timeout_s: float | None = None) -> float:
-        """Wait for the budget (and the ticket's pace); returns the time the call started. The
-        calling thread is put on the heavy cores (:mod:`edgepipe.sched.affinity`), or on the
-        light ones for a low-priority call in the spare units."""
+    def enter(self, ticket: Ticket, timeout_s: float | None = None) -> Held:
+        """Wait for the budget (and the ticket's pace); returns what the call holds, for
+        :meth:`leave`. The calling thread is put on the heavy cores
+        (:mod:`edgepipe.sched.affinity`), or on the light ones for a call in the spare units."""
         with self._cond:
             now = self._clock()
             self._tickets.add(ticket)
-            spare = self._start_in(ticket, now, alone=True)
-            if spare is None:
-                now, spare = self._wait(ticket, now, timeout_s)
-            if spare:
-                self._spare_used += ticket.units
-                ticket.in_spare += 1
-            else:
-                self._used += ticket.units
+            pool = self._start_in(ticket, now, alone=True)
+            if pool is None:
+                now, pool = self._wait(ticket, now, timeout_s)
+            spare = pool is not MAIN
+            self._take(ticket, pool)
             self._account(now)
             self._running[ticket.kind] = self._running.get(ticket.kind, 0) + 1
             self._vclock = max(self._vclock, ticket.vtime)
@@ -161,20 +194,46 @@ class Gate:
         else:
             affinity.pin_heavy()
         cputime.begin(cputime.heavy_key(ticket.owner, ticket.kind))  # the call's CPU is its kind's
-        return now
+        return Held(now, pool)
 
-    def leave(self, ticket: Ticket, t_start: float) -> None:
+    def _take(self, ticket: Ticket, pool: str) -> None:
+        units = ticket.units
+        if pool is MAIN:
+            self._used += units
+            ticket.in_main += 1
+            return
+        ticket.in_spare += 1
+        if pool is OVER:
+            self._over_used += units
+            return
+        self._spare_used += units
+        if pool is LENT:
+            self._lent_used += units
+
+    def _give_back(self, ticket: Ticket, pool: str, now: float, elapsed: float) -> None:
+        units = ticket.units
+        if pool is MAIN:
+            self._used -= units
+            ticket.in_main -= 1
+            return
+        ticket.in_spare -= 1
+        if pool is OVER:
+            self._over_used -= units
+            return
+        self._spare_used -= units
+        if pool is LENT:
+            self._lent_used -= units
+            duty = ticket.spare_duty
+            ticket.spare_next_at = now + elapsed * (1 / duty - 1) if 0 < duty < 1 else 0.0
+
+    def leave(self, ticket: Ticket, held: Held) -> None:
         cputime.end()
         with self._cond:
             now = self._clock()
-            elapsed = max(0.0, now - t_start)
+            elapsed = max(0.0, now - held.t_start)
             self._account(now)
             self._running[ticket.kind] -= 1
-            if ticket.in_spare:
-                ticket.in_spare -= 1
-                self._spare_used -= ticket.units
-            else:
-                self._used -= ticket.units
+            self._give_back(ticket, held.pool, now, elapsed)
             ticket.calls += 1
             ticket.busy_s += elapsed
             self._busy[ticket.kind] = self._busy.get(ticket.kind, 0.0) + elapsed
@@ -184,8 +243,9 @@ class Gate:
             if self._waiting:
                 self._cond.notify_all()
 
-    def _wait(self, ticket: Ticket, now: float, timeout_s: float | None) -> tuple[float, bool]:
-        """Wait until ``ticket`` may start; (the time, whether in the spare units)."""
+    def _wait(self, ticket: Ticket, now: float, timeout_s: float | None) -> tuple[float, str]:
+        """Wait until ``ticket`` may start; (the time, where: :data:`MAIN`, :data:`SPARE`,
+        :data:`LENT` or :data:`OVER`)."""
         t0 = now
         # The deadline bounds the wait for the budget, not the pace the governor asked for.
         deadline = max(now, ticket.next_at) + timeout_s if timeout_s is not None else float("inf")
@@ -194,7 +254,7 @@ class Gate:
         self._waits += 1
         cancel = ticket.cancel
         try:
-            while (spare := self._start_in(ticket, now, alone=False)) is None:
+            while (pool := self._start_in(ticket, now, alone=False)) is None:
                 if cancel is not None and cancel.is_set():
                     raise AdmissionCancelled(f"{ticket.owner}: cancelled while waiting for the CPU budget")
                 if now >= deadline:
@@ -202,7 +262,7 @@ class Gate:
                     raise AdmissionTimeout(
                         f"waited {(now - t0) * 1000:.0f} ms for the CPU budget (held by: {holders})"
                     )
-                wake = min(deadline, ticket.next_at if ticket.next_at > now else deadline)
+                wake = min([deadline, *(t for t in (ticket.next_at, ticket.spare_next_at) if t > now)])
                 self._cond.wait(timeout=max(0.0005, min(wake - now, 0.5)))
                 now = self._clock()
         finally:
@@ -211,7 +271,7 @@ class Gate:
             self._waited_s += now - t0
             if self._waiting:  # those that deferred to this one may go now (or after it)
                 self._cond.notify_all()
-        return now, spare
+        return now, pool
 
     def wake(self) -> None:
         """Waiters look again now (after a ticket's ``cancel`` was set: it ends its wait)."""
@@ -224,6 +284,7 @@ class Gate:
         with self._cond:
             for ticket in self._tickets:
                 ticket.duty, ticket.next_at = 1.0, 0.0
+                ticket.spare_duty, ticket.spare_next_at = 1.0, 0.0
             self._cond.notify_all()
 
     def _in_spare(self, ticket: Ticket) -> bool:
@@ -231,32 +292,46 @@ class Gate:
         governor paces it) that fits in them; anything else takes its turn in the main ones."""
         return 0 < ticket.units <= self.spare and ticket.priority == 0 and ticket.kind == "lm"
 
-    def _pools(self, ticket: Ticket) -> tuple[bool, ...]:
-        """Where ``ticket``'s calls may run, in order of preference (True: the spare units)."""
+    def _pools(self, ticket: Ticket, now: float) -> tuple[str, ...]:
+        """Where ``ticket``'s calls may run now, in order of preference (see :data:`MAIN`)."""
         if self._in_spare(ticket):
-            return (True,)
+            return (SPARE,)
         if ticket.short and 0 < ticket.units <= self.spare:
-            return (False, True)
-        return (False,)
+            return (MAIN, SPARE, OVER)
+        if (
+            ticket.in_main
+            and 0 < ticket.units <= self.spare
+            and ticket.spare_duty > 0
+            and (ticket.spare_next_at <= now)
+        ):
+            return (MAIN, LENT)  # a second call of its own, beside the one in the main units
+        return (MAIN,)
 
-    def _start_in(self, ticket: Ticket, now: float, *, alone: bool) -> bool | None:
-        """Whether ``ticket`` may start now: None (not yet), else whether in the spare units."""
+    def _start_in(self, ticket: Ticket, now: float, *, alone: bool) -> str | None:
+        """Whether ``ticket`` may start now: None (not yet), else where (see :data:`MAIN`)."""
         if ticket.next_at > now:
             return None
         if self.units is None:
-            return False
-        for spare in self._pools(ticket):
-            used, room = (self._spare_used, self.spare) if spare else (self._used, self.units)
+            return MAIN
+        for pool in self._pools(ticket, now):
+            if pool is OVER:
+                # Beside a second call in the spare units, never held by it: a few ms over.
+                if self._lent_used:
+                    return OVER
+                continue
+            used, room = (self._used, self.units) if pool is MAIN else (self._spare_used, self.spare)
             if used and used + ticket.units > room:
                 continue
             # The waiter with the least weighted run time among those that could start (in the
             # same units) goes first. A wider one that does not fit yet keeps its turn (no
             # overtaking it forever).
-            rivals = [w for w in self._waiting if w is not ticket and spare in self._pools(w)]
+            spare = pool is not MAIN
+            rivals = [w for w in self._waiting if w is not ticket and
+                      any((p is not MAIN) == spare for p in self._pools(w, now))]  # fmt: skip
             if alone and not rivals:
-                return spare
+                return pool
             if not alone and not any(o.next_at <= now and o.vtime < ticket.vtime for o in rivals):
-                return spare
+                return pool
         return None
 
     def _account(self, now: float) -> None:

@@ -1,7 +1,8 @@
 """The governor: keeps the process's CPU use at or under its target by turning knobs.
 
 Knobs lower the rate of work of one node each, in a fixed order (the *ladder*): token-decode
-pacing first, then the detection interval, then frames thinned on lossy frame lanes, each
+pacing and a detector's second call in flight first, then the detection interval, then frames
+thinned on lossy frame lanes, each
 group from the lowest node priority to the highest (so a recorder's frames go last). A knob
 that a pipeline pins (a privacy detector that must see every frame) is not on the ladder.
 
@@ -24,8 +25,9 @@ from typing import Protocol
 
 log = logging.getLogger("edgepipe.sched")
 
-RANKS = {"pace": 0, "every": 1, "thin": 2}
-"""Which kind of knob is turned first."""
+RANKS = {"pace": 0, "instances": 0, "every": 1, "thin": 2}
+"""Which kind of knob is turned first (then the lower priority first; a node's own knobs in the
+order it gives them: a pinned detector sheds its second call before its pace)."""
 
 
 class Knob(Protocol):
@@ -33,7 +35,7 @@ class Knob(Protocol):
 
     node_id: str
     kind: str
-    """``pace``, ``every`` or ``thin``."""
+    """``pace``, ``instances``, ``every`` or ``thin``."""
     priority: int
     levels: int
     level: int

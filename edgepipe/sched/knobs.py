@@ -1,6 +1,8 @@
 """The knobs the governor turns (see :mod:`~edgepipe.sched.governor`): one rate each.
 
 - :class:`PaceKnob`: the share of time a caller's heavy calls may take (token decode).
+- :class:`InstancesKnob`: the share of the spare units' time a node's second call in flight
+  may take (a detector with ``instances`` > 1), down to none: one call in flight.
 - :class:`EveryKnob`: how many frames per source a detector lets pass between model runs
   (the tracker carries the boxes between them).
 - :class:`ThinKnob`: one frame kept in N on a lossy lane (``latest``/``drop_new``); lossless
@@ -29,6 +31,12 @@ points of the CPU on 2 cores, within the governor's 3-point window between climb
 THIN = (1, 2, 3, 4, 6, 8)
 """One frame kept in N."""
 
+SPARE_DUTIES = (1.0, 0.85, 0.7, 0.55, 0.4, 0.25, 0.1, 0.0)
+"""A second call's share of the spare units, from free to shed. On 2 cores (1.4 of them: one
+main unit and a spare one) a step of 0.15 is about a tenth of a core while the second call runs
+back to back: a few points of the CPU, inside the governor's window, so it settles next to its
+target instead of a whole model's worth under it."""
+
 
 class PaceKnob:
     """Paces the heavy calls of one or more tickets (a language model's session)."""
@@ -54,6 +62,41 @@ class PaceKnob:
     def describe(self) -> str:
         duty = self.duties[self.level]
         return "unpaced" if duty >= 1 else f"paced to {duty:.0%} of the time"
+
+
+class InstancesKnob:
+    """Paces a node's calls in the spare units beside its own (its ``instances`` > 1), down to
+    none: the budget's fraction past its main units becomes a share of a second model run, and
+    at the last rung one call is in flight. Restoring it is as quick (one rung a step)."""
+
+    kind = "instances"
+    pinned = False
+
+    def __init__(
+        self, node_id: str, priority: int, tickets: Sequence[Ticket], instances: int,
+        duties: Sequence[float] = SPARE_DUTIES,
+    ) -> None:  # fmt: skip
+        self.node_id = node_id
+        self.priority = priority
+        self.tickets = list(tickets)
+        self.instances = instances
+        self.duties = tuple(duties)
+        self.levels = len(self.duties)
+        self.level = 0
+        self.set(0)
+
+    def set(self, level: int) -> None:
+        self.level = level
+        for ticket in self.tickets:
+            ticket.spare_duty = self.duties[level]
+
+    def describe(self) -> str:
+        duty = self.duties[self.level]
+        if duty <= 0:
+            return "1 call in flight (the spare units shed)"
+        if duty >= 1:
+            return f"{self.instances} calls in flight"
+        return f"{self.instances} calls in flight, the spare units {duty:.0%} of the time"
 
 
 class Interval(Protocol):

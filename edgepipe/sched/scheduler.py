@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from edgepipe.core.channel import Policy
 from edgepipe.core.scope import RunScope
 from edgepipe.graph.spec import NodeKind, NodeSpec
+from edgepipe.runtime.flight import AUTO_INSTANCES
 from edgepipe.sched import affinity
 from edgepipe.sched.budget import BUDGET, DEFAULT_TARGET, CpuBudget, usable_cores
 from edgepipe.sched.gate import GATE, Gate
@@ -53,6 +54,20 @@ LEDGER_INTERVAL_S = 1.0
 """How often the CPU ledger reads every thread's clock (a few tenths of a millisecond)."""
 
 
+def run_budget(graph: Graph, headroom: float | None = None, governed: bool = True) -> CpuBudget:
+    """The CPU budget a run of ``graph`` gets on this machine (``headroom`` None: the graph's;
+    0, or ``governed=False``: ungoverned). Raises ``ValueError`` for a headroom out of [0, 1)."""
+    headroom = graph.headroom if headroom is None else headroom
+    if not (0 <= headroom < 1):
+        raise ValueError(f"headroom must be in [0, 1), got {headroom}")
+    target = 1 - headroom if headroom > 0 else DEFAULT_TARGET
+    streams = sum(1 for spec in graph.nodes if getattr(spec.target, "decodes_video", False))
+    models = sum(1 for spec in graph.nodes if getattr(spec.target, "loads_model", False))
+    return CpuBudget(
+        usable_cores(), target, governed and headroom > 0, video_streams=streams, model_nodes=models
+    )
+
+
 class Scheduler:
     """See the module docstring."""
 
@@ -66,17 +81,9 @@ class Scheduler:
         window_s: float = 1.0,
         settle_s: float = 1.0,
     ) -> None:
-        headroom = graph.headroom if headroom is None else headroom
-        if not (0 <= headroom < 1):
-            raise ValueError(f"headroom must be in [0, 1), got {headroom}")
-        self.governed = governed and headroom > 0
-        target = 1 - headroom if headroom > 0 else DEFAULT_TARGET
         # The run's own: sessions and runs find them through the run's scope (own()).
-        streams = sum(1 for spec in graph.nodes if getattr(spec.target, "decodes_video", False))
-        models = sum(1 for spec in graph.nodes if getattr(spec.target, "loads_model", False))
-        self.budget = CpuBudget(
-            usable_cores(), target, self.governed, video_streams=streams, model_nodes=models
-        )
+        self.budget = run_budget(graph, headroom, governed)
+        self.governed = self.budget.governed
         self.gate = Gate(self.budget.units if self.governed else None, spare=self.budget.spare_units)
         self._scope: RunScope | None = None
         self.interval_s = interval_s
@@ -100,20 +107,23 @@ class Scheduler:
         # Heavy calls on their own cores, the rest (decode, the event loop) on the others: in
         # force from the start of the run (:meth:`run`) to its end.
         self._cores = _own_cores()
-        # A detector given the spare units' threads too needs their cores: heavy is then all of
-        # them on 2 cores, and nothing is split.
-        heavy = max(self.budget.units, self.budget.detector_threads)
+        # A model that asks for latency gets the spare units' threads too and needs their
+        # cores: heavy is then all of them on 2 cores, and nothing is split.
+        latency = any(getattr(spec.target, "prefers_latency", False) for spec in graph.nodes)
+        heavy = self.budget.latency_threads if latency else self.budget.units
         self.cores_split = affinity.plan(heavy, self._cores) if self.governed else None
 
     # -- the run ------------------------------------------------------------------------------
 
     def own(self, scope: RunScope) -> None:
-        """Put this run's budget, gate and split of the cores in its scope (before any node
-        starts: models take their thread counts from the budget as they load)."""
+        """Put this run's budget, gate, split of the cores and calls in flight of
+        ``instances="auto"`` in its scope (before any node starts: models take their thread
+        counts from the budget as they load)."""
         self._scope = scope
         scope.put(BUDGET, self.budget)
         scope.put(GATE, self.gate)
         scope.put(affinity.SPLIT, self.cores_split)
+        scope.put(AUTO_INSTANCES, self.budget.instances)
 
     async def run(self, runtime: Runtime) -> None:
         """Sample and govern until cancelled (a watcher of the runtime). A failure here is

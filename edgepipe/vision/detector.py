@@ -10,12 +10,22 @@ once on a blank picture to pick the output adapter and to time the first result.
 a worker thread: NV12/I420 -> reused input tensor (:mod:`edgepipe.media.tensor`) -> one
 deadline-bounded run -> adapter -> NMS -> boxes in source pixels.
 
+The three steps run as the runtime's calls in flight (:mod:`edgepipe.runtime.prepared`):
+``prepare()`` picks the frames the model sees and fills their tensors, in order; ``process()``
+runs the model on up to ``instances`` frames at once, each call on one intra-op thread (the
+CPU budget turned into frames: on 2 cores at 70%, a second call in the spare unit, paced by the
+governor); ``finish()`` tracks, in each camera's order, on the event loop. A frame the model
+skips never waits for a model run of another camera, and follows its own camera's last one.
+``prefer="latency"`` runs one call at a time, as wide as the budget allows, instead: half the
+wait for a result on a box with a core to spare, and fewer frames for the CPU.
+
 With ``every=N`` the model sees one frame in N per source and an IoU tracker carries the boxes
 (and track ids) over the others; streams are given different phases across every detector of
 the process (:mod:`edgepipe.sched.stagger`), so that four cameras with ``every=4`` take turns
-instead of all hitting the model on the same frame. Under CPU pressure the governor raises the
-interval above ``every`` (:class:`~edgepipe.sched.knobs.EveryKnob`) unless ``pin_every`` says
-the model must see every frame it is given (a privacy filter: the governor then thins the
+instead of all hitting the model on the same frame. Under CPU pressure the governor sheds the
+second call first (:class:`~edgepipe.sched.knobs.InstancesKnob`), then raises the interval
+above ``every`` (:class:`~edgepipe.sched.knobs.EveryKnob`) unless ``pin_every`` says the model
+must see every frame it is given (a privacy filter: the governor then paces it and thins the
 frames before the detector instead).
 
 The steps live apart: loading and warm-up in :mod:`~edgepipe.vision.model`, input tensors in
@@ -28,7 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,7 +51,7 @@ from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
 from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.governor import Knob
-from edgepipe.sched.knobs import EveryKnob, PaceKnob
+from edgepipe.sched.knobs import EveryKnob, InstancesKnob, PaceKnob
 from edgepipe.sched.stagger import phases
 from edgepipe.vision import adapters
 from edgepipe.vision.batching import BatchRunner
@@ -97,6 +107,8 @@ class Detector:
         batch_size: int = 1,
         pin_every: bool = False,
         keep_up: bool | None = None,
+        instances: int | Literal["auto"] = "auto",
+        prefer: Literal["throughput", "latency"] = "throughput",
     ) -> None:
         """
         model: registry name (``edgepipe models list``) or path to an ``.onnx`` file.
@@ -119,6 +131,12 @@ class Detector:
             (:mod:`edgepipe.vision.keepup`). None: with two live streams or more, whose results
             would otherwise come in bursts as their lanes take turns; one stream keeps the
             model on the newest frame, as fast as it runs.
+        instances: model runs in flight at once, each on one intra-op thread: ``"auto"`` (the
+            CPU budget's units: 2 on 2 cores, the second paced by the governor; 1 ungoverned)
+            or a count. A node's ``instances=`` says otherwise.
+        prefer: ``"throughput"`` (frames for the CPU: several one-thread runs in flight) or
+            ``"latency"`` (one run at a time with the budget's threads, the spare core's too:
+            about half the wait for a result, at 15-20% more CPU a run beside other work).
         """
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
@@ -132,6 +150,14 @@ class Detector:
                 raise ValueError(f"{name} must be {exc}, got {value!r}") from None
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if prefer not in ("throughput", "latency"):
+            raise ValueError(f"prefer must be 'throughput' or 'latency', got {prefer!r}")
+        if instances != "auto" and (isinstance(instances, bool) or not isinstance(instances, int)
+                                    or instances < 1):  # fmt: skip
+            raise ValueError(f"instances must be a count of at least 1 or 'auto', got {instances!r}")
+        if prefer == "latency" and instances not in ("auto", 1):
+            raise ValueError(f"prefer='latency' runs one call at a time; instances={instances} asks for "
+                             "several: drop one of them")  # fmt: skip
         if every > 1 and track is False:
             raise ValueError(
                 "every > 1 needs the tracker (track=True): it carries the boxes between model runs"
@@ -165,6 +191,12 @@ class Detector:
         self.preprocess_method = preprocess
         self.keep_frame = keep_frame
         self.batch_size = batch_size
+        self.prefer = prefer
+        self.instances: int | str = 1 if prefer == "latency" else instances
+        """The calls in flight it asks the runtime for (the runtime's count, read at start, is
+        :attr:`calls`)."""
+        self.calls = 1
+        """Its calls in flight in the run (``instances`` resolved by the CPU budget)."""
         self.session: Session | None = None
         self.model_name = self.model
         self.frames = 0
@@ -182,6 +214,12 @@ class Detector:
 
     def __repr__(self) -> str:
         return f"Detector({self.model!r})"
+
+    @property
+    def prefers_latency(self) -> bool:
+        """It runs one call at a time as wide as the budget allows (the scheduler then gives
+        its threads the spare cores too)."""
+        return self.prefer == "latency"
 
     @property
     def input_format(self) -> TensorFormat | None:
@@ -202,6 +240,7 @@ class Detector:
         self._owner = ctx.node_id
         self._priority = ctx.priority
         self._gauges = ctx.gauges
+        self.calls = ctx.instances
         self._keeps_up = (
             ctx.live_input and self._may_track and not self.pin_every and self.keep_up is not False
         )
@@ -213,8 +252,13 @@ class Detector:
         if self.session is not None and not self.session.closed:
             return
         config = self.session_config
-        if config.threads is None:  # the budget's, with the spare units when the run has them to give
-            config = replace(config, threads=cpu_budget().detector_threads)
+        if config.threads is None:
+            budget = cpu_budget()
+            # Throughput: one thread a call, the budget's units shared among the calls in
+            # flight (a second intra-op thread costs 15-20% more CPU a run beside other work).
+            # Latency: one call, the spare units' threads too where the run has them to give.
+            threads = budget.latency_threads if self.prefers_latency else max(1, budget.units // self.calls)
+            config = replace(config, threads=threads)
         model = load_model(self.model, config, adapter=self.adapter, labels=self.labels,
                            input_size=self.input_size, owner=self._owner)  # fmt: skip
         self.model_name = model.name
@@ -222,7 +266,7 @@ class Detector:
         self.labels = model.labels
         tensors = TensorCache(
             model, input_size=self.input_size, normalize=self.normalize, method=self.preprocess_method,
-            batch_size=self.batch_size, owner=self._owner, gauges=self._gauges,
+            batch_size=self.batch_size, instances=self.calls, owner=self._owner, gauges=self._gauges,
         )  # fmt: skip
         decoder = DetectionDecoder(
             model, score_threshold=self.score_threshold, iou_threshold=self.iou_threshold,
@@ -232,6 +276,7 @@ class Detector:
         self._steps = _Steps(model, tensors, runner, decoder)
         session = self.session = model.session
         session.ticket.set_owner(self._owner, "detect", self._priority)
+        self._keep.instances = self.calls
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
             "adapter": self.adapter,
@@ -251,21 +296,26 @@ class Detector:
             self.session.close()
 
     def governor_knobs(self, node_id: str, priority: int) -> list[Knob]:
-        """The interval, for the governor (pinned when ``pin_every``, or without a tracker to
-        carry the boxes between runs). Pinned, the model must see every frame it is given, and
-        the governor paces its runs instead, in fine steps (:data:`PINNED_DUTIES`), before it
-        thins the frames: a detector wider than one core then settles near the target rather
+        """For the governor: its second call's share of the spare units, when it has calls in
+        flight (shed first), and the interval (pinned when ``pin_every``, or without a tracker
+        to carry the boxes between runs). Pinned, the model must see every frame it is given,
+        and the governor paces its runs instead, in fine steps (:data:`PINNED_DUTIES`), before
+        it thins the frames: a detector wider than one core then settles near the target rather
         than a whole "1 frame in 2" under it. A frame it had no time for is not passed on."""
         knob = EveryKnob(node_id, priority, self, self.every)
         knob.pinned = self.pin_every or not self._may_track
-        if not knob.pinned or self.session is None:
-            return [knob]
-        return [knob, PaceKnob(node_id, priority, [self.session.ticket], PINNED_DUTIES)]
+        tickets = [self.session.ticket] if self.session is not None else []
+        knobs: list[Knob] = [knob]
+        if self.calls > 1 and tickets:
+            knobs.append(InstancesKnob(node_id, priority, tickets, self.calls))
+        if knob.pinned and tickets:
+            knobs.append(PaceKnob(node_id, priority, tickets, PINNED_DUTIES))
+        return knobs
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> None:
         """What :meth:`open` and the first frames would reserve (:mod:`edgepipe.vision.reservations`)."""
         plan_detector(plan, node, model=self.model, session=self.session_config, input_size=self.input_size,
-                      batch_size=self.batch_size)  # fmt: skip
+                      batch_size=self.batch_size, instances=node.instances)  # fmt: skip
 
     # -- per frame ----------------------------------------------------------------------------
 
@@ -317,68 +367,91 @@ class Detector:
         self.every_used = every
         return every
 
-    def process(self, item: Frame | Prepared) -> Detections:
-        """Detections for a frame (prepared by :meth:`prepare`, or not yet). Runs on a worker
-        thread; blocks for the model run."""
-        if isinstance(item, Prepared):
-            return self._detect(item)
-        prepared = self.prepare(item)
-        try:
-            return self._detect(prepared)
-        finally:
-            prepared.release()
+    def process(self, item: Frame | Prepared) -> Any:
+        """Step two (a worker thread; up to ``instances`` at once): the model's run on a prepared
+        frame and its outputs decoded into boxes in source pixels, kept on the prepared frame for
+        :meth:`finish`, which it returns. Blocks for the run. Given a frame (not prepared), all
+        three steps at once: its :class:`Detections`."""
+        if not isinstance(item, Prepared):
+            prepared = self.prepare(item)
+            try:
+                return self.finish(self.process(prepared))
+            finally:
+                prepared.release()
+        if item.tensor is not None:
+            t0 = time.perf_counter()
+            steps = self._steps
+            assert steps is not None
+            self._infer(item, steps.runner.run(item.tensor))
+            item.took_s = time.perf_counter() - t0
+        return item
 
-    def process_batch(self, items: list[Frame | Prepared]) -> list[Detections]:
-        """Detections for several frames (those already waiting in the inbox, when
-        ``batch_size`` > 1: see :mod:`edgepipe.runtime.batched`), with one model run per input
-        size when the model takes a batch, one run per frame otherwise."""
+    def process_batch(self, items: list[Frame | Prepared]) -> list[Any]:
+        """Step two for several frames (those already waiting in the inbox, when ``batch_size``
+        > 1: see :mod:`edgepipe.runtime.batched`), with one model run per input size when the
+        model takes a batch, one run per frame otherwise: the prepared frames, for
+        :meth:`finish`. Given frames (not prepared), their :class:`Detections`."""
         prepared = [item if isinstance(item, Prepared) else self.prepare(item) for item in items]
         try:
             steps = self._steps
             assert steps is not None
-            ready = [(p, p.tensor) for p in prepared if p.tensor is not None]
-            outputs = steps.runner.run_batch([tensor for _, tensor in ready])
-            mine = {id(p): out for (p, _), out in zip(ready, outputs, strict=True)}
-            return [self._detect(p, mine.get(id(p))) for p in prepared]
+            ready = [p for p in prepared if p.tensor is not None]
+            t0 = time.perf_counter()
+            outputs = steps.runner.run_batch([p.tensor for p in ready])  # type: ignore[misc]
+            took_s = time.perf_counter() - t0
+            for p, out in zip(ready, outputs, strict=True):
+                self._infer(p, out)
+                p.took_s = took_s / len(ready)
+            if all(isinstance(item, Prepared) for item in items):
+                return list(prepared)
+            return [self.finish(p) for p in prepared]
         finally:
             for item, ready_item in zip(items, prepared, strict=True):
                 if ready_item is not item:
                     ready_item.release()
 
-    def _detect(self, prepared: Prepared, outputs: list[np.ndarray] | None = None) -> Detections:
+    def _infer(self, prepared: Prepared, outputs: list[np.ndarray]) -> None:
+        """The model's outputs for ``prepared`` decoded into its boxes (any thread)."""
+        steps = self._steps
+        assert steps is not None
+        assert prepared.tensor is not None
+        assert prepared.letterbox is not None
+        prepared.found = steps.decoder.decode(outputs, prepared.tensor.shape, prepared.letterbox)
+        prepared.infer_ms = steps.model.session.thread_run_ms
+
+    def finish(self, prepared: Prepared) -> Detections:
+        """Step three (in each camera's order, one at a time; the event loop under the runtime):
+        the model's boxes tracked, or the tracker's carried over a frame the model skipped, as
+        :class:`Detections`. Quick: bookkeeping only."""
         frame = prepared.frame
         self.frames += 1
-        t_step = time.perf_counter()
         items: list[Detection]
-        infer_ms: float | None = None
-        if prepared.tensor is not None:
-            steps = self._steps
-            assert steps is not None
-            assert prepared.letterbox is not None
-            if outputs is None:
-                outputs = steps.runner.run(prepared.tensor)
-            items = steps.decoder.decode(outputs, prepared.tensor.shape, prepared.letterbox)
-            stats = steps.model.session.stats
-            infer_ms = stats.last_run_ms
-            self._gauges["infer_ms"] = round(infer_ms, 1)
-            self._gauges["timeouts"] = stats.timeouts
+        found = prepared.found
+        run_model = prepared.tensor is not None
+        if found is not None:
+            items = found
             self.inferred += 1
+            infer_ms = prepared.infer_ms
+            if infer_ms is not None:
+                self._gauges["infer_ms"] = round(infer_ms, 1)
+            if self.session is not None:
+                self._gauges["timeouts"] = self.session.stats.timeouts
             if self.track or self.every_used > 1:
                 items = self._tracks.update(frame.source_id, items, frame.seq)
             elif self._may_track:
                 # Kept up to date in case the governor raises the interval, on copies: without
                 # tracking, the detections carry no track ids.
                 self._tracks.update(frame.source_id, [replace(d) for d in items], frame.seq)
+            if self._keeps_up:
+                self._keep.took(prepared.took_s)
         else:
             assert self._may_track
+            assert not run_model
             items = self._tracks.predict(frame.source_id, frame.seq)
-        run_model = prepared.tensor is not None
-        if self._keeps_up:
-            self._keep.took(run_model, time.perf_counter() - t_step)
         latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
         result = Detections(
             frame.source_id, frame.seq, frame.pts, frame.time_s, frame.width, frame.height, self.model_name,
-            items, inferred=run_model, latency_ms=latency_ms, infer_ms=infer_ms,
+            items, inferred=run_model, latency_ms=latency_ms, infer_ms=prepared.infer_ms,
             t_decoded_ns=frame.t_decoded_ns,
         )  # fmt: skip
         if self.keep_frame:

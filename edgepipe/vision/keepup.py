@@ -7,17 +7,25 @@ between. Run instead on one frame in ``N`` per camera, with the tracker carrying
 the others, and every frame gets its boxes at a steady rate, for nearly the same number of
 model runs: that ``N`` is what :class:`KeepUp` works out, from what it measures.
 
-With ``F`` frames arriving a second (all streams), ``m`` seconds a model frame takes the node
-and ``c`` a tracked one, the node is busy ``F/N·m + F(1 - 1/N)·c`` of each second; it keeps up
-when that is at most :data:`BUSY` (room for the jitter of the runs and of arrivals)::
+With ``F`` frames arriving a second (all streams), ``m`` seconds a model frame's call takes
+(its run, its wait for the CPU budget, its outputs decoded) and ``k`` calls in flight at once
+(``instances``), the model's calls keep ``F/N·m/k`` of each second's ``k`` threads busy; they
+keep up when that is at most :data:`BUSY` (room for the jitter of the runs and of arrivals)::
 
-    N >= F·(m - c) / (BUSY - F·c)
+    N >= F·m / (k·BUSY)
+
+That is Little's law: with its ``k`` calls always under way, a node finishes ``k/m`` of them a
+second, and ``m`` counts the waits of a call that the governor holds back (a second call paced
+in the spare units), so the figure follows the budget. Tracked frames take no thread of the
+model's (they are carried in order beside its runs, :mod:`edgepipe.runtime.prepared`): they do
+not count.
 
 The interval never falls below what the pipeline asked for (``every``), moves only after
 :data:`SETTLE_S` and by more than :data:`DEADBAND` (runs vary by a few percent; chasing that
 would move the model from frame to frame for nothing), and only while every figure is measured.
-Thread-safe enough for its use: written from the detector's two worker threads, each field by
-one of them; a torn read costs one frame's decision.
+Thread-safe enough for its use: written from the detector's preparing thread (arrivals) and its
+finishing step (the calls' times), each field by one of them; a torn read costs one frame's
+decision.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ _WEIGHT = 0.1
 class KeepUp:
     """See the module docstring. Times are in seconds, from the caller's monotonic clock."""
 
-    __slots__ = ("_carry_s", "_changed_at", "_gaps", "_last_seen", "_last_seq", "_model_s", "interval")
+    __slots__ = ("_changed_at", "_gaps", "_last_seen", "_last_seq", "_model_s", "instances", "interval")
 
     def __init__(self) -> None:
         self._last_seen: dict[str, float] = {}
@@ -49,7 +57,8 @@ class KeepUp:
         self._gaps: dict[str, float] = {}
         """Per source: the running mean of the time between its frames' decoding."""
         self._model_s = 0.0
-        self._carry_s = 0.0
+        self.instances = 1
+        """Model calls in flight at once (the detector's)."""
         self.interval = 1.0
         """Frames per model run, per source, needed to keep up (1: the model keeps up alone)."""
         self._changed_at = -math.inf
@@ -77,12 +86,9 @@ class KeepUp:
         self._last_seq.pop(source, None)
         self._gaps.pop(source, None)
 
-    def took(self, model: bool, seconds: float) -> None:
-        """One frame's step on the node's thread took ``seconds`` (with or without a model run)."""
-        if model:
-            self._model_s = _mean(self._model_s, seconds)
-        else:
-            self._carry_s = _mean(self._carry_s, seconds)
+    def took(self, seconds: float) -> None:
+        """A model frame's call took ``seconds`` (its run, its wait for the budget, its decoding)."""
+        self._model_s = _mean(self._model_s, seconds)
 
     def rate(self, now_s: float | None = None) -> float:
         """Frames arriving per second, all sources; at ``now_s``, only those still sending
@@ -95,13 +101,10 @@ class KeepUp:
 
     def needed(self, now_s: float | None = None) -> float:
         """The interval the measured figures call for now (1 when they are not all in yet)."""
-        rate, m, c = self.rate(now_s), self._model_s, self._carry_s
+        rate, m = self.rate(now_s), self._model_s
         if not rate or not m:
             return 1.0
-        spare = BUSY - rate * c
-        if spare <= 0:
-            return MAX_INTERVAL
-        return min(MAX_INTERVAL, max(1.0, rate * (m - c) / spare))
+        return min(MAX_INTERVAL, max(1.0, rate * m / (max(1, self.instances) * BUSY)))
 
     def update(self, now_s: float) -> float:
         """The interval to use from now (re-worked at most every :data:`SETTLE_S`)."""

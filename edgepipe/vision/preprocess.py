@@ -29,11 +29,11 @@ _DEFAULT_NORMALIZE = {"centerface": Normalize(scale=1.0)}
 _MAX_SIZES = 8
 
 
-def tensor_buffers(batch_size: int) -> int:
-    """Input tensors a detector uses in turn: one being filled while the model reads another
-    (prepare and process overlap) or a batch of them, and one for a run abandoned at its
-    deadline."""
-    return max(3, batch_size + 1)
+def tensor_buffers(batch_size: int, instances: int = 1) -> int:
+    """Input tensors a detector uses in turn: one per call in flight (``instances``, or a batch
+    of them), one waiting behind those calls while the next is filled, and one for a run
+    abandoned at its deadline (:mod:`edgepipe.runtime.flight`)."""
+    return max(3, batch_size + 1, instances + 2)
 
 
 def input_format(
@@ -76,6 +76,7 @@ class TensorCache:
         normalize: Normalize | None = None,
         method: Method = "auto",
         batch_size: int = 1,
+        instances: int = 1,
         owner: str = "detector",
         gauges: dict[str, Any] | None = None,
     ) -> None:
@@ -85,6 +86,7 @@ class TensorCache:
         normalize: pixel scaling (default: the adapter's, else 0..1 RGB); a uint8 model takes
             raw pixels whatever is given, in the given channel order.
         batch_size: the most tensors of one size a batched run reads at once.
+        instances: the model's calls in flight at once, each reading one tensor.
         owner: the name the tensors' memory is reserved under (the node).
         gauges: where the current input size is shown (``input``).
         """
@@ -97,7 +99,7 @@ class TensorCache:
         if np.dtype(model.dtype) == np.uint8:
             norm = Normalize(scale=1.0, channels=norm.channels)
         self.normalize = norm
-        self.buffers = tensor_buffers(batch_size)
+        self.buffers = tensor_buffers(batch_size, instances)
         self._preprocessors: dict[tuple[int, int], Preprocessor] = {}
         self._newest: TensorFormat | None = None
 
@@ -130,9 +132,10 @@ class TensorCache:
 
 class Prepared(Leased):
     """A frame made ready for the model: its input tensor and letterbox (None on frames the
-    tracker fills in). Holds a lease on the frame until it is released."""
+    tracker fills in), and once the model ran (the detector's ``process()``), what it found.
+    Holds a lease on the frame until it is released."""
 
-    __slots__ = ("frame", "letterbox", "tensor")
+    __slots__ = ("found", "frame", "infer_ms", "letterbox", "tensor", "took_s")
 
     def __init__(self, frame: Frame, tensor: np.ndarray | None, letterbox: Letterbox | None) -> None:
         super().__init__()
@@ -140,6 +143,13 @@ class Prepared(Leased):
         self.frame = frame
         self.tensor = tensor
         self.letterbox = letterbox
+        self.found: list[Any] | None = None
+        """The model's detections in source pixels (before tracking); None until it ran."""
+        self.infer_ms: float | None = None
+        """The model run's own wall time (not its wait for the CPU budget)."""
+        self.took_s = 0.0
+        """The whole ``process()`` call's wall time: the run, its wait for the budget, the
+        decoding of its outputs (what keeping up divides among the calls in flight)."""
 
     @property
     def light(self) -> bool:

@@ -39,9 +39,12 @@ def plan_detector(
     session: SessionConfig,
     input_size: int,
     batch_size: int,
+    instances: int = 1,
 ) -> None:
-    """Reserve in ``plan`` the weights and input tensors a detector would hold. Raises
-    :class:`~edgepipe.infer.ModelNotFound` for a model that is neither a file nor a name."""
+    """Reserve in ``plan`` the weights and input tensors a detector would hold: the weights
+    once (its calls in flight share one session), a set of input tensors for each call in
+    flight (``instances``) and around them. Raises :class:`~edgepipe.infer.ModelNotFound` for a
+    model that is neither a file nor a name."""
     owner = node.node_id
     device = device_label(session_device(session))
     file, entry = _locate(model)
@@ -62,7 +65,7 @@ def plan_detector(
     if not sizes:
         node.unknown("input tensors", "their size follows the frames', which no input says")
         return
-    buffers = tensor_buffers(batch_size)
+    buffers = tensor_buffers(batch_size, instances)
     # One set of tensors per frame size, as TensorCache keeps one preprocessor per frame size.
     for size in sizes:
         fmt = input_format(layout, fixed, dtype, Normalize(), input_size=input_size, width=size.width,

@@ -225,8 +225,9 @@ async def test_source_timeout_turns_a_silent_stall_into_a_restart() -> None:
 
 
 async def test_a_source_learns_how_many_items_each_consumer_can_hold() -> None:
-    # A pool feeding these consumers needs their sum: the lane, plus the item in hand, plus the
-    # next one when a two-step stage prepares it meanwhile, or a batch.
+    # A pool feeding these consumers needs their sum: the lane, plus the item in hand; with
+    # calls in flight (a two-step stage), the call, the one waiting behind it and the one being
+    # prepared or emitted (instances + 2); or a batch.
     holds: list[tuple[int, ...]] = []
 
     async def source() -> AsyncIterator[int]:
@@ -253,7 +254,7 @@ async def test_a_source_learns_how_many_items_each_consumer_can_hold() -> None:
     p.sink("restarting", TwoStep(), inputs=src, policy="latest", queue_size=1, on_error="restart")
     p.sink("batched", Batched(), inputs=src, queue_size=8)
     await run_graph_async(p)
-    assert holds == [(2, 3, 2, 12)]
+    assert holds == [(2, 4, 2, 12)]
 
 
 def test_a_sync_start_hook_knows_its_node_and_its_cpu_is_the_nodes_setup() -> None:

@@ -67,20 +67,20 @@ def test_each_hook_gets_the_runtimes_holds_and_what_its_inputs_produce() -> None
     p = Pipeline("t")
     cam = p.source("camera", camera)
     p.sink("log", ListSink(), inputs=cam, queue_size=4)  # 4 in the lane + 1 in hand
-    det = p.stage("det", model, inputs=cam, policy="latest", queue_size=1)  # 1 + 2 (prepares the next)
+    det = p.stage("det", model, inputs=cam, policy="latest", queue_size=1)  # 1 + 3 (a call in flight)
     p.sink("out", ListSink(), inputs=det)
     report = plan_graph(p.validate(), MemoryPlan(limit_bytes=1 << 30, refuse=False))
     assert camera.seen is not None
-    assert sorted(camera.seen.consumer_holds) == [3, 5]
+    assert sorted(camera.seen.consumer_holds) == [4, 5]
     assert model.seen is not None
     assert dict(model.seen.inputs) == {"camera": (64, 48)}
     assert [(r.owner, r.what, r.nbytes) for r in report.entries] == [
-        ("camera", "frame pool (9 frames)", 900),  # in topological order, as reserved
+        ("camera", "frame pool (10 frames)", 1000),  # in topological order, as reserved
         ("det", "weights", 1000),
         ("det", "tensors for camera", 64 * 48),
     ]
     assert report.nodes == ("camera", "log", "det", "out")
-    assert report.host_bytes == 900 + 1000 + 64 * 48
+    assert report.host_bytes == 1000 + 1000 + 64 * 48
     assert report.fits
     assert report.crossing is None
     assert report.refusal is None
@@ -91,13 +91,13 @@ def test_each_hook_gets_the_runtimes_holds_and_what_its_inputs_produce() -> None
 def test_the_first_buffer_past_the_budget_is_named_and_the_rest_still_counted() -> None:
     p = Pipeline("t")
     cam = p.source("camera", Camera(frame_bytes=100))
-    big = p.stage("lm", Model(weights=5000), inputs=cam, queue_size=1)  # holds 3: a pool of 4
+    big = p.stage("lm", Model(weights=5000), inputs=cam, queue_size=1)  # holds 4: a pool of 5
     p.sink("out", ListSink(), inputs=big)
     report = plan_graph(p.validate(), MemoryPlan(budget_frac=0.5, limit_bytes=10_000, refuse=False))
     assert not report.fits
     assert report.crossing is not None
     assert (report.crossing.owner, report.crossing.what) == ("lm", "weights")
-    assert [r.what for r in report.entries] == ["frame pool (4 frames)", "weights", "tensors for camera"]
+    assert [r.what for r in report.entries] == ["frame pool (5 frames)", "weights", "tensors for camera"]
     assert report.refusal is not None
     assert str(report.refusal).startswith("lm: weights needs 0.0 MB, and the memory plan already holds")
     assert report.budget_bytes == 5000
@@ -110,7 +110,7 @@ def test_device_buffers_are_listed_outside_the_budget() -> None:
     report = plan_graph(p.validate(), MemoryPlan(limit_bytes=10_000, refuse=False))
     assert report.fits
     assert report.device_bytes() == {"cuda:0": 10**9}
-    assert report.host_bytes == 400 + 64 * 48
+    assert report.host_bytes == 500 + 64 * 48
 
 
 def test_unknown_sizes_and_failing_hooks_are_reported_and_the_rest_planned() -> None:

@@ -68,14 +68,22 @@ def test_the_plan_says_what_limits_it() -> None:
     assert "1 heavy call unit" in text
 
 
-def test_the_one_detector_of_a_run_with_cores_to_spare_gets_the_spare_units_threads() -> None:
+def test_a_model_that_asks_for_latency_gets_the_spare_units_threads_where_there_are_some() -> None:
     two = Cores(2.0, 2, None)  # x 0.7 = 1.4: one unit, and one spare
-    assert CpuBudget(two, video_streams=1, model_nodes=1).detector_threads == 2
-    assert CpuBudget(two, video_streams=1, model_nodes=2).detector_threads == 1, "two models share"
-    assert CpuBudget(two, video_streams=2, model_nodes=1).detector_threads == 1, "decoders fill the cores"
-    assert CpuBudget(Cores(1.0, 1, None), video_streams=1, model_nodes=1).detector_threads == 1, "no spare"
-    assert CpuBudget(Cores(4.0, 4, None), video_streams=1, model_nodes=1).detector_threads == 3  # 2.8
+    assert CpuBudget(two, video_streams=1, model_nodes=1).latency_threads == 2
+    assert CpuBudget(two, video_streams=1, model_nodes=2).latency_threads == 1, "two models share"
+    assert CpuBudget(two, video_streams=2, model_nodes=1).latency_threads == 1, "decoders fill the cores"
+    assert CpuBudget(Cores(1.0, 1, None), video_streams=1, model_nodes=1).latency_threads == 1, "no spare"
+    assert CpuBudget(Cores(4.0, 4, None), video_streams=1, model_nodes=1).latency_threads == 3  # 2.8
     one = CpuBudget(two, video_streams=1, model_nodes=1)
     assert one.threads == 1, "other models (and --plan) keep the units"
-    assert "1 ONNX Runtime thread(s) per model (2 for the one detector)" in one.describe()
-    assert "for the one detector" not in CpuBudget(two, video_streams=1, model_nodes=2).describe()
+
+
+def test_auto_instances_are_the_units_the_gate_admits_at_once_and_one_ungoverned() -> None:
+    two = Cores(2.0, 2, None)
+    assert CpuBudget(two).instances == 2, "1.4: the main unit and the spare one"
+    assert CpuBudget(Cores(8.0, 8, None)).instances == 6, "5.6: five main units and a spare"
+    assert CpuBudget(Cores(1.0, 1, None)).instances == 1, "0.7: one unit, no spare"
+    assert CpuBudget(two, governed=False).instances == 1, "no gate, no governor: one call"
+    assert "2 calls in flight for a model node" in CpuBudget(two).describe()
+    assert "calls in flight" not in CpuBudget(two, governed=False).describe()

@@ -314,4 +314,75 @@ def test_a_short_call_runs_beside_a_detection_in_the_spare_unit_and_a_long_one_w
         holder.join()
     with gate.admit(encode, timeout_s=0.2):  # the main unit free: it goes there first
         assert encode.in_spare == 0
-    assert Gate(1, spare=0)._pools(encode) == (False,), "no spare unit: a short call takes its turn too"
+    assert Gate(1, spare=0)._pools(encode, 0.0) == ("main",), "no spare unit: a short call takes its turn too"
+
+
+class Clock:
+    """A gate's clock that moves only when told."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_callers_second_call_takes_the_spare_unit_beside_its_first_and_no_one_elses_does() -> None:
+    # A detector with two calls in flight on 2 cores x 0.7: its first holds the main unit, the
+    # second runs in the spare one; a third of its own, or another model's, waits for the main.
+    gate = Gate(1, spare=1, clock=Clock())
+    faces, plates = Ticket("faces", "detect", 1), Ticket("plates", "detect", 1)
+    first = gate.enter(faces)
+    second = gate.enter(faces, timeout_s=0.0)
+    assert (first.pool, second.pool) == ("main", "lent")
+    assert (faces.in_main, faces.in_spare) == (1, 1)
+    with pytest.raises(AdmissionTimeout):
+        gate.enter(faces, timeout_s=0.0)
+    with pytest.raises(AdmissionTimeout, match="held by: detect"):
+        gate.enter(plates, timeout_s=0.0)
+    gate.leave(faces, second)
+    gate.leave(faces, first)
+    assert (faces.in_main, faces.in_spare, faces.calls) == (0, 0, 2)
+    alone = gate.enter(plates)  # nothing of its own in the main unit: it takes the main one
+    assert alone.pool == "main"
+    gate.leave(plates, alone)
+
+
+def test_a_short_call_is_never_held_by_a_second_call_in_the_spare_unit() -> None:
+    gate = Gate(1, spare=1, clock=Clock())
+    faces, view = Ticket("faces", "detect", 1), Ticket("view", "encode", 2, short=True)
+    first, second = gate.enter(faces), gate.enter(faces, timeout_s=0.0)
+    encode = gate.enter(view, timeout_s=0.0)  # main and spare both held: it runs beside them
+    assert encode.pool == "over"
+    gate.leave(view, encode)
+    gate.leave(faces, second)
+    encode = gate.enter(view, timeout_s=0.0)  # the spare unit free again: it goes there
+    assert encode.pool == "spare"
+    gate.leave(view, encode)
+    gate.leave(faces, first)
+
+
+def test_the_governor_paces_a_second_call_in_the_spare_unit_and_can_shed_it() -> None:
+    clock = Clock()
+    gate = Gate(1, spare=1, clock=clock)
+    faces = Ticket("faces", "detect", 1, spare_duty=0.25)
+    first = gate.enter(faces)
+    second = gate.enter(faces, timeout_s=0.0)
+    clock.t += 0.1  # a 100 ms run in the spare unit
+    gate.leave(faces, second)
+    assert faces.spare_next_at == pytest.approx(clock.t + 0.3), "25% of the time: 300 ms off for 100 on"
+    with pytest.raises(AdmissionTimeout):
+        gate.enter(faces, timeout_s=0.0)
+    clock.t += 0.31
+    again = gate.enter(faces, timeout_s=0.0)
+    assert again.pool == "lent"
+    gate.leave(faces, again)
+    faces.spare_duty, faces.spare_next_at = 0.0, 0.0  # shed: one call in flight
+    with pytest.raises(AdmissionTimeout):
+        gate.enter(faces, timeout_s=0.0)
+    gate.unpace()  # the run stops: nothing is held back
+    assert faces.spare_duty == 1.0
+    again = gate.enter(faces, timeout_s=0.0)
+    assert again.pool == "lent"
+    gate.leave(faces, again)
+    gate.leave(faces, first)

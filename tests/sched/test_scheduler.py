@@ -232,11 +232,15 @@ def test_temperature_is_given_up_only_after_slow_reads_in_a_row(
     assert bool(given_up) is not read_on
 
 
-def test_the_runs_models_are_counted_and_a_wide_detector_gets_every_heavy_core() -> None:
-    p, _ = burning(headroom=0.3)
+def test_the_runs_models_are_counted_and_a_model_asking_for_latency_gets_every_heavy_core() -> None:
+    p, burner = burning(headroom=0.3)
     scheduler = Scheduler(p.validate())
     budget = scheduler.budget
     assert budget.model_nodes == 1
     assert budget.video_streams == 0
-    if budget.detector_threads >= budget.cores.affinity:  # 2 cores: its threads need both
-        assert scheduler.cores_split is None
+    if budget.units < budget.cores.affinity:  # one-thread calls leave the light cores split off
+        assert scheduler.cores_split is not None
+    burner.prefers_latency = True  # type: ignore[attr-defined]
+    wide = Scheduler(p.validate())
+    if wide.budget.latency_threads >= wide.budget.cores.affinity:  # 2 cores: its threads need both
+        assert wide.cores_split is None

@@ -36,31 +36,45 @@ def face_detector(centerface: Path) -> Detector:
     return detector
 
 
-def test_the_one_detector_of_a_run_with_cores_to_spare_loads_with_their_threads(centerface: Path) -> None:
-    # The run's budget (the scheduler's): one camera, one model, 2 cores x 0.7 -> 2 threads.
+def test_a_detector_runs_one_thread_a_call_unless_it_prefers_latency(centerface: Path) -> None:
+    # The run's budget (the scheduler's): one camera, one model, 2 cores x 0.7: two calls in
+    # flight of one thread each; asking for latency, one call of two threads.
     budget = CpuBudget(Cores(2.0, 2, None), video_streams=1, model_nodes=1)
     scope = RunScope("wide")
     scope.put(BUDGET, budget)
     with entered(scope):
         detector = Detector("centerface")
+        detector.calls = budget.instances  # what start() reads of its node in a governed run
         detector.open()
+        wide = Detector("centerface", prefer="latency")
+        wide.open()
         pinned = Detector(
-            "centerface", session=SessionConfig(threads=1), pin_every=True
+            "centerface", session=SessionConfig(threads=2), pin_every=True
         )  # the user's word stands
         pinned.open()
+    assert detector.instances == "auto"
+    assert wide.instances == 1
     assert detector.session is not None
-    assert detector.session.threads == 2
-    assert detector.session.ticket.units == 1, "it holds one unit at the gate: the spare stays free"
+    assert detector.session.threads == 1
+    assert wide.session is not None
+    assert wide.session.threads == 2
+    assert wide.session.ticket.units == 1, "it holds one unit at the gate: the spare stays free"
     assert pinned.session is not None
-    assert pinned.session.threads == 1
+    assert pinned.session.threads == 2
+    # Two calls in flight: the governor sheds the second first, then the interval.
+    every, instances = detector.governor_knobs("faces", 1)
+    assert (every.kind, instances.kind) == ("every", "instances")
+    instances.set(instances.levels - 1)
+    assert detector.session.ticket.spare_duty == 0.0
+    assert instances.describe() == "1 call in flight (the spare units shed)"
     # A detector that must see every frame it is given is paced, in fine steps, not thinned first.
-    assert [k.kind for k in detector.governor_knobs("faces", 1)] == ["every"]
     every, pace = pinned.governor_knobs("faces", 1)
     assert every.pinned
     assert pace.kind == "pace"
     assert not getattr(pace, "pinned", False)
     pace.set(2)
     assert pinned.session.ticket.duty == pytest.approx(0.87)
+    wide.stop()
     detector.stop()
     pinned.stop()
 

@@ -25,6 +25,7 @@ from edgepipe.media.errors import SourceError
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.pipefile.loader import read_pipeline
 from edgepipe.runtime.plan import PlanReport, plan_graph
+from edgepipe.sched.scheduler import run_budget
 
 
 def load_graph(path: str, args: Sequence[str], reserved: Mapping[str, str], params_file: str | None) -> Graph:
@@ -45,7 +46,8 @@ def plan_pipeline(
     ``more_streams`` (``--streams``) are decoded besides the pipeline's own sources."""
     plan = memory_plan(target)
     reserve_streams(plan, more_streams)
-    report = plan_graph(graph, plan)
+    # Calls in flight as this machine's budget gives them (the table's devices say no cores).
+    report = plan_graph(graph, plan, auto_instances=run_budget(graph).instances)
     models: list[ModelPlan] = []
     streams: list[StreamSet] = []
     notes: list[str] = []

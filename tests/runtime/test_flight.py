@@ -1,4 +1,4 @@
-"""The processing side of an overlapped node: one thread, the next run queued behind the last."""
+"""Calls in flight: the runs queued behind the ones under way, deadlines, abandonment, order."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.core.errors import NodeStuck
 from edgepipe.graph.spec import ErrorPolicy
-from edgepipe.runtime.overlap import MAX_HUNG_THREADS
+from edgepipe.runtime.flight import MAX_HUNG_THREADS
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
