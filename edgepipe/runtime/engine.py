@@ -40,7 +40,6 @@ from edgepipe.graph.check import Graph
 from edgepipe.graph.spec import NodeKind
 from edgepipe.planning.memory import PLAN, MemoryPlan
 from edgepipe.runtime.deadlines import StopDeadlines
-from edgepipe.runtime.flight import AUTO_INSTANCES
 from edgepipe.runtime.metrics import NodeStats
 from edgepipe.runtime.node import NodeRunner
 from edgepipe.wire.redact import redact
@@ -250,10 +249,6 @@ class Runtime:
     def hook_timeout_s(self) -> float:
         """How long a node's stop() hook starting now may take (:mod:`~edgepipe.runtime.deadlines`)."""
         return self._deadlines.hook_s()
-
-    def auto_instances(self) -> int:
-        """What ``instances="auto"`` is in this run: its scheduler's budget's, else 1."""
-        return self.scope.get(AUTO_INSTANCES) or 1
 
     def add_listener(self, listener: Callable[[Message], None]) -> None:
         """Tell ``listener`` of every runtime event (a source's state, a node's error or

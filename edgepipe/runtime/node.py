@@ -22,6 +22,7 @@ from edgepipe.core.channel import Policy
 from edgepipe.core.context import NodeContext, SourceState, set_current
 from edgepipe.core.cputime import SETUP, run_counted
 from edgepipe.core.errors import GraphError, NodeError, error_text
+from edgepipe.core.scope import RunScope
 from edgepipe.core.spans import SpanLog
 from edgepipe.graph.check import Graph
 from edgepipe.graph.spec import NodeKind, NodeSpec, OnError
@@ -29,7 +30,7 @@ from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process,
 from edgepipe.runtime.calls import call_in_thread
 from edgepipe.runtime.circuit import Circuit
 from edgepipe.runtime.emit import ConsumersGone, Outputs, ResultsLog
-from edgepipe.runtime.flight import Flight
+from edgepipe.runtime.flight import AUTO_INSTANCES, Flight
 from edgepipe.runtime.inbox import Inbox
 from edgepipe.runtime.metrics import NodeMetrics, NodeStats
 from edgepipe.runtime.prepared import in_flight
@@ -62,8 +63,9 @@ class Host(Protocol):
 
     def hook_timeout_s(self) -> float: ...
 
-    def auto_instances(self) -> int:
-        """What ``instances="auto"`` is in this run (:data:`~edgepipe.runtime.flight.AUTO_INSTANCES`)."""
+    @property
+    def scope(self) -> RunScope:
+        """What the run owns (:data:`~edgepipe.runtime.flight.AUTO_INSTANCES` among it)."""
         ...
 
 
@@ -139,7 +141,7 @@ class NodeRunner:
             self._source = adapt_source(spec, executor, hooks_executor)
         else:
             self._process = adapt_process(spec, executor, hooks_executor)
-        self.instances = instances_of(spec, self._process, host.auto_instances())
+        self.instances = instances_of(spec, self._process, host.scope.get(AUTO_INSTANCES) or 1)
         """How many calls of its code it runs at once."""
         self.circuit = Circuit(
             spec.node_id, spec.kind, spec.on_error, self.metrics, self._emit_event, self._cycle_hooks,

@@ -28,6 +28,11 @@ points of the CPU on 2 cores, within the governor's 3-point window between climb
 (1, 1.15, 1.3, ...) a run settled a whole step under it, and where varied from run to run
 (model runs/s 18.5 to 21.8 in three runs of ``scripts/bench_headroom.py``)."""
 
+PINNED_DUTIES = (1.0, 0.93, 0.87, 0.81, 0.75, 0.7, 0.65, 0.6, 0.5)
+"""A pinned detector's share of the time (``Detector(pin_every=True)``), rung by rung: each cuts
+its rate by about 7% (a few points of the CPU on 2 cores, inside the governor's window), then
+its lane is thinned."""
+
 THIN = (1, 2, 3, 4, 6, 8)
 """One frame kept in N."""
 

@@ -10,14 +10,12 @@ once on a blank picture to pick the output adapter and to time the first result.
 a worker thread: NV12/I420 -> reused input tensor (:mod:`edgepipe.media.tensor`) -> one
 deadline-bounded run -> adapter -> NMS -> boxes in source pixels.
 
-The three steps run as the runtime's calls in flight (:mod:`edgepipe.runtime.prepared`):
-``prepare()`` picks the frames the model sees and fills their tensors, in order; ``process()``
-runs the model on up to ``instances`` frames at once, each call on one intra-op thread (the
-CPU budget turned into frames: on 2 cores at 70%, a second call in the spare unit, paced by the
-governor); ``finish()`` tracks, in each camera's order, on the event loop. A frame the model
-skips never waits for a model run of another camera, and follows its own camera's last one.
-``prefer="latency"`` runs one call at a time, as wide as the budget allows, instead: half the
-wait for a result on a box with a core to spare, and fewer frames for the CPU.
+Its steps are the runtime's calls in flight (:mod:`edgepipe.runtime.prepared`): ``prepare()``
+picks the frames the model sees (:mod:`~edgepipe.vision.selection`) and fills their tensors, in
+order; ``process()`` runs the model on up to ``instances`` frames at once, one intra-op thread
+each (on 2 cores at 70%, a second call in the spare unit, paced by the governor); ``finish()``
+tracks, in each camera's order. ``prefer="latency"`` runs one call at a time, as wide as the
+budget allows: half the wait for a result, fewer frames for the CPU.
 
 With ``every=N`` the model sees one frame in N per source and an IoU tracker carries the boxes
 (and track ids) over the others; streams are given different phases across every detector of
@@ -51,23 +49,18 @@ from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
 from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.governor import Knob
-from edgepipe.sched.knobs import EveryKnob, InstancesKnob, PaceKnob
-from edgepipe.sched.stagger import phases
+from edgepipe.sched.knobs import PINNED_DUTIES, EveryKnob, InstancesKnob, PaceKnob
 from edgepipe.vision import adapters
 from edgepipe.vision.batching import BatchRunner
 from edgepipe.vision.decoding import DetectionDecoder
-from edgepipe.vision.detection import Detection, Detections
-from edgepipe.vision.keepup import KeepUp
+from edgepipe.vision.detection import Detections
 from edgepipe.vision.model import LoadedModel, load_model
 from edgepipe.vision.preprocess import Normalize, Prepared, TensorCache
 from edgepipe.vision.reservations import plan_detector
+from edgepipe.vision.selection import ModelFrames
 from edgepipe.vision.tracker import SourceTrackers
 
 __all__ = ["Detector", "Normalize", "Prepared"]
-
-PINNED_DUTIES = (1.0, 0.93, 0.87, 0.81, 0.75, 0.7, 0.65, 0.6, 0.5)
-"""A pinned detector's share of the time, rung by rung: each cuts its rate by about 7% (a few
-points of the CPU on 2 cores, inside the governor's window), then the lane is thinned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +168,6 @@ class Detector:
         self.max_detections = max_detections
         self.input_size = input_size
         self.every = every
-        self.every_now: float = every
-        """The governor's interval: ``every``, or more while it slows detection."""
-        self.every_used: float = every
-        """The interval in force: the governor's, raised to keep up with live cameras
-        (:mod:`edgepipe.vision.keepup`) when the model alone cannot."""
         self.pin_every = pin_every
         self.keep_up = keep_up
         self.track = every > 1 if track is None else track
@@ -204,13 +192,11 @@ class Detector:
         self._steps: _Steps | None = None
         self._last_format: TensorFormat | None = None
         self._tracks = SourceTrackers()
-        self._counts: dict[str, int] = {}
         self._gauges: dict[str, Any] = {}
         self._owner = "detector"
         self._priority = 1
-        self._keep = KeepUp()
-        self._keeps_up = False
-        """Live input (``latest`` lanes) and a tracker allowed: the interval may rise to keep up."""
+        self.frame_choice = ModelFrames(every, keep_up)
+        """Which frames the model sees (the governor's interval is its ``every_now``)."""
 
     def __repr__(self) -> str:
         return f"Detector({self.model!r})"
@@ -239,9 +225,9 @@ class Detector:
             return
         self._owner = ctx.node_id
         self._priority = ctx.priority
-        self._gauges = ctx.gauges
+        self._gauges = self.frame_choice.gauges = ctx.gauges
         self.calls = ctx.instances
-        self._keeps_up = (
+        self.frame_choice.keeps_up = (
             ctx.live_input and self._may_track and not self.pin_every and self.keep_up is not False
         )
         await ctx.run_blocking(self.open)
@@ -276,7 +262,7 @@ class Detector:
         self._steps = _Steps(model, tensors, runner, decoder)
         session = self.session = model.session
         session.ticket.set_owner(self._owner, "detect", self._priority)
-        self._keep.instances = self.calls
+        self.frame_choice.keep.instances = self.calls
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
             "adapter": self.adapter,
@@ -286,9 +272,7 @@ class Detector:
         """Forget the streams and let the model and its tensors go (out of the memory plan;
         ``session.stats`` stay readable); :meth:`start` loads it again (a restart)."""
         self._tracks.clear()
-        self._counts.clear()
-        self._keep = KeepUp()
-        phases().forget(self)
+        self.frame_choice.forget()
         if self._steps is not None:
             self._last_format = self._steps.tensors.input_format
         self._steps = None
@@ -302,7 +286,7 @@ class Detector:
         and the governor paces its runs instead, in fine steps (:data:`PINNED_DUTIES`), before
         it thins the frames: a detector wider than one core then settles near the target rather
         than a whole "1 frame in 2" under it. A frame it had no time for is not passed on."""
-        knob = EveryKnob(node_id, priority, self, self.every)
+        knob = EveryKnob(node_id, priority, self.frame_choice, self.every)
         knob.pinned = self.pin_every or not self._may_track
         tickets = [self.session.ticket] if self.session is not None else []
         knobs: list[Knob] = [knob]
@@ -326,46 +310,10 @@ class Detector:
         if self._steps is None:
             self.open()
         assert self._steps is not None
-        source = frame.source_id
-        # Counted per source over the frames this node receives (not by frame number: a
-        # ``latest`` inbox drops frames, and counting seq would then always land on the same
-        # phase), offset per stream so that streams take turns across every detector.
-        # A new source's first frame always goes to the model: its tracker has nothing to carry
-        # yet (and an overlay such as a face blur must not start with an empty frame).
-        count = self._counts.get(source)
-        first = count is None
-        count = 0 if count is None else count
-        self._counts[source] = count + 1
-        every = self._interval(frame)
-        phase = phases().phase(self, source, every)  # registers the stream on its first frame
-        # A fractional interval (7.5: the model on one frame in 7 or 8, alternately) runs the
-        # model on the frames where the count crosses a multiple of it.
-        run_model = first or every <= 1 or (count - phase) // every != (count - 1 - phase) // every
-        if not run_model:
+        if not self.frame_choice.wants(frame):
             return Prepared(frame, None, None)
         tensor, box = self._steps.tensors(frame)
         return Prepared(frame, tensor, box)
-
-    @property
-    def keep_up_interval(self) -> float:
-        """Frames per model run that keeping up with the cameras needs now (1: none)."""
-        return self._keep.interval if self._keeps_up else 1.0
-
-    def _interval(self, frame: Frame) -> float:
-        """Frames per model run for this frame's stream: the governor's interval, times what
-        keeping up with live cameras needs (base ``every`` stays the floor)."""
-        every = self.every_now
-        if self._keeps_up and (self.keep_up or len(self._counts) > 1):
-            keep = self._keep
-            now_s = frame.t_decoded_ns / 1e9
-            keep.arrived(frame.source_id, now_s, frame.seq)
-            # Keeping up needs N frames per model run whatever ``every`` asked for (N counts
-            # frames, not intervals); the governor's rungs scale that, so each one still counts.
-            every = max(self.every, keep.update(now_s)) * (self.every_now / self.every)
-            if every != self.every_used:
-                self._gauges["every"] = round(every, 1)
-        self.every_used = every
-        return every
 
     def process(self, item: Frame | Prepared) -> Any:
         """Step two (a worker thread; up to ``instances`` at once): the model's run on a prepared
@@ -425,29 +373,20 @@ class Detector:
         :class:`Detections`. Quick: bookkeeping only."""
         frame = prepared.frame
         self.frames += 1
-        items: list[Detection]
         found = prepared.found
         run_model = prepared.tensor is not None
         if found is not None:
-            items = found
             self.inferred += 1
-            infer_ms = prepared.infer_ms
-            if infer_ms is not None:
-                self._gauges["infer_ms"] = round(infer_ms, 1)
+            if prepared.infer_ms is not None:
+                self._gauges["infer_ms"] = round(prepared.infer_ms, 1)
             if self.session is not None:
                 self._gauges["timeouts"] = self.session.stats.timeouts
-            if self.track or self.every_used > 1:
-                items = self._tracks.update(frame.source_id, items, frame.seq)
-            elif self._may_track:
-                # Kept up to date in case the governor raises the interval, on copies: without
-                # tracking, the detections carry no track ids.
-                self._tracks.update(frame.source_id, [replace(d) for d in items], frame.seq)
-            if self._keeps_up:
-                self._keep.took(prepared.took_s)
-        else:
-            assert self._may_track
-            assert not run_model
-            items = self._tracks.predict(frame.source_id, frame.seq)
+            if self.frame_choice.keeps_up:
+                self.frame_choice.keep.took(prepared.took_s)
+        items = found if not self._may_track else self._tracks.follow(
+            frame.source_id, found, frame.seq, ids=self.track or self.frame_choice.every_used > 1
+        )  # fmt: skip
+        assert items is not None, "a frame the model skipped has the tracker's boxes"
         latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
         result = Detections(
             frame.source_id, frame.seq, frame.pts, frame.time_s, frame.width, frame.height, self.model_name,

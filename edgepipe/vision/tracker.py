@@ -11,7 +11,7 @@ last measured velocity (pixels per frame), so a blur follows a face across skipp
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -116,6 +116,19 @@ class SourceTrackers:
         """:meth:`IouTracker.predict` on the source's tracker."""
         with self._lock:
             return self._tracker(source_id).predict(seq)
+
+    def follow(
+        self, source_id: str, found: list[Detection] | None, seq: int, *, ids: bool
+    ) -> list[Detection]:
+        """The boxes of frame ``seq``: the model's (``found``) matched to the tracks, with track
+        ids when ``ids`` (else the tracks follow copies, in case the interval rises later); or
+        the tracks carried over a frame the model skipped (``found`` None)."""
+        if found is None:
+            return self.predict(source_id, seq)
+        if ids:
+            return self.update(source_id, found, seq)
+        self.update(source_id, [replace(d) for d in found], seq)
+        return found
 
     def clear(self) -> None:
         """Forget every source's tracks."""

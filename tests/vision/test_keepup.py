@@ -108,16 +108,14 @@ def _detector(keep_up: bool | None, sources: int, every: int = 1, model_s: float
     call was measured, fed by ``sources`` live 30 fps cameras."""
     from edgepipe.vision import Detector
 
-    det = Detector("centerface", keep_up=keep_up, every=every)
-    det._keeps_up = det.keep_up is not False  # what start() decides on live input
+    choice = Detector("centerface", keep_up=keep_up, every=every).frame_choice
+    choice.keeps_up = keep_up is not False  # what start() decides on live input
     for _ in range(20):
-        det._keep.took(model_s)
-    every = 1.0
+        choice.keep.took(model_s)
     for seq in range(60):
         for k in range(sources):
-            det._counts[f"cam{k}"] = seq
-            every = det._interval(_Frame(f"cam{k}", seq))  # type: ignore[arg-type]
-    return every
+            choice.wants(_Frame(f"cam{k}", seq))  # type: ignore[arg-type]
+    return choice.every_used
 
 
 def test_a_detector_keeps_up_with_several_live_cameras_by_default_and_one_when_asked() -> None:
