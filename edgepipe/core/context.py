@@ -27,6 +27,21 @@ class SourceState(Protocol):
 
 
 @dataclass
+class CallLimit:
+    """How many calls of a node's code may run at once: its ``instances``, and how many of them
+    the governor lets it use now (it sheds a second call under CPU pressure, and gives it back).
+    Read by the runtime before each call it starts; set by a knob from any thread."""
+
+    instances: int = 1
+    allowed: int = 1
+    """``1..instances``: calls in flight allowed now."""
+
+    def shed(self, count: int) -> None:
+        """Allow ``instances - count`` calls (at least one)."""
+        self.allowed = max(1, self.instances - max(0, count))
+
+
+@dataclass
 class NodeContext:
     """The running node, as seen from its own code."""
 
@@ -61,9 +76,11 @@ class NodeContext:
     way; items already queued are still processed."""
     pipeline: str = ""
     """The name of the running pipeline (``Pipeline(name)``): MQTT topics and client ids use it."""
-    instances: int = 1
-    """How many calls of its code the node runs at once (``instances``, ``"auto"`` resolved by
-    the CPU budget): a model node sizes its buffers and threads by it at ``start()``."""
+    calls: CallLimit = field(default_factory=CallLimit)
+    """How many calls of its code the node runs at once (``calls.instances``: ``instances``, with
+    ``"auto"`` resolved by the CPU budget; a model node sizes its buffers and threads by it at
+    ``start()``), and how many of them it may run now (``calls.allowed``: a governor's knob may
+    shed some)."""
     sources: Mapping[str, SourceState] = field(default_factory=lambda: MappingProxyType({}))
     """The sources upstream of this node (its inputs' inputs, all the way up), by node id, in
     the graph's order: each one's state as it changes (the source's ``status``, kept across its

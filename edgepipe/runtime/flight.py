@@ -1,12 +1,10 @@
 """Calls in flight: a node's ``process()`` on up to ``instances`` threads at once, its results
 collected in each lane's order (:mod:`edgepipe.runtime.prepared` drives it).
 
-The threads are the node's own (:class:`~edgepipe.core.executor.DaemonThreadPool` of
-``instances``), and one prepared item waits in their queue behind the calls under way: when a
-call ends, its thread starts the next at once, without waiting for the event loop to hear of
-the end and hand one over (a round trip that costs 0.3-1 ms on a small or virtual machine).
-
-Everything else happens on the event loop, in :class:`Flight`:
+The threads are the node's own, and one prepared item waits in their queue behind the calls
+under way: when a call ends, its thread starts the next at once, without waiting for the event
+loop to hand one over (0.3-1 ms on a small machine). The rest is the event loop's,
+:class:`Flight`:
 
 - **Order.** Each job belongs to its lane (the producer it came from); a lane's jobs leave in
   the order they were submitted, whatever order their calls end in. Lanes do not wait for one
@@ -20,7 +18,10 @@ Everything else happens on the event loop, in :class:`Flight`:
   place, so the node keeps ``instances`` calls going. Abandoned calls whose threads never return
   stop the run (:class:`NodeStuck`), per node: :data:`MAX_HUNG_THREADS`, or two for
   :data:`STUCK_AFTER_S`.
-- **Bounds.** At most ``instances`` calls run and one waits behind them (:meth:`Flight.room`);
+- **Shedding.** A governor's knob may allow fewer calls than ``instances`` for a while
+  (:class:`~edgepipe.core.context.CallLimit`): calls past that wait for one to end, prepared,
+  rather than for the CPU budget on a thread.
+- **Bounds.** At most the calls allowed run and one waits behind them (:meth:`Flight.room`);
   a lane holds at most :attr:`Flight.hold` items of the node's (prepared, running, or waiting
   for the ones before them), after which the preparer leaves that lane alone
   (:meth:`Flight.paused`) and its producer's channel keeps the rest, by its policy.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,10 +39,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from edgepipe.core import cputime
+from edgepipe.core.context import CallLimit
 from edgepipe.core.errors import NodeStuck, NodeTimeout
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.lease import Leased
-from edgepipe.core.scope import Slot
 from edgepipe.runtime.calls import abandon
 from edgepipe.runtime.metrics import NodeMetrics
 
@@ -54,15 +56,6 @@ STUCK_AFTER_S = 60.0
 busy for a while) lets its threads return, and the circuit breaker rides it out meanwhile."""
 
 QUEUED, RUNNING, DONE, FAILED, ABANDONED = "queued", "running", "done", "failed", "abandoned"
-
-
-def _one() -> int:
-    return 1
-
-
-AUTO_INSTANCES = Slot("calls in flight of instances='auto'", _one)
-"""How many calls a node declared with ``instances="auto"`` runs at once in a run: what the
-run's CPU budget admits at once when it is governed (the scheduler puts it here), else 1."""
 
 
 class Job:
@@ -106,16 +99,19 @@ class Flight:
     only; the threads touch nothing here but their job's future and timings."""
 
     def __init__(
-        self, name: str, process: Callable[..., Any], *, instances: int, timeout_s: float | None,
+        self, name: str, process: Callable[..., Any], *, calls: CallLimit, timeout_s: float | None,
         takes_lane: bool = False, light_path: bool = False, metrics: NodeMetrics | None = None,
     ) -> None:  # fmt: skip
-        """``light_path``: light prepared items skip ``process()`` (the node has ``finish()``).
+        """``calls``: how many calls may run at once (``instances``), and how many now
+        (``allowed``: a governor's knob may shed some, read before each call starts).
+        ``light_path``: light prepared items skip ``process()`` (the node has ``finish()``).
         ``metrics``: where the calls in flight are shown (``in_flight``, ``instances``)."""
-        if instances < 1:
-            raise ValueError(f"instances must be at least 1, got {instances}")
+        if calls.instances < 1:
+            raise ValueError(f"instances must be at least 1, got {calls.instances}")
         self.name = name
-        self.instances = instances
-        self.hold = instances + 1
+        self.calls = calls
+        self.instances = calls.instances
+        self.hold = self.instances + 1
         """Jobs of one lane the node keeps at most (``instances`` calls and one waiting behind
         them, or light ones waiting for a call before them): with the one being prepared, or
         the one being emitted, :meth:`in_hand` of its items."""
@@ -124,15 +120,19 @@ class Flight:
         self._light_path = light_path
         self._timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
         self._timeout_s = timeout_s
-        self._pool = DaemonThreadPool(instances, f"{name}-process", spare_workers=0)
+        self._pool = DaemonThreadPool(self.instances, f"{name}-process", spare_workers=0)
         self._metrics = metrics
         if metrics is not None:
-            metrics.instances = instances
+            metrics.instances = self.instances
         self._loop = asyncio.get_running_loop()
         self.lanes: dict[str, deque[Job]] = {}
         """Per lane, its jobs not yet collected, in order."""
+        self._held: deque[Job] = deque()
+        """Calls prepared but not given to a thread yet (while fewer are allowed than there are
+        threads, a thread would start one at once)."""
         self._queued: deque[Job] = deque()
-        """Calls submitted that no thread has started yet, in order."""
+        """A call given to the threads that none has started yet (every thread busy): the next
+        to end starts it at once."""
         self._running: list[Job] = []
         self._hung: list[tuple[int, Future[Any]]] = []
         """Calls abandoned at their deadline, each keeping a thread until it returns."""
@@ -150,8 +150,8 @@ class Flight:
 
     @staticmethod
     def in_hand(instances: int) -> int:
-        """Items of one producer a node with ``instances`` holds at most beyond its inbox: a
-        lane's jobs (:attr:`hold`), plus the one being prepared, or the one being emitted."""
+        """Items of one producer a node holds at most beyond its inbox: a lane's jobs
+        (:attr:`hold`), plus the one being prepared, or the one being emitted."""
         return instances + 2
 
     # -- the preparer's side ------------------------------------------------------------------
@@ -161,10 +161,16 @@ class Flight:
         """Calls running now."""
         return len(self._running)
 
+    def _allowed(self) -> int:
+        return max(1, min(self.instances, self.calls.allowed))
+
+    def _pending(self) -> int:  # calls not ended: running, or waiting for a thread
+        return len(self._running) + len(self._queued) + len(self._held)
+
     def room(self) -> bool:
         """Whether another prepared item may be submitted without going deeper than the calls
-        under way plus one waiting behind them."""
-        return len(self._running) + len(self._queued) <= self.instances
+        allowed plus one waiting behind them."""
+        return self._pending() <= self._allowed()
 
     def paused(self) -> frozenset[str]:
         """Lanes at their hold: the preparer leaves them alone until their jobs leave."""
@@ -179,26 +185,39 @@ class Flight:
             job.state, job.result = DONE, prepared
             _wake(self._for_collector)
             return job
-        job.future = future = self._pool.submit(job.run, self._process, (self.name, cputime.CODE),
-                                                self._takes_lane)  # fmt: skip
-        future.add_done_callback(lambda _: self._loop.call_soon_threadsafe(self._ended_call, job))
-        if len(self._running) < self.instances:
-            self._start(job, job.submitted_ns)
-        else:
-            self._queued.append(job)
+        self._held.append(job)
+        self._dispatch()
         return job
+
+    def _dispatch(self) -> None:
+        """Give waiting calls to the threads: each to a free one while fewer run than allowed;
+        one more, queued behind them, when all the threads run (it starts the moment one ends,
+        without waiting for the event loop to hear of it)."""
+        allowed = self._allowed()
+        while self._held and not self._queued:
+            running = len(self._running)
+            if running >= allowed and (allowed < self.instances or running < self.instances):
+                return
+            job = self._held.popleft()
+            job.future = future = self._pool.submit(job.run, self._process, (self.name, cputime.CODE),
+                                                    self._takes_lane)  # fmt: skip
+            future.add_done_callback(functools.partial(self._heard, job))
+            if running < allowed:
+                self._start(job, _clock())
+            else:
+                self._queued.append(job)
 
     def end(self) -> None:
         self.ended = True
         _wake(self._for_collector)
 
     def expected_free_ns(self) -> float:
-        """How long until a thread is expected to be free (0 when one is)."""
-        if len(self._running) + len(self._queued) < self.instances:
+        """How long until a thread is expected to be free for the next item (0 when one is)."""
+        if self._pending() < self._allowed():
             return 0.0
         now = _clock()
-        soonest = min(job.started_ns + self.process_ns - now for job in self._running)
-        return max(0.0, soonest + self.process_ns * len(self._queued))
+        soonest = min((job.started_ns + self.process_ns - now for job in self._running), default=0.0)
+        return max(0.0, soonest + self.process_ns * (len(self._queued) + len(self._held)))
 
     async def preparer_wait(self, others: deque[asyncio.Future[None]] | None = None,
                             timeout_ns: float | None = None) -> None:  # fmt: skip
@@ -266,6 +285,10 @@ class Flight:
         if self._metrics is not None:
             self._metrics.in_flight = len(self._running)
 
+    def _heard(self, job: Job, _: Future[Any]) -> None:
+        """On the call's thread as it returns: the loop hears of it soon after."""
+        self._loop.call_soon_threadsafe(self._ended_call, job)
+
     def _ended_call(self, job: Job) -> None:
         """A call's thread returned (on the loop, soon after)."""
         if job.state is ABANDONED:  # it was given up on at its deadline; its thread has left
@@ -282,7 +305,8 @@ class Flight:
         _wake(self._for_collector)
 
     def _freed(self, job: Job, at_ns: int) -> None:
-        """``job`` no longer holds a thread: the next queued call starts on it then."""
+        """``job`` no longer holds a thread: the call queued behind started on it then, and
+        waiting ones go to the threads."""
         if job in self._running:
             self._running.remove(job)
             if self._queued:
@@ -290,6 +314,7 @@ class Flight:
                 self._start(following, max(at_ns, following.submitted_ns))
         elif job in self._queued:  # a thread took it before the loop heard of the one before
             self._queued.remove(job)
+        self._dispatch()
         if self._metrics is not None:
             self._metrics.in_flight = len(self._running)
         _wake(self._for_preparer)
@@ -341,6 +366,7 @@ class Flight:
         for jobs in self.lanes.values():
             while jobs:
                 drop(jobs.pop())
+        self._held.clear()
         self._queued.clear()
         self._running.clear()
         if self._metrics is not None:

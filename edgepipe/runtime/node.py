@@ -19,19 +19,20 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from edgepipe.core.channel import Policy
-from edgepipe.core.context import NodeContext, SourceState, set_current
+from edgepipe.core.context import CallLimit, NodeContext, SourceState, set_current
 from edgepipe.core.cputime import SETUP, run_counted
-from edgepipe.core.errors import GraphError, NodeError, error_text
+from edgepipe.core.errors import NodeError, error_text
 from edgepipe.core.scope import RunScope
 from edgepipe.core.spans import SpanLog
 from edgepipe.graph.check import Graph
 from edgepipe.graph.spec import NodeKind, NodeSpec, OnError
-from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source, check_instances
+from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process, adapt_source
 from edgepipe.runtime.calls import call_in_thread
 from edgepipe.runtime.circuit import Circuit
 from edgepipe.runtime.emit import ConsumersGone, Outputs, ResultsLog
-from edgepipe.runtime.flight import AUTO_INSTANCES, Flight
+from edgepipe.runtime.flight import Flight
 from edgepipe.runtime.inbox import Inbox
+from edgepipe.runtime.instances import AUTO_INSTANCES, instances_of
 from edgepipe.runtime.metrics import NodeMetrics, NodeStats
 from edgepipe.runtime.prepared import in_flight
 from edgepipe.runtime.pump import run_items, run_source, run_stream
@@ -65,7 +66,7 @@ class Host(Protocol):
 
     @property
     def scope(self) -> RunScope:
-        """What the run owns (:data:`~edgepipe.runtime.flight.AUTO_INSTANCES` among it)."""
+        """What the run owns (:data:`~edgepipe.runtime.instances.AUTO_INSTANCES` among it)."""
         ...
 
 
@@ -80,36 +81,6 @@ def source_states(graph: Graph, node_id: str) -> Mapping[str, SourceState]:
         if status is not None and inspect.getattr_static(status, "state_info", None) is not None:
             states[upstream] = status
     return MappingProxyType(states)
-
-
-def instances_of(spec: NodeSpec, process: ProcessAdapter | None, auto: int) -> int:
-    """How many calls of a node's code run at once: its declaration's ``instances``, else its
-    code's, else 1; ``"auto"`` is ``auto`` (the budget's) where several calls can run (sync
-    code on threads, not batched, not under ``restart``), else 1. Raises :class:`GraphError`
-    for a count above 1 where they cannot."""
-    declared = check_instances(spec, spec.instances, "instances")
-    if declared is None and process is not None:
-        declared = process.instances
-    if declared is None or process is None:
-        return 1
-    able = (
-        process.mode == "thread"
-        and process.process_batch is None
-        and (spec.on_error.action is not OnError.RESTART)
-    )
-    if declared == "auto":
-        return max(1, auto) if able else 1
-    assert isinstance(declared, int)
-    if declared > 1 and not able:
-        why = (
-            "it batches (process_batch): one batch at a time" if process.process_batch is not None
-            else "on_error='restart' cycles its hooks under the other calls" if process.mode == "thread"
-            else f"its code runs {'on the event loop' if process.mode != 'stream' else 'as a stream'}; "
-            "give a plain (sync) function or process() method, which runs on threads"
-        )  # fmt: skip
-        raise GraphError(f"instances={declared} needs calls on threads, but {why}", node_id=spec.node_id,
-                         where=spec.where)  # fmt: skip
-    return declared
 
 
 class NodeRunner:
@@ -143,6 +114,8 @@ class NodeRunner:
             self._process = adapt_process(spec, executor, hooks_executor)
         self.instances = instances_of(spec, self._process, host.scope.get(AUTO_INSTANCES) or 1)
         """How many calls of its code it runs at once."""
+        self.calls = CallLimit(self.instances, self.instances)
+        """Those, and how many it may run now (a governor's knob may shed some)."""
         self.circuit = Circuit(
             spec.node_id, spec.kind, spec.on_error, self.metrics, self._emit_event, self._cycle_hooks,
             debug=host.debug,
@@ -181,7 +154,7 @@ class NodeRunner:
                 and all(c.policy is Policy.LATEST for c in self.inbox.channels),
                 stopping=self.host.stop_requested,
                 pipeline=self.host.graph.name,
-                instances=self.instances,
+                calls=self.calls,
                 sources=source_states(self.host.graph, self.node_id),
             )
         return self._context
@@ -232,7 +205,7 @@ class NodeRunner:
                 if self._process.mode == "stream":
                     await run_stream(self, self._process)
                 else:
-                    await run_items(self, self._process, self.instances)
+                    await run_items(self, self._process, self.calls)
             state = "done"
         except ConsumersGone:
             log.info("[%s] every consumer has stopped; stopping", self.node_id)

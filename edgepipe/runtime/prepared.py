@@ -54,6 +54,7 @@ from collections.abc import Callable
 from typing import Any
 
 from edgepipe.core.channel import Policy
+from edgepipe.core.context import CallLimit
 from edgepipe.core.errors import EndOfStream
 from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
@@ -115,10 +116,11 @@ def composed(
     return call
 
 
-async def run_prepared(node: NodeParts, process: ProcessAdapter, instances: int) -> None:
-    """The node's loop with its calls in flight. Returns at end of input."""
+async def run_prepared(node: NodeParts, process: ProcessAdapter, calls: CallLimit) -> None:
+    """The node's loop with its calls in flight (``calls``: how many, and how many allowed now).
+    Returns at end of input."""
     flight = Flight(
-        node.node_id, process.call, instances=instances, timeout_s=node.spec.timeout_s,
+        node.node_id, process.call, calls=calls, timeout_s=node.spec.timeout_s,
         takes_lane=process.takes_lane, light_path=process.finish is not None, metrics=node.metrics,
     )  # fmt: skip
     try:

@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+from edgepipe.core.context import CallLimit
 from edgepipe.core.errors import EndOfStream, ExitCalled, NodeError, NodeTimeout, error_text
 from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.markers import EMPTY
@@ -123,7 +124,7 @@ async def _pump_with_deadline(node: NodeParts, iterator: AsyncIterator[Any], tim
 # -- stages and sinks -------------------------------------------------------------------------
 
 
-async def run_items(node: NodeParts, process: ProcessAdapter, instances: int = 1) -> None:
+async def run_items(node: NodeParts, process: ProcessAdapter, calls: CallLimit | None = None) -> None:
     """Take, call, emit, until the inbox ends. Picks the loop with calls in flight, or the
     batched one, where the node's code has ``prepare``/``finish``, ``instances`` > 1 or
     ``process_batch`` (see those modules)."""
@@ -134,8 +135,9 @@ async def run_items(node: NodeParts, process: ProcessAdapter, instances: int = 1
         call_batch = batch_call(process.process_batch, process.prepare, process.finish)
         await run_batched(node, call_batch, process.batch_size)
         return
-    if in_flight(node, process, instances):
-        await run_prepared(node, process, instances)
+    calls = calls or CallLimit()
+    if in_flight(node, process, calls.instances):
+        await run_prepared(node, process, calls)
         return
     call = composed(process.prepare, process.call, process.finish)
     inline = process.mode == "inline"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from edgepipe.core.channel import Channel, Policy
+from edgepipe.core.context import CallLimit
 from edgepipe.sched.gate import Ticket
 
 DUTIES = (1.0, 0.6, 0.4, 0.25, 0.15, 0.1, 0.06)
@@ -70,21 +71,23 @@ class PaceKnob:
 
 
 class InstancesKnob:
-    """Paces a node's calls in the spare units beside its own (its ``instances`` > 1), down to
-    none: the budget's fraction past its main units becomes a share of a second model run, and
-    at the last rung one call is in flight. Restoring it is as quick (one rung a step)."""
+    """Sheds a node's calls in flight beyond its main units (its ``instances`` > 1): first paces
+    its calls in the spare units beside its own (:data:`SPARE_DUTIES`), then, at the last rung,
+    allows one call fewer (its :class:`~edgepipe.core.context.CallLimit`), so that a prepared
+    frame does not wait on a thread for a unit it will not get. Restoring it is as quick (one
+    rung a step)."""
 
     kind = "instances"
     pinned = False
 
     def __init__(
-        self, node_id: str, priority: int, tickets: Sequence[Ticket], instances: int,
+        self, node_id: str, priority: int, tickets: Sequence[Ticket], calls: CallLimit,
         duties: Sequence[float] = SPARE_DUTIES,
     ) -> None:  # fmt: skip
         self.node_id = node_id
         self.priority = priority
         self.tickets = list(tickets)
-        self.instances = instances
+        self.calls = calls
         self.duties = tuple(duties)
         self.levels = len(self.duties)
         self.level = 0
@@ -92,16 +95,20 @@ class InstancesKnob:
 
     def set(self, level: int) -> None:
         self.level = level
+        duty = self.duties[level]
         for ticket in self.tickets:
-            ticket.spare_duty = self.duties[level]
+            ticket.spare_duty = duty
+        self.calls.shed(1 if duty <= 0 else 0)
 
     def describe(self) -> str:
         duty = self.duties[self.level]
+        allowed = self.calls.allowed
+        calls = f"{allowed} call{'s' if allowed != 1 else ''} in flight"
         if duty <= 0:
-            return "1 call in flight (the spare units shed)"
+            return f"{calls} (one shed)"
         if duty >= 1:
-            return f"{self.instances} calls in flight"
-        return f"{self.instances} calls in flight, the spare units {duty:.0%} of the time"
+            return calls
+        return f"{calls}, the spare units {duty:.0%} of the time"
 
 
 class Interval(Protocol):

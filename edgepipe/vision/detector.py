@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edgepipe.core.context import current_node
+from edgepipe.core.context import CallLimit, current_node
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.media.frame import Frame
 from edgepipe.media.tensor import Method, TensorFormat
@@ -181,10 +181,10 @@ class Detector:
         self.batch_size = batch_size
         self.prefer = prefer
         self.instances: int | str = 1 if prefer == "latency" else instances
-        """The calls in flight it asks the runtime for (the runtime's count, read at start, is
-        :attr:`calls`)."""
+        """The calls in flight it asks the runtime for (what the run gives it: :attr:`calls`)."""
         self.calls = 1
         """Its calls in flight in the run (``instances`` resolved by the CPU budget)."""
+        self._limit = CallLimit()  # and how many the governor allows now (its node's)
         self.session: Session | None = None
         self.model_name = self.model
         self.frames = 0
@@ -226,7 +226,8 @@ class Detector:
         self._owner = ctx.node_id
         self._priority = ctx.priority
         self._gauges = self.frame_choice.gauges = ctx.gauges
-        self.calls = ctx.instances
+        self.calls = ctx.calls.instances
+        self._limit = ctx.calls
         self.frame_choice.keeps_up = (
             ctx.live_input and self._may_track and not self.pin_every and self.keep_up is not False
         )
@@ -262,7 +263,7 @@ class Detector:
         self._steps = _Steps(model, tensors, runner, decoder)
         session = self.session = model.session
         session.ticket.set_owner(self._owner, "detect", self._priority)
-        self.frame_choice.keep.instances = self.calls
+        self.frame_choice.keep.calls = self._limit
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
             "adapter": self.adapter,
@@ -291,7 +292,7 @@ class Detector:
         tickets = [self.session.ticket] if self.session is not None else []
         knobs: list[Knob] = [knob]
         if self.calls > 1 and tickets:
-            knobs.append(InstancesKnob(node_id, priority, tickets, self.calls))
+            knobs.append(InstancesKnob(node_id, priority, tickets, self._limit))
         if knob.pinned and tickets:
             knobs.append(PaceKnob(node_id, priority, tickets, PINNED_DUTIES))
         return knobs

@@ -9,8 +9,9 @@ model runs: that ``N`` is what :class:`KeepUp` works out, from what it measures.
 
 With ``F`` frames arriving a second (all streams), ``m`` seconds a model frame's call takes
 (its run, its wait for the CPU budget, its outputs decoded) and ``k`` calls in flight at once
-(``instances``), the model's calls keep ``F/N·m/k`` of each second's ``k`` threads busy; they
-keep up when that is at most :data:`BUSY` (room for the jitter of the runs and of arrivals)::
+(``instances``, less any the governor shed), the model's calls keep ``F/N·m/k`` of each
+second's ``k`` threads busy; they keep up when that is at most :data:`BUSY` (room for the
+jitter of the runs and of arrivals)::
 
     N >= F·m / (k·BUSY)
 
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 import math
 
+from edgepipe.core.context import CallLimit
+
 BUSY = 0.95
 """The share of its time the detector may be busy: the rest absorbs the jitter of runs and
 arrivals (its lanes hold a burst of frames). In ``scripts/bench_headroom.py`` (4 cameras, quiet
@@ -49,7 +52,7 @@ _WEIGHT = 0.1
 class KeepUp:
     """See the module docstring. Times are in seconds, from the caller's monotonic clock."""
 
-    __slots__ = ("_changed_at", "_gaps", "_last_seen", "_last_seq", "_model_s", "instances", "interval")
+    __slots__ = ("_changed_at", "_gaps", "_last_seen", "_last_seq", "_model_s", "calls", "interval")
 
     def __init__(self) -> None:
         self._last_seen: dict[str, float] = {}
@@ -57,8 +60,8 @@ class KeepUp:
         self._gaps: dict[str, float] = {}
         """Per source: the running mean of the time between its frames' decoding."""
         self._model_s = 0.0
-        self.instances = 1
-        """Model calls in flight at once (the detector's)."""
+        self.calls = CallLimit()
+        """The detector's calls in flight (``allowed`` of them now: the governor may shed one)."""
         self.interval = 1.0
         """Frames per model run, per source, needed to keep up (1: the model keeps up alone)."""
         self._changed_at = -math.inf
@@ -104,7 +107,7 @@ class KeepUp:
         rate, m = self.rate(now_s), self._model_s
         if not rate or not m:
             return 1.0
-        return min(MAX_INTERVAL, max(1.0, rate * m / (max(1, self.instances) * BUSY)))
+        return min(MAX_INTERVAL, max(1.0, rate * m / (max(1, self.calls.allowed) * BUSY)))
 
     def update(self, now_s: float) -> float:
         """The interval to use from now (re-worked at most every :data:`SETTLE_S`)."""

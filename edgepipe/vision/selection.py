@@ -72,7 +72,6 @@ class ModelFrames:
     def forget(self) -> None:
         """Forget the streams (the detector stopped): a restart starts them afresh."""
         self._counts.clear()
-        instances = self.keep.instances
-        self.keep = KeepUp()
-        self.keep.instances = instances
+        calls, self.keep = self.keep.calls, KeepUp()
+        self.keep.calls = calls
         phases().forget(self)

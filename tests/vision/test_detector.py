@@ -9,6 +9,7 @@ import pytest
 import skimage.data
 
 from edgepipe import Pipeline
+from edgepipe.core.context import CallLimit
 from edgepipe.core.scope import RunScope, entered
 from edgepipe.infer import SessionConfig
 from edgepipe.media.frame import from_av, from_rgb
@@ -44,7 +45,8 @@ def test_a_detector_runs_one_thread_a_call_unless_it_prefers_latency(centerface:
     scope.put(BUDGET, budget)
     with entered(scope):
         detector = Detector("centerface")
-        detector.calls = budget.instances  # what start() reads of its node in a governed run
+        calls = CallLimit(budget.instances, budget.instances)  # its node's in a governed run
+        detector.calls, detector._limit = calls.instances, calls  # what start() reads of its node
         detector.open()
         wide = Detector("centerface", prefer="latency")
         wide.open()
@@ -64,9 +66,15 @@ def test_a_detector_runs_one_thread_a_call_unless_it_prefers_latency(centerface:
     # Two calls in flight: the governor sheds the second first, then the interval.
     every, instances = detector.governor_knobs("faces", 1)
     assert (every.kind, instances.kind) == ("every", "instances")
+    instances.set(1)
+    assert detector.session.ticket.spare_duty == pytest.approx(0.85)
+    assert instances.describe() == "2 calls in flight, the spare units 85% of the time"
     instances.set(instances.levels - 1)
     assert detector.session.ticket.spare_duty == 0.0
-    assert instances.describe() == "1 call in flight (the spare units shed)"
+    assert calls.allowed == 1
+    assert instances.describe() == "1 call in flight (one shed)"
+    instances.set(0)
+    assert calls.allowed == 2
     # A detector that must see every frame it is given is paced, in fine steps, not thinned first.
     every, pace = pinned.governor_knobs("faces", 1)
     assert every.pinned

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from edgepipe.core.context import CallLimit
 from edgepipe.vision.keepup import BUSY, SETTLE_S, KeepUp
 
 
@@ -35,13 +36,13 @@ def test_calls_in_flight_share_the_work_by_littles_law() -> None:
     # Two calls in flight, each 50 ms (its wait for the budget counted): 40 runs a second in
     # all, so half the interval one call needs.
     one, two = KeepUp(), KeepUp()
-    two.instances = 2
+    two.calls = CallLimit(2, 2)
     assert feed(two, cameras=4, fps=30, seconds=5, model_s=0.05) == pytest.approx(
         feed(one, cameras=4, fps=30, seconds=5, model_s=0.05) / 2, rel=0.07
     )
     # Paced down to one call's worth, each call waits out the other's: 100 ms each, as one.
     paced = KeepUp()
-    paced.instances = 2
+    paced.calls = CallLimit(2, 2)
     assert feed(paced, cameras=4, fps=30, seconds=5, model_s=0.1) == pytest.approx(
         feed(KeepUp(), cameras=4, fps=30, seconds=5, model_s=0.05), rel=0.07
     )
