@@ -157,8 +157,7 @@ class Flight:
     # -- the preparer's side ------------------------------------------------------------------
 
     @property
-    def in_flight(self) -> int:
-        """Calls running now."""
+    def in_flight(self) -> int:  # calls running now
         return len(self._running)
 
     def _allowed(self) -> int:
