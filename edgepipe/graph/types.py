@@ -111,6 +111,9 @@ def declared_types(target: Any, kind: str) -> tuple[Any, Any]:
         if streamed is not None:
             in_type = streamed
     out_type = None
+    finish = getattr(unwrap(target), "finish", None) if kind == "stage" else None
+    if inspect.ismethod(finish):  # a stage that finishes its results emits what finish() returns
+        hints = _hints(finish)
     if kind != "sink" and "return" in hints:
         ret = hints["return"]
         streamed = _stream_item(ret)

@@ -32,6 +32,10 @@ A stage (or sink) object may split its work in up to three steps, each optional 
   never thrown away for a newer one: ``prepare()`` may keep state, and a preparer that hands out
   buffers in turn counts on each prepared item being processed before it makes more than
   ``instances + 1``.
+- **Steady output.** A node whose code says ``steady`` has each lane's results leave at the
+  rhythm its items came in, one presentation delay after their decoding
+  (:mod:`edgepipe.runtime.present`): a jitter buffer, instead of a lane's results following
+  each of its calls in a burst.
 - **Bounds.** At most ``instances`` calls run, one prepared item waits, and a lane has at most
   ``instances + 1`` items between ``prepare()`` and leaving: past that the preparer leaves that
   lane alone, and its producer's channel keeps (or drops, by its policy) what comes.
@@ -63,6 +67,7 @@ from edgepipe.graph.spec import NodeKind, OnError
 from edgepipe.runtime.adapt import ProcessAdapter
 from edgepipe.runtime.flight import ABANDONED, FAILED, Flight, Job
 from edgepipe.runtime.parts import NodeParts
+from edgepipe.runtime.present import Presenter
 
 _clock = time.perf_counter_ns
 _LEAD_NS = 2_000_000
@@ -123,10 +128,15 @@ async def run_prepared(node: NodeParts, process: ProcessAdapter, calls: CallLimi
         node.node_id, process.call, calls=calls, timeout_s=node.spec.timeout_s,
         takes_lane=process.takes_lane, light_path=process.finish is not None, metrics=node.metrics,
     )  # fmt: skip
+    code = node.spec.target
+    stage = node.spec.kind is NodeKind.STAGE
+    presenter = Presenter(node.outputs.emit) if stage and hasattr(code, "steady") else None
     try:
         async with asyncio.TaskGroup() as group:
             group.create_task(_preparer(node, process.prepare, flight))
-            group.create_task(_collector(node, flight, process.finish))
+            group.create_task(_collector(node, flight, process.finish, presenter))
+            if presenter is not None:
+                group.create_task(presenter.run())
     except BaseExceptionGroup as group_error:
         # One side failed (its error policy said stop) and the other was cancelled: the node
         # reports that one error, as a node without overlap would.
@@ -134,6 +144,8 @@ async def run_prepared(node: NodeParts, process: ProcessAdapter, calls: CallLimi
         raise cause from None
     finally:
         flight.close()
+        if presenter is not None:
+            presenter.close()
 
 
 # -- the preparer ------------------------------------------------------------------------------
@@ -217,15 +229,21 @@ async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, fl
 # -- the collector -----------------------------------------------------------------------------
 
 
-async def _collector(node: NodeParts, flight: Flight, finish: Callable[[Any], Any] | None) -> None:
+async def _collector(
+    node: NodeParts, flight: Flight, finish: Callable[[Any], Any] | None, presenter: Presenter | None
+) -> None:
     """Collect the jobs in each lane's order until the preparer has ended and all have left:
-    ``finish()`` each, emit, and apply the error policy to failures."""
+    ``finish()`` each, emit (through ``presenter`` when the node may ask for steady output:
+    :mod:`~edgepipe.runtime.present`), and apply the error policy to failures."""
     stage = node.spec.kind is NodeKind.STAGE
     circuit = node.circuit
     m = node.metrics
+    code = node.spec.target
     while True:
         job = await flight.next_ready()
         if job is None:
+            if presenter is not None:
+                presenter.end()
             return
         if job.state is ABANDONED:  # NodeTimeout; NodeStuck, which stops the run
             m.record(flight.abandoned_ns)
@@ -250,7 +268,13 @@ async def _collector(node: NodeParts, flight: Flight, finish: Callable[[Any], An
                 await circuit.failed(error, restart_hooks=False)
                 continue
         if hand_on(job.prepared, out, stage):
-            await node.outputs.emit(out)
+            if presenter is None:
+                await node.outputs.emit(out)
+            else:
+                presenter.on = bool(code.steady)
+                if job.future is not None:
+                    presenter.called(out)
+                await presenter.put(job.lane, out)
         if circuit.failures:
             await circuit.succeeded()
 

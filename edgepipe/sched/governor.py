@@ -83,6 +83,7 @@ class Governor:
         hot_c: float = 80.0,
         default_cost: float = 0.05,
         min_cost: float = 0.005,
+        max_cost: float = 0.08,
     ) -> None:
         self.knobs = list(knobs)
         self.target = target
@@ -94,6 +95,12 @@ class Governor:
         nothing."""
         self.hot_c = hot_c
         self.min_cost = min_cost
+        self.max_cost = max_cost
+        """A rung is taken to save at most this much, whatever one window seemed to show: the
+        rungs are made a few points each, and a 1 s window of model runs of 160 ms swings by 5-10
+        points by itself (a clip that loops, a run more or less in the window). A rung once
+        thought to cost a spike's worth kept the CPU 10-15 points under the target for 15 s and
+        more (``scripts/bench_headroom.py`` on 2 cores), waiting for room it would never see."""
         """A rung that seemed to save nothing (its effect hidden by noise, or by work that was
         waiting anyway) is still taken to save this much, so a climb across such rungs ends."""
         self.ladder: list[tuple[Knob, int]] = []
@@ -153,12 +160,12 @@ class Governor:
         old, new, before = self._pending
         self._pending = None
         if new > old:  # climbed: each rung saved its share of the drop
-            per_rung = max(self.min_cost * (new - old), before - cpu) / (new - old)
+            per_rung = min(self.max_cost, max(self.min_cost * (new - old), before - cpu) / (new - old))
             for level in range(old + 1, new + 1):
                 # A rung whose step down had to be undone keeps the higher cost it was given.
                 self._cost[level] = max(per_rung, self._floor[level])
         else:  # stepped down: the rungs cost what CPU rose by; undoing one later doubles that
-            per_rung = max(0.0, cpu - before) / (old - new)
+            per_rung = min(self.max_cost, max(0.0, cpu - before) / (old - new))
             for level in range(new + 1, old + 1):
                 self._cost[level] = max(self._cost[level], per_rung)
 
@@ -166,7 +173,7 @@ class Governor:
         old = self.level
         if new > old and self.decisions and self.decisions[-1].old == new and self.decisions[-1].new == old:
             # Stepping down from ``new`` had to be undone: that rung costs more than was thought.
-            self._cost[new] = max(2 * self._cost[new], 0.05)
+            self._cost[new] = min(2 * self.max_cost, max(2 * self._cost[new], 0.05))
             self._floor[new] = self._cost[new]
         changes = self._apply(old, new)
         self.level = new

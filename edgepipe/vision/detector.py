@@ -121,9 +121,8 @@ class Detector:
             frames before this node instead).
         keep_up: on live input (``latest`` lanes), raise the interval so that every frame
             gets boxes (the tracker's between model runs) when the model cannot run on each
-            (:mod:`edgepipe.vision.keepup`). None: with two live streams or more, whose results
-            would otherwise come in bursts as their lanes take turns; one stream keeps the
-            model on the newest frame, as fast as it runs.
+            (:mod:`edgepipe.vision.keepup`), each camera's at its rhythm (:attr:`steady`). None:
+            with two live streams or more; one stream keeps the model on the newest frame.
         instances: model runs in flight at once, each on one intra-op thread: ``"auto"`` (the
             CPU budget's units: 2 on 2 cores, the second paced by the governor; 1 ungoverned)
             or a count. A node's ``instances=`` says otherwise.
@@ -202,9 +201,13 @@ class Detector:
         return f"Detector({self.model!r})"
 
     @property
+    def steady(self) -> bool:
+        """Keeping up with live cameras, results leave at their rhythm (:mod:`~edgepipe.runtime.present`)."""
+        return self.frame_choice.keeping_up
+
+    @property
     def prefers_latency(self) -> bool:
-        """It runs one call at a time as wide as the budget allows (the scheduler then gives
-        its threads the spare cores too)."""
+        """One call at a time, as wide as the budget allows (its threads get the spare cores)."""
         return self.prefer == "latency"
 
     @property
@@ -240,12 +243,9 @@ class Detector:
             return
         config = self.session_config
         if config.threads is None:
-            budget = cpu_budget()
-            # Throughput: one thread a call, the budget's units shared among the calls in
-            # flight (a second intra-op thread costs 15-20% more CPU a run beside other work).
-            # Latency: one call, the spare units' threads too where the run has them to give.
-            threads = budget.latency_threads if self.prefers_latency else max(1, budget.units // self.calls)
-            config = replace(config, threads=threads)
+            config = replace(
+                config, threads=cpu_budget().call_threads(self.calls, latency=self.prefers_latency)
+            )
         model = load_model(self.model, config, adapter=self.adapter, labels=self.labels,
                            input_size=self.input_size, owner=self._owner)  # fmt: skip
         self.model_name = model.name

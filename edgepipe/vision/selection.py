@@ -28,7 +28,13 @@ class ModelFrames:
         (set when the detector starts)."""
         self.keep = KeepUp()
         self.gauges: dict[str, Any] = {}
-        self._counts: dict[str, int] = {}
+        self._last: dict[str, int] = {}
+        """Per source, the number of the last frame it was asked about."""
+
+    @property
+    def keeping_up(self) -> bool:
+        """The interval rises to keep up with live cameras now (several, or one when asked)."""
+        return self.keeps_up and (bool(self.keep_up) or len(self._last) > 1)
 
     @property
     def keep_up_interval(self) -> float:
@@ -38,26 +44,28 @@ class ModelFrames:
     def wants(self, frame: Frame) -> bool:
         """Whether the model sees ``frame`` (else the tracker carries its boxes)."""
         source = frame.source_id
-        # Counted per source over the frames this node receives (not by frame number: a
-        # ``latest`` inbox drops frames, and counting seq would then always land on the same
-        # phase), offset per stream so that streams take turns across every detector.
-        # A new source's first frame always goes to the model: its tracker has nothing to carry
-        # yet (and an overlay such as a face blur must not start with an empty frame).
-        count = self._counts.get(source)
-        first = count is None
-        count = 0 if count is None else count
-        self._counts[source] = count + 1
+        # By frame number, offset per stream, so that streams take turns across every detector
+        # in time: cameras started together number their frames alike. The model runs on the
+        # frame whose number crosses into the next interval, so a frame dropped before this
+        # node (a ``latest`` lane) moves the run to the next one instead of skipping it, and a
+        # fractional interval (7.5) runs it on one frame in 7 or 8, alternately. A new source's
+        # first frame (or its first after its numbers restart) always goes to the model: its
+        # tracker has nothing to carry yet, and an overlay such as a face blur must not start
+        # with an empty frame.
+        seq = frame.seq
+        last = self._last.get(source)
+        self._last[source] = seq
         every = self._interval(frame)
         phase = phases().phase(self, source, every)  # registers the stream on its first frame
-        # A fractional interval (7.5: the model on one frame in 7 or 8, alternately) runs the
-        # model on the frames where the count crosses a multiple of it.
-        return first or every <= 1 or (count - phase) // every != (count - 1 - phase) // every
+        if last is None or seq <= last or every <= 1:
+            return True
+        return (seq - phase) // every != (last - phase) // every
 
     def _interval(self, frame: Frame) -> float:
         """Frames per model run for this frame's stream: the governor's interval, times what
         keeping up with live cameras needs (base ``every`` stays the floor)."""
         every = self.every_now
-        if self.keeps_up and (self.keep_up or len(self._counts) > 1):
+        if self.keeping_up:
             keep = self.keep
             now_s = frame.t_decoded_ns / 1e9
             keep.arrived(frame.source_id, now_s, frame.seq)
@@ -71,7 +79,7 @@ class ModelFrames:
 
     def forget(self) -> None:
         """Forget the streams (the detector stopped): a restart starts them afresh."""
-        self._counts.clear()
+        self._last.clear()
         calls, self.keep = self.keep.calls, KeepUp()
         self.keep.calls = calls
         phases().forget(self)

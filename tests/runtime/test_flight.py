@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import statistics
 import threading
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from edgepipe import Pipeline
 from edgepipe.core.errors import NodeStuck
+from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy
+from edgepipe.runtime.engine import Runtime
 from edgepipe.runtime.flight import MAX_HUNG_THREADS
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
@@ -160,3 +164,198 @@ def test_a_stall_that_passes_is_ridden_out_by_the_circuit() -> None:
     report = run_pipeline(p)
     assert report.stopped_by == "end"
     assert out.items[-1] == 299
+
+
+# -- several calls in flight -------------------------------------------------------------------
+
+
+class Item(Leased):
+    """A pooled item of one lane: says when it is given back."""
+
+    def __init__(self, lane: str, n: int, freed: list[tuple[str, int]]) -> None:
+        super().__init__()
+        self.lane, self.n, self.freed = lane, n, freed
+
+    def _free(self) -> None:
+        self.freed.append((self.lane, self.n))
+
+
+def two_lanes(count: int, freed: list[tuple[str, int]]) -> tuple[FakeSource[Item], FakeSource[Item]]:
+    return (FakeSource([Item("a", i, freed) for i in range(count)]),
+            FakeSource([Item("b", i, freed) for i in range(count)]))  # fmt: skip
+
+
+class Concurrent:
+    """process() takes a random while (seeded) and records how many calls run at once."""
+
+    def __init__(self, seed: int = 1, fail: tuple[str, int] | None = None) -> None:
+        self.random = random.Random(seed)
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+        self.fail = fail
+
+    def process(self, item: Item) -> tuple[str, int]:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            pause = self.random.uniform(0, 0.02)
+        try:
+            time.sleep(pause)
+            if (item.lane, item.n) == self.fail:
+                raise ValueError(f"item {item.n} of lane {item.lane} is broken")
+            return (item.lane, item.n)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def run_two_lanes(code: Any, count: int, *, instances: int, **stage: Any) -> tuple[list[Any], Any, list[Any]]:
+    freed: list[tuple[str, int]] = []
+    out: ListSink[Any] = ListSink()
+    a, b = two_lanes(count, freed)
+    p = Pipeline()
+    lanes = [p.source("a", a), p.source("b", b)]
+    p.sink("out", out, inputs=p.stage("work", code, inputs=lanes, instances=instances, **stage))
+    return out.items, run_pipeline(p), freed
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_results_leave_in_each_lanes_order_whatever_order_the_calls_end_in(seed: int) -> None:
+    code = Concurrent(seed)
+    items, report, freed = run_two_lanes(code, 40, instances=3)
+    for lane in "ab":
+        assert [n for name, n in items if name == lane] == list(range(40)), f"lane {lane}: in order, once each"
+    assert code.most == 3, "three calls ran at once"
+    assert sorted(freed) == sorted((lane, n) for lane in "ab" for n in range(40))
+    node = report.stats.node("work")
+    assert (node.instances, node.in_flight, node.errors) == (3, 0, 0)
+
+
+def test_an_exception_in_one_of_the_calls_skips_that_item_only() -> None:
+    code = Concurrent(fail=("b", 7))
+    items, report, freed = run_two_lanes(code, 20, instances=2)
+    assert report.stats.node("work").errors == 1
+    assert [n for name, n in items if name == "a"] == list(range(20))
+    assert [n for name, n in items if name == "b"] == [n for n in range(20) if n != 7]
+    assert len(freed) == 40, "every item went back, the failed one too"
+
+
+def test_a_call_past_its_deadline_is_abandoned_and_the_others_go_on_with_a_fresh_thread() -> None:
+    release = threading.Event()
+
+    class Hangs(Concurrent):
+        def process(self, item: Item) -> tuple[str, int]:
+            if (item.lane, item.n) == ("a", 3):
+                release.wait(10)  # far past the deadline
+            return super().process(item)
+
+    code = Hangs()
+    try:
+        items, report, freed = run_two_lanes(code, 20, instances=2, timeout_s=0.3)
+    finally:
+        release.set()
+    assert report.stats.node("work").errors == 1
+    assert [n for name, n in items if name == "a"] == [n for n in range(20) if n != 3]
+    assert [n for name, n in items if name == "b"] == list(range(20))
+    assert code.most == 2, "with one call hung, two still ran at once: a fresh thread took its place"
+    deadline = time.monotonic() + 5
+    while len(freed) < 40 and time.monotonic() < deadline:  # the hung call keeps its item until it returns
+        time.sleep(0.01)
+    assert len(freed) == 40
+
+
+def test_a_stop_while_calls_are_in_flight_loses_and_repeats_nothing() -> None:
+    # A camera-like source that never ends; the run stops while both calls are under way.
+    freed: list[tuple[str, int]] = []
+    started: list[int] = []
+
+    async def endless() -> AsyncIterator[Item]:
+        n = 0
+        while True:
+            yield Item("a", n, freed)
+            n += 1
+            await asyncio.sleep(0.002)
+
+    class Slow:
+        def process(self, item: Item) -> int:
+            started.append(item.n)
+            time.sleep(0.05)
+            return item.n
+
+    out: ListSink[int] = ListSink()
+    p = Pipeline()
+    p.sink("out", out, inputs=p.stage("work", Slow(), inputs=p.source("a", endless), instances=2,
+                                      queue_size=4))  # fmt: skip
+    report = run_pipeline(p, duration_s=0.5)
+    assert report.stopped_by == "stop"
+    assert out.items == sorted(set(out.items)), "in order, none twice"
+    assert sorted(out.items) == sorted(started), "every call that started was collected"
+    taken = report.stats.node("work").items_in
+    assert len(out.items) == taken, "what the node took it finished: the drain ended the calls in flight"
+    assert sorted(n for _, n in freed) == list(range(len(freed))), "every item made went back"
+
+
+class Frames:
+    """A detector in miniature: lane 'slow' has model frames that run until the test says so,
+    lane 'quick' only frames the tracker carries; finish() records the order it sees."""
+
+    def __init__(self, go: threading.Event) -> None:
+        self.go = go
+        self.finished: list[tuple[str, int]] = []
+
+    def prepare(self, item: Item) -> Item:
+        item.light = item.lane == "quick" or item.n % 4 != 0  # type: ignore[attr-defined]
+        return item
+
+    def process(self, item: Item) -> Item:
+        if item.lane == "slow":
+            assert self.go.wait(10), "the test never let the model run end"
+        return item
+
+    def finish(self, item: Item) -> tuple[str, int]:
+        self.finished.append((item.lane, item.n))
+        return (item.lane, item.n)
+
+
+def test_carried_frames_of_one_camera_never_wait_behind_another_cameras_model_run() -> None:
+    # The model run of lane 'slow' ends only once lane 'quick' has all of its results out: if
+    # the quick lane's carried frames waited behind it, the run would never end (a deadlock the
+    # test's wait turns into a failure).
+    go = threading.Event()
+    code = Frames(go)
+    freed: list[tuple[str, int]] = []
+    out_items: list[tuple[str, int]] = []
+
+    async def sink(item: tuple[str, int]) -> None:
+        out_items.append(item)
+        if sum(1 for lane, _ in out_items if lane == "quick") == 12:
+            go.set()
+
+    p = Pipeline()
+    lanes = [p.source("slow", FakeSource([Item("slow", i, freed) for i in range(8)])),
+             p.source("quick", FakeSource([Item("quick", i, freed) for i in range(12)], interval_s=0.002))]  # fmt: skip
+    p.sink("out", sink, inputs=p.stage("work", code, inputs=lanes, instances=1))
+    report = run_pipeline(p)
+    assert go.is_set()
+    assert report.stats.node("work").errors == 0
+    slow = [n for lane, n in out_items if lane == "slow"]
+    assert slow == list(range(8)), "a lane's carried frames waited for its own model run, in order"
+    assert out_items.index(("quick", 11)) < out_items.index(("slow", 0))
+    assert code.finished == out_items, "finish() saw each lane's items in order, as they left"
+    assert len(freed) == 20
+
+
+def test_fewer_calls_run_while_the_governor_allows_fewer() -> None:
+    code = Concurrent()
+    p = Pipeline()
+    freed: list[tuple[str, int]] = []
+    a, b = two_lanes(30, freed)
+    out: ListSink[Any] = ListSink()
+    p.sink("out", out, inputs=p.stage("work", code, inputs=[p.source("a", a), p.source("b", b)], instances=3))
+    graph = p.validate()
+    runtime = Runtime(graph)
+    runtime.runners["work"].calls.shed(2)  # what an InstancesKnob does under CPU pressure
+    asyncio.run(runtime.run())
+    assert code.most == 1
+    assert len(out.items) == 60

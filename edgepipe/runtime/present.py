@@ -1,0 +1,120 @@
+"""Steady output: a node's results leave each lane at the rhythm its items came in.
+
+A detector fed by several cameras runs the model on one frame in N of each and carries the
+boxes over the others; a carried frame after a model frame waits for that frame's result (its
+tracker needs it, and its camera's order is kept), then leaves with the ones behind it: each
+camera's results come in bursts, one a model run. A node whose code says ``steady`` (True,
+read at each result) has each result of a lane leave at its frame's decode time
+(``t_decoded_ns``) plus one presentation delay, as a jitter buffer plays packets out: the
+camera's rhythm, whatever the model's.
+
+The delay is the 95th percentile of how old the results of the node's calls were when they
+were ready (a model frame: its wait, its run, the tracker), over the last
+:data:`WINDOW` calls, plus :data:`MARGIN_NS`; it follows a rise at once and a fall slowly
+(:data:`EASE`), so that it does not pull results forward in a burst of its own. A result past
+its time (a slower call than the percentile) leaves at once, and those behind it in its lane
+with it. Results with no decode time leave as they are ready. At most :data:`MAX_DELAY_NS` of
+delay and :data:`MAX_WAITING` results a lane are held: past either, they leave at once.
+
+Everything here runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from edgepipe.core.lease import Leased
+
+_clock = time.monotonic_ns
+
+WINDOW = 32
+MARGIN_NS = 5_000_000
+EASE = 0.05
+"""Of the way down to a lower target the delay goes with each call's result."""
+MAX_DELAY_NS = 1_000_000_000
+MAX_WAITING = 64
+
+
+class Presenter:
+    """The results of one node waiting for their time, per lane, in order."""
+
+    def __init__(self, emit: Callable[[Any], Awaitable[None]]) -> None:
+        self._emit = emit
+        self.delay_ns = 0
+        self._ages: deque[int] = deque(maxlen=WINDOW)
+        self._lanes: dict[str, deque[tuple[int, Any]]] = {}
+        self._wake: asyncio.Future[None] | None = None
+        self.ended = False
+        self.on = True
+        """Results wait for their time (the node's ``steady`` now); off, they leave as they are
+        ready, but behind any of their lane still waiting."""
+
+    def called(self, out: Any) -> None:
+        """``out`` came of a call of the node's (not a light item): its age informs the delay."""
+        born = getattr(out, "t_decoded_ns", None)
+        if not isinstance(born, int):
+            return
+        self._ages.append(_clock() - born)
+        ages = sorted(self._ages)
+        target = min(MAX_DELAY_NS, ages[int(0.95 * (len(ages) - 1))] + MARGIN_NS)
+        if target >= self.delay_ns:
+            self.delay_ns = target
+        else:
+            self.delay_ns -= int((self.delay_ns - target) * EASE)
+
+    async def put(self, lane: str, out: Any) -> None:
+        """Emit ``out`` (the next result of ``lane``) at its time: at once when it has none, when
+        that time has passed and nothing of its lane waits, or when its lane holds too many."""
+        born = getattr(out, "t_decoded_ns", None)
+        waiting = self._lanes.get(lane)
+        due = born + (self.delay_ns if self.on else 0) if isinstance(born, int) else 0
+        if not waiting and due <= _clock():
+            await self._emit(out)
+            return
+        if waiting is None:
+            waiting = self._lanes[lane] = deque()
+        waiting.append((due, out))
+        if len(waiting) > MAX_WAITING:
+            await self._emit(waiting.popleft()[1])
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def end(self) -> None:
+        """No more results: those waiting leave now."""
+        self.ended = True
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def run(self) -> None:
+        """Emit each waiting result at its time, until :meth:`end` and every one has left."""
+        while True:
+            now = _clock()
+            for waiting in self._lanes.values():
+                while waiting and (waiting[0][0] <= now or self.ended):
+                    await self._emit(waiting.popleft()[1])
+            if self.ended and not any(self._lanes.values()):
+                return
+            soonest = min((w[0][0] for w in self._lanes.values() if w), default=None)
+            self._wake = asyncio.get_running_loop().create_future()
+            try:
+                if soonest is None:
+                    await self._wake
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(max(0.0, (soonest - _clock()) / 1e9)):
+                            await self._wake
+            finally:
+                self._wake = None
+
+    def close(self) -> None:
+        """Results nobody will emit (the node was cancelled) go back."""
+        for waiting in self._lanes.values():
+            while waiting:
+                out = waiting.popleft()[1]
+                if isinstance(out, Leased):
+                    out.release()
