@@ -14,7 +14,10 @@ were ready (a model frame: its wait, its run, the tracker), over the last
 (:data:`EASE`), so that it does not pull results forward in a burst of its own. A result past
 its time (a slower call than the percentile) leaves at once, and those behind it in its lane
 with it. Results with no decode time leave as they are ready. At most :data:`MAX_DELAY_NS` of
-delay and :data:`MAX_WAITING` results a lane are held: past either, they leave at once.
+delay and :data:`MAX_WAITING` results a lane are held: past either, they leave at once. A
+result that says how old it is (a ``latency_ms`` attribute, as
+:class:`~edgepipe.vision.Detections` does) is told its age as it leaves: the delay is part of
+what its consumers see, and it says so.
 
 Everything here runs on the event loop.
 """
@@ -44,7 +47,7 @@ class Presenter:
     """The results of one node waiting for their time, per lane, in order."""
 
     def __init__(self, emit: Callable[[Any], Awaitable[None]]) -> None:
-        self._emit = emit
+        self._emit_now = emit
         self.delay_ns = 0
         self._ages: deque[int] = deque(maxlen=WINDOW)
         self._lanes: dict[str, deque[tuple[int, Any]]] = {}
@@ -56,8 +59,8 @@ class Presenter:
 
     def called(self, out: Any) -> None:
         """``out`` came of a call of the node's (not a light item): its age informs the delay."""
-        born = getattr(out, "t_decoded_ns", None)
-        if not isinstance(born, int):
+        born = _born(out)
+        if born is None:
             return
         self._ages.append(_clock() - born)
         ages = sorted(self._ages)
@@ -70,9 +73,9 @@ class Presenter:
     async def put(self, lane: str, out: Any) -> None:
         """Emit ``out`` (the next result of ``lane``) at its time: at once when it has none, when
         that time has passed and nothing of its lane waits, or when its lane holds too many."""
-        born = getattr(out, "t_decoded_ns", None)
+        born = _born(out)
         waiting = self._lanes.get(lane)
-        due = born + (self.delay_ns if self.on else 0) if isinstance(born, int) else 0
+        due = born + (self.delay_ns if self.on else 0) if born is not None else 0
         if not waiting and due <= _clock():
             await self._emit(out)
             return
@@ -83,6 +86,12 @@ class Presenter:
             await self._emit(waiting.popleft()[1])
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
+
+    async def _emit(self, out: Any) -> None:
+        born = _born(out)
+        if born is not None and getattr(out, "latency_ms", None) is not None:
+            out.latency_ms = (_clock() - born) / 1e6
+        await self._emit_now(out)
 
     def end(self) -> None:
         """No more results: those waiting leave now."""
@@ -118,3 +127,9 @@ class Presenter:
                 out = waiting.popleft()[1]
                 if isinstance(out, Leased):
                     out.release()
+
+
+def _born(out: Any) -> int | None:
+    """When ``out``'s frame left its decoder (``time.monotonic_ns``); None when it says not."""
+    born = getattr(out, "t_decoded_ns", None)
+    return born if isinstance(born, int) and born > 0 else None
