@@ -33,8 +33,6 @@ from typing import Any
 
 from edgepipe.core.lease import Leased
 
-_clock = time.monotonic_ns
-
 WINDOW = 32
 MARGIN_NS = 5_000_000
 EASE = 0.05
@@ -46,8 +44,11 @@ MAX_WAITING = 64
 class Presenter:
     """The results of one node waiting for their time, per lane, in order."""
 
-    def __init__(self, emit: Callable[[Any], Awaitable[None]]) -> None:
+    def __init__(self, emit: Callable[[Any], Awaitable[None]], clock: Callable[[], int] = time.monotonic_ns) -> None:
+        """``emit``: hands a result on (the node's outputs); ``clock``: ``time.monotonic_ns``,
+        the decoders' clock, or a test's."""
         self._emit_now = emit
+        self._clock = clock
         self.delay_ns = 0
         self._ages: deque[int] = deque(maxlen=WINDOW)
         self._lanes: dict[str, deque[tuple[int, Any]]] = {}
@@ -62,7 +63,7 @@ class Presenter:
         born = _born(out)
         if born is None:
             return
-        self._ages.append(_clock() - born)
+        self._ages.append(self._clock() - born)
         ages = sorted(self._ages)
         target = min(MAX_DELAY_NS, ages[int(0.95 * (len(ages) - 1))] + MARGIN_NS)
         if target >= self.delay_ns:
@@ -76,7 +77,7 @@ class Presenter:
         born = _born(out)
         waiting = self._lanes.get(lane)
         due = born + (self.delay_ns if self.on else 0) if born is not None else 0
-        if not waiting and due <= _clock():
+        if not waiting and due <= self._clock():
             await self._emit(out)
             return
         if waiting is None:
@@ -90,7 +91,7 @@ class Presenter:
     async def _emit(self, out: Any) -> None:
         born = _born(out)
         if born is not None and getattr(out, "latency_ms", None) is not None:
-            out.latency_ms = (_clock() - born) / 1e6
+            out.latency_ms = (self._clock() - born) / 1e6
         await self._emit_now(out)
 
     def end(self) -> None:
@@ -102,7 +103,7 @@ class Presenter:
     async def run(self) -> None:
         """Emit each waiting result at its time, until :meth:`end` and every one has left."""
         while True:
-            now = _clock()
+            now = self._clock()
             for waiting in self._lanes.values():
                 while waiting and (waiting[0][0] <= now or self.ended):
                     await self._emit(waiting.popleft()[1])
@@ -115,7 +116,7 @@ class Presenter:
                     await self._wake
                 else:
                     with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(max(0.0, (soonest - _clock()) / 1e9)):
+                        async with asyncio.timeout(max(0.0, (soonest - self._clock()) / 1e9)):
                             await self._wake
             finally:
                 self._wake = None
