@@ -103,8 +103,9 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
 
 
 def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
-    """A node's state when it is not running (restarting, half-open ...), its errors, what it
-    reports about itself (its gauges), and what was turned away before its code saw it:
+    """A node's state when it is not running (restarting, half-open ...), its errors, its calls
+    in flight (when it runs several), what it reports about itself (its gauges), and what was
+    turned away before its code saw it:
     ``skipped`` (circuit open), ``shed`` (by the governor), ``aged`` (past max_age_s)."""
     node = snap.node(node_id)
     lanes = snap.inbox(node_id)
@@ -113,6 +114,8 @@ def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
         info["state"] = node.state
     if node.errors:
         info["errors"] = node.errors
+    if node.instances > 1:  # several calls in flight (edgepipe.runtime.flight): running / most
+        info["calls"] = f"{node.in_flight}/{node.instances}"
     info.update(node.gauges)
     limit = snap.sched.get("limits", {}).get(node_id) if snap.sched else None
     if limit is not None:  # what holds a model node's rate (edgepipe.sched.limits)

@@ -2,11 +2,12 @@
 
 ``edgepipe run --health-file PATH`` rewrites PATH every :data:`INTERVAL_S` (at once when every
 node has started, when a stop begins or the items stop moving, and a last time when the nodes
-are done) with the time, whether the pipeline is
-stopping or stopped, and its progress: what each stage emitted and each sink finished, and how
-long none of those counts has grown (``idle_s``); with the scheduler's figures, the cores busy by
-kind of work over the last second (``cpu_cores``: the CPU ledger's, ``overhead`` included), and
-the run's memory plan (``memory``: what it holds and its budget, in bytes).
+are done) with the time, whether the pipeline is stopping or stopped, and its progress: what
+each stage emitted and each sink finished, and how long none of those counts has grown
+(``idle_s``); the calls in flight of each node that runs several at once (``calls_in_flight``:
+``[running, instances]``); with the scheduler's figures, the cores busy by kind of work over
+the last second (``cpu_cores``: the CPU ledger's, ``overhead`` included), and the run's memory
+plan (``memory``: what it holds and its budget, in bytes).
 ``edgepipe health PATH`` exits 0 while the pipeline runs and moves items, 1 with one line saying
 why otherwise:
 
@@ -179,6 +180,9 @@ def _body(runtime: Runtime, snap: Snapshot, progress: Progress, interval_s: floa
                 "idle_s": round(progress.idle_s, 3),
                 "max_idle_s": round(progress.max_idle_s, 3),
                 "dropped": _dropped_by_node(snap),
+                "calls_in_flight": {
+                    n.node_id: [n.in_flight, n.instances] for n in snap.nodes if n.instances > 1
+                },
                 "sched": snap.sched,
                 "cpu_cores": _cpu_cores(snap),
                 "memory": snap.memory,

@@ -44,7 +44,9 @@ MAX_WAITING = 64
 class Presenter:
     """The results of one node waiting for their time, per lane, in order."""
 
-    def __init__(self, emit: Callable[[Any], Awaitable[None]], clock: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self, emit: Callable[[Any], Awaitable[None]], clock: Callable[[], int] = time.monotonic_ns
+    ) -> None:
         """``emit``: hands a result on (the node's outputs); ``clock``: ``time.monotonic_ns``,
         the decoders' clock, or a test's."""
         self._emit_now = emit

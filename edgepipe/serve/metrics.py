@@ -8,6 +8,7 @@ Families (all prefixed ``edgepipe_``): per node ``node_items_in_total``,
 ``node_items_out_total``, ``node_errors_total``, ``node_skipped_total``, ``node_restarts_total``,
 ``node_busy_seconds_total``, ``node_blocked_seconds_total``, ``node_latency_seconds``
 (``quantile`` 0.5/0.95/0.99 over the recent window), ``node_state`` (1 for the current state),
+``node_calls_in_flight`` and ``node_instances`` (stages and sinks),
 ``node_gauge`` (a node's numeric gauges by ``name``), ``source_state``; per inbox lane
 ``lane_depth``, ``lane_max_depth``, ``lane_capacity``, ``lane_put_total``,
 ``lane_lost_total`` (``reason``: dropped, shed, aged); the scheduler's ``sched_*`` figures
@@ -132,6 +133,12 @@ def _nodes(snap: Snapshot) -> Iterator[Metric]:
         P + "node_latency_seconds", "One call's time over the recent window.", labels=[*NODE, "quantile"]
     )
     state = GaugeMetricFamily(P + "node_state", "1 for the node's current state.", labels=[*NODE, "state"])
+    in_flight = GaugeMetricFamily(
+        P + "node_calls_in_flight", "Calls of the node's code running now.", labels=NODE
+    )
+    instances = GaugeMetricFamily(
+        P + "node_instances", "The most calls of the node's code it runs at once.", labels=NODE
+    )
     gauge = GaugeMetricFamily(
         P + "node_gauge", "What the node's code reports (numbers).", labels=[*NODE, "name"]
     )
@@ -151,12 +158,16 @@ def _nodes(snap: Snapshot) -> Iterator[Metric]:
             if ms is not None:
                 latency.add_metric([*labels, q], ms / 1e3)
         state.add_metric([*labels, n.state], 1)
+        if n.kind != "source":
+            in_flight.add_metric(labels, n.in_flight)
+            instances.add_metric(labels, n.instances)
         for name, value in n.gauges.items():
             if name == "source" and isinstance(value, str):
                 source.add_metric([labels[0], redact_text(value)], 1)
             elif isinstance(value, int | float):
                 gauge.add_metric([*labels, redact_text(str(name))], float(value))
-    yield from (items_in, items_out, errors, skipped, restarts, busy, blocked, latency, state, gauge, source)
+    yield from (items_in, items_out, errors, skipped, restarts, busy, blocked, latency, state, in_flight,
+                instances, gauge, source)  # fmt: skip
 
 
 def _lanes(snap: Snapshot) -> Iterator[Metric]:

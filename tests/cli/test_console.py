@@ -56,7 +56,8 @@ def _busy_run() -> Snapshot:
     nodes = tuple(
         replace(n, items_in=987_654, items_out=12_345_678 if n.kind == "source" else 987_654, errors=1234, skipped=55,
                 latency_p50_ms=1234.5, latency_p95_ms=23456.7, latency_p99_ms=0.012, busy_frac=1.0,
-                state="half-open" if n.kind == "stage" else "restarting", gauges=gauges.get(n.node_id, {}))
+                state="half-open" if n.kind == "stage" else "restarting", gauges=gauges.get(n.node_id, {}),
+                in_flight=5 if n.node_id == "faces" else 0, instances=16 if n.node_id == "faces" else 1)
         for n in snap.nodes
     )  # fmt: skip
     channels = tuple(replace(c, depth=c.size, dropped=123_456, shed=89, aged=12) for c in snap.channels)
@@ -112,7 +113,7 @@ def test_every_line_of_the_live_table_and_the_summary_fits_80_columns(width: int
         for figure in ("987654", "12.3M", "1234", "23457", "0.01", "100%", "123456", "half-open",
                        "restarting", "decoded=12345678", "pool_drops=6", "unsent=2", "shed=89", "aged=12",
                        "skipped=55", "infer_ms=123.4", "detect/LM overlap 123.4 s", "limit=budget",
-                       "limit=gate"):  # fmt: skip
+                       "limit=gate", "calls=5/16"):  # fmt: skip
             assert figure in text, figure
         # The CPU ledger's table keeps to 80 columns, its first column as the table's.
         table = lines[

@@ -190,3 +190,19 @@ def test_progress_counts_items_out_not_attempts() -> None:
     progress.sample(snap(stats("src", "source", 0, 110), stats("sink", "sink", 7, 0, errors=1)), started=True)
     assert progress.idle_s == 2.0  # the high of 6 at 103 s was the last new one
     assert progress.max_idle_s == pytest.approx(5 / 100 + IDLE_MARGIN_S)  # 100 items in 5 s
+
+
+def test_the_heartbeat_says_the_calls_in_flight_of_nodes_that_run_several(tmp_path: Path) -> None:
+    from edgepipe import Pipeline
+    from edgepipe.runtime.heartbeat import heartbeat
+    from edgepipe.testing import FakeSource, run_pipeline
+
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(20)))
+    p.sink("two", lambda item: time.sleep(0.01), inputs=src, instances=2)
+    p.sink("one", lambda item: None, inputs=src)
+    path = tmp_path / "beat.json"
+    run_pipeline(p, watchers=[heartbeat(str(path))])
+    beat = json.loads(path.read_text())
+    assert beat["stopped"] is True
+    assert beat["calls_in_flight"] == {"two": [0, 2]}, "nodes of one call at a time are left out"

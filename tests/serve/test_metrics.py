@@ -30,8 +30,16 @@ SCHED = {
 def _snapshot(sched: dict | None) -> Snapshot:
     node = NodeStats("rtsp://u:secret@cam", "source", 0, 7, 1, 0, 0, 1.0, 2.0, 3.0, 0.5, 0.1, 0.0, "running",
                      {"source": "live", "decoded": 9, "decoder": "h264 (software)"})  # fmt: skip
+    det = NodeStats("det", "stage", 6, 6, 0, 0, 0, 1.0, 2.0, 3.0, 0.5, 1.2, 0.0, "running", {},
+                    in_flight=2, instances=2)  # fmt: skip
     lane = ChannelStats("cam", "det", "latest", 1, 0, 1, 7, 6, 1, shed=2, aged=3)
-    return Snapshot(t_s=2.0, nodes=(node,), channels=(lane,), sched=sched)
+    return Snapshot(t_s=2.0, nodes=(node, det), channels=(lane,), sched=sched)
+
+
+def test_the_calls_in_flight_of_stages_and_sinks_are_exported() -> None:
+    families = _families(None)
+    assert {s.labels["node"]: s.value for s in families["edgepipe_node_calls_in_flight"].samples} == {"det": 2}
+    assert {s.labels["node"]: s.value for s in families["edgepipe_node_instances"].samples} == {"det": 2}
 
 
 def _families(sched: dict | None) -> dict:
