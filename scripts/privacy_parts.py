@@ -69,7 +69,6 @@ def bare_model(
     from edgepipe.infer.loading import load_session
     from edgepipe.media.frame import from_av
     from edgepipe.media.tensor import Preprocessor
-    from edgepipe.sched import CpuBudget, usable_cores
     from edgepipe.vision import adapters
     from edgepipe.vision.model import read_input
     from edgepipe.vision.nms import nms
@@ -77,12 +76,11 @@ def bare_model(
 
     resolved = resolve("centerface")
     # As the Detector loads it: its SessionConfig (deadline aside), the registry's free image
-    # dims, intra-op threads from the run's CPU budget (one camera, one model: the pipeline's
-    # own); the same cached optimized graph.
+    # dims, one intra-op thread (each of its calls in flight has one); the same cached
+    # optimized graph.
     free_dims = bool(resolved.entry and resolved.entry.free_image_dims)
     config = SessionConfig(timeout_s=2.0, free_image_dims=free_dims)
-    threads = CpuBudget(usable_cores(), video_streams=1, model_nodes=1).detector_threads
-    session, _ = load_session(resolved.path, config, name=resolved.name, threads=threads)
+    session, _ = load_session(resolved.path, config, name=resolved.name, threads=1)
     name = session.get_inputs()[0].name
     layout, fixed, dtype = read_input(resolved.path, config.free_image_dims)
     names = [o.name for o in session.get_outputs()]
