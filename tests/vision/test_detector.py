@@ -67,8 +67,8 @@ def test_a_detector_runs_one_thread_a_call_unless_it_prefers_latency(centerface:
     every, instances = detector.governor_knobs("faces", 1)
     assert (every.kind, instances.kind) == ("every", "instances")
     instances.set(1)
-    assert detector.session.ticket.spare_duty == pytest.approx(0.85)
-    assert instances.describe() == "2 calls in flight, the spare units 85% of the time"
+    assert detector.session.ticket.spare_duty == pytest.approx(0.9)
+    assert instances.describe() == "2 calls in flight, the spare units 90% of the time"
     instances.set(instances.levels - 1)
     assert detector.session.ticket.spare_duty == 0.0
     assert calls.allowed == 1
