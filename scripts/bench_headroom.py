@@ -57,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,15 +168,17 @@ def machine_busy_s() -> float:
 
 
 def run_pipeline(
-    flags: tuple[str, ...], clip: Path, lm: Path, seconds: float, folder: Path, label: str
-) -> tuple[list[Sample], Records, str]:
-    """Run the pipeline for ``seconds``, sampling it every second: (samples, results, stderr).
-    Raises RuntimeError when it exits with another status than 0."""
+    flags: tuple[str, ...], clip: Path, lm: Path, seconds: float, folder: Path, label: str, *,
+    cameras: int = TARGETS.cameras, each_second: Callable[[], None] | None = None,
+) -> tuple[list[Sample], Records, str]:  # fmt: skip
+    """Run the pipeline with ``cameras`` for ``seconds``, sampling it every second (and calling
+    ``each_second``, when given): (samples, results, stderr). Raises RuntimeError when it exits
+    with another status than 0."""
     results, log = folder / f"{label}.jsonl", folder / f"{label}.stderr"
     command = [
         sys.executable, "-m", "edgepipe", "run", str(PIPELINE), "--duration", f"{seconds:g}",
         "--results", str(results), "--stats", *flags,
-        "--clip", str(clip), "--model", str(lm), "--cameras", str(TARGETS.cameras),
+        "--clip", str(clip), "--model", str(lm), "--cameras", str(cameras),
     ]  # fmt: skip
     samples: list[Sample] = []
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # the --stats table's rule characters
@@ -189,6 +192,8 @@ def run_pipeline(
             if read is not None:
                 cpu_s, rss_mb, threads = read
                 samples.append(Sample(t, cpu_s, rss_mb, machine_busy_s(), threads))
+            if each_second is not None:
+                each_second()
             if time.monotonic() > deadline:
                 proc.kill()
                 print(f"{label}: running {EXIT_GRACE_S:g} s past its duration: killed", file=sys.stderr)

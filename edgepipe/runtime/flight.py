@@ -34,7 +34,7 @@ import contextlib
 import functools
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -117,7 +117,7 @@ class Flight:
         the one being emitted, :meth:`in_hand` of its items."""
         self._process = process
         self._takes_lane = takes_lane
-        self._light_path = light_path
+        self.light_path = light_path
         self._timeout_ns = None if timeout_s is None else int(timeout_s * 1e9)
         self._timeout_s = timeout_s
         self._pool = DaemonThreadPool(self.instances, f"{name}-process", spare_workers=0)
@@ -171,16 +171,24 @@ class Flight:
         allowed plus one waiting behind them."""
         return self._pending() <= self._allowed()
 
-    def paused(self) -> frozenset[str]:
-        """Lanes at their hold: the preparer leaves them alone until their jobs leave."""
-        return frozenset(lane for lane, jobs in self.lanes.items() if len(jobs) >= self.hold)
+    def calls_room(self) -> int:
+        """How many more calls may be submitted now (as :meth:`room` counts them)."""
+        return max(0, self._allowed() + 1 - self._pending())
+
+    def paused(self, taken: Mapping[str, int] | None = None) -> frozenset[str]:
+        """Lanes at their hold, counting ``taken`` (items of theirs the preparer holds): the
+        preparer leaves them alone until their jobs leave."""
+        return frozenset(
+            lane for lane in {*self.lanes, *(taken or ())}
+            if len(self.lanes.get(lane) or ()) + (taken or {}).get(lane, 0) >= self.hold
+        )  # fmt: skip
 
     def submit(self, lane: str, prepared: Any) -> Job:
         """Give ``prepared`` (an item of ``lane``) to a thread, or mark it ready when it is
         light and the node finishes those without a call."""
         job = Job(lane, prepared)
         self.lanes.setdefault(lane, deque()).append(job)
-        if self._light_path and getattr(prepared, "light", False):
+        if self.light_path and getattr(prepared, "light", False):
             job.state, job.result = DONE, prepared
             _wake(self._for_collector)
             return job

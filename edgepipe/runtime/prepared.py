@@ -57,26 +57,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from edgepipe.core.channel import Policy
 from edgepipe.core.context import CallLimit
-from edgepipe.core.errors import EndOfStream
 from edgepipe.core.lease import Leased, hand_on
-from edgepipe.core.markers import EMPTY
-from edgepipe.core.spans import PREPARE, PROCESS
+from edgepipe.core.spans import PROCESS
 from edgepipe.graph.spec import NodeKind, OnError
 from edgepipe.runtime.adapt import ProcessAdapter
 from edgepipe.runtime.flight import ABANDONED, FAILED, Flight, Job
 from edgepipe.runtime.parts import NodeParts
+from edgepipe.runtime.preparer import run_preparer
 from edgepipe.runtime.present import Presenter
 
 _clock = time.perf_counter_ns
-_LEAD_NS = 2_000_000
-"""Slack when timing a just-in-time preparation: thread wake-ups, the event loop's turn."""
-_SPREAD_LEAD = 3.0
-"""Start that many mean deviations of the processing time earlier still: a model whose runs
-vary must not finish before the next input is ready (measured with CenterFace, ~70 ms a run and
-a few ms of jitter: with a 2 ms lead alone it waited ~2 ms a run for its input; with the
-spread counted, ~0.2 ms)."""
 
 
 def in_flight(node: NodeParts, process: ProcessAdapter, instances: int) -> bool:
@@ -133,7 +124,7 @@ async def run_prepared(node: NodeParts, process: ProcessAdapter, calls: CallLimi
     presenter = Presenter(node.outputs.emit) if stage and hasattr(code, "steady") else None
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(_preparer(node, process.prepare, flight))
+            group.create_task(run_preparer(node, process.prepare, flight))
             group.create_task(_collector(node, flight, process.finish, presenter))
             if presenter is not None:
                 group.create_task(presenter.run())
@@ -146,84 +137,6 @@ async def run_prepared(node: NodeParts, process: ProcessAdapter, calls: CallLimi
         flight.close()
         if presenter is not None:
             presenter.close()
-
-
-# -- the preparer ------------------------------------------------------------------------------
-
-
-async def _preparer(node: NodeParts, prepare: Callable[[Any], Any] | None, flight: Flight) -> None:
-    inbox = node.inbox
-    assert inbox is not None
-    # Live when the one lane keeps only the newest (a camera): its items are prepared just in
-    # time. Several lanes are prepared as they come (see the module docstring).
-    live = len(inbox.channels) == 1 and inbox.channels[0].policy is Policy.LATEST
-    while True:
-        while not flight.room():  # instances running and one waiting: no deeper
-            await flight.preparer_wait()
-        if live:
-            await _until_needed(flight)
-        try:
-            item = await _next_item(node, flight)
-        except EndOfStream:
-            flight.end()
-            return
-        lane = inbox.lane
-        prepared = item if prepare is None else await _prepare(node, prepare, item, flight)
-        if prepared is EMPTY:
-            continue
-        flight.submit(lane, prepared)
-
-
-async def _next_item(node: NodeParts, flight: Flight) -> Any:
-    """The next item of a lane that is not at its hold (or admitted by an open circuit)."""
-    inbox = node.inbox
-    assert inbox is not None
-    circuit = node.circuit
-    while True:
-        item = inbox.get_nowait(flight.paused())
-        if item is EMPTY:
-            # Until an item comes (the inbox's getters) or a job leaves (a lane has room again).
-            await flight.preparer_wait(inbox.getters)
-            continue
-        if circuit.failures and not await circuit.admit(item):
-            continue
-        return item
-
-
-async def _until_needed(flight: Flight) -> None:
-    """Wait until a thread is expected to need the next input within about one preparation
-    (and the jitter of the calls)."""
-    while True:
-        lead = flight.prepare_ns * 1.5 + flight.process_spread_ns * _SPREAD_LEAD + _LEAD_NS
-        wait = flight.expected_free_ns() - lead
-        if wait <= 0:
-            return
-        await flight.preparer_wait(timeout_ns=wait)
-
-
-async def _prepare(node: NodeParts, prepare: Callable[[Any], Any], item: Any, flight: Flight) -> Any:
-    """``prepare(item)`` on the node's thread; :data:`EMPTY` when it failed."""
-    t0 = _clock()
-    try:
-        prepared = await node.call_thread(prepare, item, node.spec.timeout_s)
-    except Exception as exc:
-        node.metrics.busy_ns += _clock() - t0
-        if isinstance(item, Leased):
-            item.release()
-        await node.circuit.failed(exc, restart_hooks=False)
-        return EMPTY
-    except BaseException:  # cancelled: the abandoned call holds its own lease on the item
-        if isinstance(item, Leased):
-            item.release()
-        raise
-    elapsed = _clock() - t0
-    if node.metrics.spans is not None:
-        node.metrics.spans.add(PREPARE, t0, t0 + elapsed)
-    node.metrics.busy_ns += elapsed  # the node's busy time is every step's (it may pass 1)
-    flight.prepare_ns = _mean(flight.prepare_ns, elapsed)
-    if prepared is not item and isinstance(item, Leased):
-        item.release()
-    return prepared
 
 
 # -- the collector -----------------------------------------------------------------------------
@@ -297,7 +210,3 @@ def _finished(node: NodeParts, job: Job, finish: Callable[[Any], Any]) -> tuple[
     if error is not None and isinstance(job.prepared, Leased):
         job.prepared.release()
     return out, error
-
-
-def _mean(mean: float, sample: float) -> float:
-    return sample if mean == 0.0 else mean * 0.8 + sample * 0.2
