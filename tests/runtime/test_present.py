@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from edgepipe.core.lease import Leased
-from edgepipe.runtime.present import MARGIN_NS, MAX_WAITING, Presenter
+from edgepipe.runtime.present import EASE, MARGIN_NS, MAX_WAITING, WINDOW, Presenter
 
 MS = 1_000_000
 
@@ -40,18 +40,19 @@ def presenter(clock: Clock) -> tuple[Presenter, list[str]]:
 def test_the_delay_is_the_95th_percentile_of_the_calls_ages_up_at_once_and_down_slowly() -> None:
     clock = Clock()
     p, _ = presenter(clock)
-    for age in range(100, 132):  # 32 calls whose results were 100..131 ms old when ready
+    for age in range(100, 100 + WINDOW):  # calls whose results were 100, 101 ... ms old when ready
         p.called(Result(clock.ns - age * MS, "x"))
-    assert p.delay_ns == pytest.approx(130 * MS + MARGIN_NS, abs=MS)
+    p95 = 100 + int(0.95 * (WINDOW - 1))
+    assert p.delay_ns == pytest.approx(p95 * MS + MARGIN_NS, abs=MS)
     p.called(Result(clock.ns - 400 * MS, "slow"))  # slower calls: the delay follows at once
     for _ in range(3):
         p.called(Result(clock.ns - 400 * MS, "slow"))
     assert p.delay_ns == 400 * MS + MARGIN_NS
     high = p.delay_ns
-    for _ in range(32):  # quick again: it eases down, never in one jump
+    for _ in range(WINDOW):  # quick again: it eases down, never in one jump
         before = p.delay_ns
         p.called(Result(clock.ns - 50 * MS, "quick"))
-        assert before - p.delay_ns <= 0.05 * (before - 50 * MS) + MS
+        assert before - p.delay_ns <= EASE * (before - 50 * MS) + MS
     assert 55 * MS < p.delay_ns < high
 
 
