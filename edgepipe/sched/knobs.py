@@ -21,13 +21,16 @@ from edgepipe.sched.gate import Ticket
 DUTIES = (1.0, 0.6, 0.4, 0.25, 0.15, 0.1, 0.06)
 """Token decode's share of the time, from unpaced to the floor (it slows, it never stops)."""
 
-EVERY = (1, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4, 1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 12, 16, 24, 32)
+EVERY = (1, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4, 1.5, 1.6, 1.75, 1.9, 2, 2.15, 2.3, 2.45, 2.6, 2.8, 3, 3.2, 3.4,
+         3.7, 4, 4.5, 5, 6, 8, 12, 16, 24, 32)  # fmt: skip
 """Frames per model run, per source (times the detector's own ``every``, or what keeping up
-with its cameras needs). Fine steps at first, each cutting the model's rate by 4-8%: about 2
+with its cameras needs). Fine steps up to 4, each cutting the model's rate by 4-9%: about 2
 points of the CPU on 2 cores, within the governor's 3-point window between climbing (target +
 2) and stepping down (target - 1), so it can settle next to its target. With steps of 15%
 (1, 1.15, 1.3, ...) a run settled a whole step under it, and where varied from run to run
-(model runs/s 18.5 to 21.8 in three runs of ``scripts/bench_headroom.py``)."""
+(model runs/s 18.5 to 21.8 in three runs of ``scripts/bench_headroom.py``); with 2, 2.5, 3, 4,
+a detector keeping up with 4 or 8 cameras on 2 cores, that the budget held to about half its
+model's rate, swung between the rungs about it by a quarter of its runs and 7 points of CPU."""
 
 PINNED_DUTIES = (1.0, 0.93, 0.87, 0.81, 0.75, 0.7, 0.65, 0.6, 0.5)
 """A pinned detector's share of the time (``Detector(pin_every=True)``), rung by rung: each cuts

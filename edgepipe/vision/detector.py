@@ -206,8 +206,7 @@ class Detector:
         return self.frame_choice.keeping_up
 
     @property
-    def prefers_latency(self) -> bool:
-        """One call at a time, as wide as the budget allows (its threads get the spare cores)."""
+    def prefers_latency(self) -> bool:  # one call at a time, as wide as the budget allows
         return self.prefer == "latency"
 
     @property
@@ -264,6 +263,7 @@ class Detector:
         session = self.session = model.session
         session.ticket.set_owner(self._owner, "detect", self._priority)
         self.frame_choice.keep.calls = self._limit
+        self.frame_choice.keep.took(session.stats.last_run_ms / 1000)  # its warm-up run, for a start
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
             "adapter": self.adapter,

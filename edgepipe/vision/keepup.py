@@ -90,7 +90,9 @@ class KeepUp:
         self._gaps.pop(source, None)
 
     def took(self, seconds: float) -> None:
-        """A model frame's call took ``seconds`` (its run, its wait for the budget, its decoding)."""
+        """A model frame's call took ``seconds`` (its run, its wait for the budget, its decoding);
+        the first figure may be the model's warm-up run, so that the cameras' first seconds do
+        not all go to the model while the figures come in."""
         self._model_s = _mean(self._model_s, seconds)
 
     def rate(self, now_s: float | None = None) -> float:
