@@ -21,9 +21,12 @@ in the spare units), so the figure follows the budget. Tracked frames take no th
 model's (they are carried in order beside its runs, :mod:`edgepipe.runtime.prepared`): they do
 not count.
 
-The interval never falls below what the pipeline asked for (``every``), moves only after
-:data:`SETTLE_S` and by more than :data:`DEADBAND` (runs vary by a few percent; chasing that
-would move the model from frame to frame for nothing), and only while every figure is measured.
+The interval never falls below what the pipeline asked for (``every``), moves only by more
+than :data:`DEADBAND` (runs vary by a few percent; chasing that would move the model from frame
+to frame for nothing), and only while every figure is measured; it rises at once (cameras that
+come one after another at the start, each adding its frames: held at the first one's interval
+for :data:`SETTLE_S`, eight cameras queued seven seconds of model runs), and falls at most once
+a :data:`SETTLE_S`.
 Thread-safe enough for its use: written from the detector's preparing thread (arrivals) and its
 finishing step (the calls' times), each field by one of them; a torn read costs one frame's
 decision.
@@ -112,11 +115,13 @@ class KeepUp:
         return min(MAX_INTERVAL, max(1.0, rate * m / (max(1, self.calls.allowed) * BUSY)))
 
     def update(self, now_s: float) -> float:
-        """The interval to use from now (re-worked at most every :data:`SETTLE_S`)."""
-        if now_s - self._changed_at < SETTLE_S:
-            return self.interval
+        """The interval to use from now: raised at once when the figures call for more (fewer
+        model runs can always be had), lowered at most every :data:`SETTLE_S`."""
         need = self.needed(now_s)
-        if abs(need - self.interval) > DEADBAND * self.interval:
+        rise = need > self.interval * (1 + DEADBAND)
+        if not rise and now_s - self._changed_at < SETTLE_S:
+            return self.interval
+        if rise or need < self.interval * (1 - DEADBAND):
             self.interval = need
             self._changed_at = now_s
         return self.interval
