@@ -8,7 +8,10 @@ lanes full and every frame a quarter of a second late. A batch is what is waitin
 :data:`BATCH`; the thread prepares its items in order and stops after as many calls (items that
 are not light) as the calls in flight allow to be given: the rest wait, already taken, for the
 next hop, so that no more input buffers are filled than the calls in flight (and one behind
-them) read. One live lane is prepared an item at a time, just in time (see the module above).
+them) read. A node that defers calls it cannot be given (``defers_calls``: a detector keeping
+up with live cameras carries the frame, and runs the model on its camera's next) is prepared on
+while its calls are busy: carried frames of other cameras do not wait for a call to end. One
+live lane is prepared an item at a time, just in time (see the module above).
 
 Leases: an item is released once prepared unless its prepared form is the item itself; a
 failed one at once; a batch abandoned at the node's deadline keeps its items leased until its
@@ -58,14 +61,15 @@ async def run_preparer(node: NodeParts, prepare: Callable[[Any], Any] | None, fl
     # Live when the one lane keeps only the newest (a camera): its items are prepared just in
     # time. Several lanes are prepared as they come (see the module docstring).
     live = len(inbox.channels) == 1 and inbox.channels[0].policy is Policy.LATEST
+    code = node.spec.target
     backlog: deque[tuple[str, Any]] = deque()
     while True:
-        while not flight.room():  # the calls allowed running and one waiting: no deeper
+        defers = prepare is not None and bool(getattr(code, "defers_calls", False))
+        while not defers and not flight.room():  # the calls allowed running and one waiting
             await flight.preparer_wait()
         if live:
             await _until_needed(flight)
-        calls = flight.calls_room()
-        limit = 1 if live else (BATCH if prepare is not None else calls)
+        limit = 1 if live else (BATCH if prepare is not None else flight.calls_room())
         try:
             batch = await _take(node, flight, backlog, limit)
         except EndOfStream:
@@ -75,7 +79,7 @@ async def run_preparer(node: NodeParts, prepare: Callable[[Any], Any] | None, fl
             for lane, item in batch:
                 flight.submit(lane, item)
             continue
-        ready = await _prepare(node, prepare, batch, calls, flight)
+        ready = await _prepare(node, prepare, batch, defers, flight)
         if ready is None:  # the hop failed as a whole: its items go back as its thread returns
             continue
         for (lane, item), prepared in zip(batch, ready, strict=False):
@@ -133,18 +137,21 @@ async def _until_needed(flight: Flight) -> None:
 
 
 async def _prepare(
-    node: NodeParts, prepare: Callable[[Any], Any], batch: list[tuple[str, Any]], calls: int, flight: Flight
+    node: NodeParts, prepare: Callable[[Any], Any], batch: list[tuple[str, Any]], defers: bool, flight: Flight
 ) -> list[Any] | None:
-    """``prepare()`` each item of ``batch`` in order, in one hop to the node's thread, until as
-    many need a call as ``calls``: their prepared forms (a :class:`_Failed` for each that
-    raised), the first ones of ``batch``. None when the hop failed as a whole (past the
-    deadline: counted once, and every item of it released as its thread returns)."""
+    """``prepare()`` each item of ``batch`` in order, in one hop to the node's thread: their
+    prepared forms (a :class:`_Failed` for each that raised), the first ones of ``batch``. It
+    stops once as many need a call as the flight can take now, unless the node ``defers``
+    calls it cannot be given (it reads :attr:`CallLimit.free`), and then at the first call past
+    them. None when the hop failed as a whole (past the deadline: counted once, and every item
+    of it released as its thread returns)."""
     light = flight.light_path
     held = Batch([item for _, item in batch])
+    calls = node.context.calls
+    calls.free = flight.calls_room()
 
     def prepare_each(items: Batch) -> list[Any]:
         out: list[Any] = []
-        room = calls
         for item in items.items:
             try:
                 prepared = prepare(item)
@@ -153,8 +160,8 @@ async def _prepare(
                 continue
             out.append(prepared)
             if not (light and getattr(prepared, "light", False)):
-                room -= 1
-                if room <= 0:
+                calls.free -= 1
+                if calls.free < 0 or (calls.free == 0 and not defers):
                     break
         return out
 

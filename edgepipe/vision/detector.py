@@ -123,12 +123,10 @@ class Detector:
             gets boxes (the tracker's between model runs) when the model cannot run on each
             (:mod:`edgepipe.vision.keepup`), each camera's at its rhythm (:attr:`steady`). None:
             with two live streams or more; one stream keeps the model on the newest frame.
-        instances: model runs in flight at once, each on one intra-op thread: ``"auto"`` (the
-            CPU budget's units: 2 on 2 cores, the second paced by the governor; 1 ungoverned)
-            or a count. A node's ``instances=`` says otherwise.
-        prefer: ``"throughput"`` (frames for the CPU: several one-thread runs in flight) or
-            ``"latency"`` (one run at a time with the budget's threads, the spare core's too:
-            about half the wait for a result, at 15-20% more CPU a run beside other work).
+        instances: model runs in flight at once, one intra-op thread each (``"auto"``: the CPU
+            budget's units, 2 on 2 cores; 1 ungoverned).
+        prefer: ``"throughput"`` or ``"latency"`` (one run at a time on every thread the budget
+            allows: about half the wait for a result, 15-20% more CPU a run beside other work).
         """
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
@@ -142,11 +140,12 @@ class Detector:
                 raise ValueError(f"{name} must be {exc}, got {value!r}") from None
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if instances != "auto" and (
+            isinstance(instances, bool) or not isinstance(instances, int) or instances < 1
+        ):
+            raise ValueError(f"instances must be a count of at least 1 or 'auto', got {instances!r}")
         if prefer not in ("throughput", "latency"):
             raise ValueError(f"prefer must be 'throughput' or 'latency', got {prefer!r}")
-        if instances != "auto" and (isinstance(instances, bool) or not isinstance(instances, int)
-                                    or instances < 1):  # fmt: skip
-            raise ValueError(f"instances must be a count of at least 1 or 'auto', got {instances!r}")
         if prefer == "latency" and instances not in ("auto", 1):
             raise ValueError(f"prefer='latency' runs one call at a time; instances={instances} asks for "
                              "several: drop one of them")  # fmt: skip
@@ -199,6 +198,10 @@ class Detector:
 
     def __repr__(self) -> str:
         return f"Detector({self.model!r})"
+
+    @property
+    def defers_calls(self) -> bool:  # keeping up, a frame with no call free is carried
+        return self.frame_choice.keeping_up
 
     @property
     def steady(self) -> bool:
@@ -262,7 +265,7 @@ class Detector:
         self._steps = _Steps(model, tensors, runner, decoder)
         session = self.session = model.session
         session.ticket.set_owner(self._owner, "detect", self._priority)
-        self.frame_choice.keep.calls = self._limit
+        self.frame_choice.keep.calls = self.frame_choice.calls = self._limit
         self.frame_choice.keep.took(session.stats.last_run_ms / 1000)  # its warm-up run, for a start
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
@@ -281,12 +284,10 @@ class Detector:
             self.session.close()
 
     def governor_knobs(self, node_id: str, priority: int) -> list[Knob]:
-        """For the governor: its second call's share of the spare units, when it has calls in
-        flight (shed first), and the interval (pinned when ``pin_every``, or without a tracker
-        to carry the boxes between runs). Pinned, the model must see every frame it is given,
-        and the governor paces its runs instead, in fine steps (:data:`PINNED_DUTIES`), before
-        it thins the frames: a detector wider than one core then settles near the target rather
-        than a whole "1 frame in 2" under it. A frame it had no time for is not passed on."""
+        """For the governor: its calls beyond the main units (shed first), and the interval
+        (pinned when ``pin_every``, or without a tracker to carry the boxes between runs).
+        Pinned, its runs are paced in fine steps (:data:`PINNED_DUTIES`) before its frames are
+        thinned: it settles near the target, not a whole "1 frame in 2" under it."""
         knob = EveryKnob(node_id, priority, self.frame_choice, self.every)
         knob.pinned = self.pin_every or not self._may_track
         tickets = [self.session.ticket] if self.session is not None else []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgepipe.core.context import CallLimit
 from edgepipe.media.frame import Frame
 from edgepipe.sched.stagger import phases
 from edgepipe.vision.keepup import KeepUp
@@ -27,6 +28,11 @@ class ModelFrames:
         """Live input (``latest`` lanes) and a tracker allowed: the interval may rise to keep up
         (set when the detector starts)."""
         self.keep = KeepUp()
+        self.calls = CallLimit()
+        """The detector's calls in flight (its node's): ``free`` says whether a model run can be
+        had now."""
+        self._owed: set[str] = set()
+        """Sources whose model frame was deferred (no call free): their next frame has it."""
         self.gauges: dict[str, Any] = {}
         self._last: dict[str, int] = {}
         """Per source, the number of the last frame it was asked about."""
@@ -57,9 +63,17 @@ class ModelFrames:
         self._last[source] = seq
         every = self._interval(frame)
         phase = phases().phase(self, source, every)  # registers the stream on its first frame
-        if last is None or seq <= last or every <= 1:
-            return True
-        return (seq - phase) // every != (last - phase) // every
+        want = (
+            source in self._owed or last is None or seq <= last or every <= 1
+            or (seq - phase) // every != (last - phase) // every
+        )  # fmt: skip
+        if want and self.keeping_up and self.calls.free <= 0:
+            # Keeping up, the model's calls are all taken: this frame is carried, and its
+            # camera's next one goes to the model instead (no frame waits for a call).
+            self._owed.add(source)
+            return False
+        self._owed.discard(source)
+        return want
 
     def _interval(self, frame: Frame) -> float:
         """Frames per model run for this frame's stream: the governor's interval, times what
@@ -80,6 +94,7 @@ class ModelFrames:
     def forget(self) -> None:
         """Forget the streams (the detector stopped): a restart starts them afresh."""
         self._last.clear()
-        calls, self.keep = self.keep.calls, KeepUp()
-        self.keep.calls = calls
+        self._owed.clear()
+        self.keep = KeepUp()
+        self.keep.calls = self.calls
         phases().forget(self)
