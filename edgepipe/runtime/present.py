@@ -33,11 +33,11 @@ from typing import Any
 
 from edgepipe.core.lease import Leased
 
-WINDOW = 16
+WINDOW = 12
 """Calls whose results' ages set the delay: a few seconds' worth at a few model runs a second,
 so that the start of a run (its model frames queued while the figures settle) is soon forgotten."""
 MARGIN_NS = 5_000_000
-EASE = 0.15
+EASE = 0.25
 """Of the way down to a lower target the delay goes with each call's result: a step of a few
 frames at most, that a second's count hardly sees."""
 MAX_DELAY_NS = 1_000_000_000
