@@ -36,10 +36,10 @@ class CallLimit:
     allowed: int = 1
     """``1..instances``: calls in flight allowed now."""
     free: int = 1
-    """Calls it may be given now, as the runtime prepares its items (0: those allowed run, and
-    one waits behind them). A node that says it ``defers_calls`` (a detector keeping up with
-    live cameras) carries a frame rather than ask for a call while it is 0, and the runtime
-    goes on preparing its items meanwhile, instead of waiting for a call to end."""
+    """Calls that could start now, as the runtime prepares its items (0: those allowed are
+    under way). A node that says it ``defers_calls`` (a detector keeping up with live cameras)
+    carries a frame rather than ask for a call while it is 0, so that no frame waits behind a
+    call, and the runtime goes on preparing its items meanwhile."""
 
     def shed(self, count: int) -> None:
         """Allow ``instances - count`` calls (at least one)."""

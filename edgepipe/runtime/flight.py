@@ -175,6 +175,10 @@ class Flight:
         """How many more calls may be submitted now (as :meth:`room` counts them)."""
         return max(0, self._allowed() + 1 - self._pending())
 
+    def calls_free(self) -> int:
+        """How many more calls could start now, none waiting behind the others."""
+        return max(0, self._allowed() - self._pending())
+
     def paused(self, taken: Mapping[str, int] | None = None) -> frozenset[str]:
         """Lanes at their hold, counting ``taken`` (items of theirs the preparer holds): the
         preparer leaves them alone until their jobs leave."""

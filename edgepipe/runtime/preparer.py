@@ -148,9 +148,11 @@ async def _prepare(
     light = flight.light_path
     held = Batch([item for _, item in batch])
     calls = node.context.calls
-    calls.free = flight.calls_room()
+    calls.free = flight.calls_free()
+    room = flight.calls_room()
 
     def prepare_each(items: Batch) -> list[Any]:
+        nonlocal room
         out: list[Any] = []
         for item in items.items:
             try:
@@ -161,7 +163,8 @@ async def _prepare(
             out.append(prepared)
             if not (light and getattr(prepared, "light", False)):
                 calls.free -= 1
-                if calls.free < 0 or (calls.free == 0 and not defers):
+                room -= 1
+                if room < 0 or (room == 0 and not defers):
                     break
         return out
 

@@ -265,8 +265,7 @@ class Detector:
         self._steps = _Steps(model, tensors, runner, decoder)
         session = self.session = model.session
         session.ticket.set_owner(self._owner, "detect", self._priority)
-        self.frame_choice.keep.calls = self.frame_choice.calls = self._limit
-        self.frame_choice.keep.took(session.stats.last_run_ms / 1000)  # its warm-up run, for a start
+        self.frame_choice.opened(self._limit, session.ticket, session.stats.last_run_ms / 1000)
         self._gauges.update({
             "model": self.model_name, "provider": session.providers[0].removesuffix("ExecutionProvider"),
             "adapter": self.adapter,
@@ -384,7 +383,7 @@ class Detector:
             if self.session is not None:
                 self._gauges["timeouts"] = self.session.stats.timeouts
             if self.frame_choice.keeps_up:
-                self.frame_choice.keep.took(prepared.took_s)
+                self.frame_choice.keep.took(prepared.took_s, (prepared.infer_ms or 0.0) / 1000)
         items = found if not self._may_track else self._tracks.follow(
             frame.source_id, found, frame.seq, ids=self.track or self.frame_choice.every_used > 1
         )  # fmt: skip

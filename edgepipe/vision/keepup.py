@@ -17,7 +17,10 @@ jitter of the runs and of arrivals)::
 
 That is Little's law: with its ``k`` calls always under way, a node finishes ``k/m`` of them a
 second, and ``m`` counts the waits of a call that the governor holds back (a second call paced
-in the spare units), so the figure follows the budget. Tracked frames take no thread of the
+in the spare units), so the figure follows the budget. Below saturation the waits are shorter
+and the law promises more than the budget gives: the runs a second are also held to the calls'
+worth of the budget (:meth:`KeepUp.calls_worth`: the main units, and the paced share of the
+spare ones) over a run's own time. Tracked frames take no thread of the
 model's (they are carried in order beside its runs, :mod:`edgepipe.runtime.prepared`): they do
 not count.
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 import math
 
 from edgepipe.core.context import CallLimit
+from edgepipe.sched.gate import Ticket
 
 BUSY = 0.95
 """The share of its time the detector may be busy: the rest absorbs the jitter of runs and
@@ -55,7 +59,8 @@ _WEIGHT = 0.1
 class KeepUp:
     """See the module docstring. Times are in seconds, from the caller's monotonic clock."""
 
-    __slots__ = ("_changed_at", "_gaps", "_last_seen", "_last_seq", "_model_s", "calls", "interval")
+    __slots__ = ("_changed_at", "_gaps", "_last_seen", "_last_seq", "_model_s", "_run_s", "calls", "interval",
+                 "ticket", "units")  # fmt: skip
 
     def __init__(self) -> None:
         self._last_seen: dict[str, float] = {}
@@ -63,8 +68,13 @@ class KeepUp:
         self._gaps: dict[str, float] = {}
         """Per source: the running mean of the time between its frames' decoding."""
         self._model_s = 0.0
+        self._run_s = 0.0
         self.calls = CallLimit()
         """The detector's calls in flight (``allowed`` of them now: the governor may shed one)."""
+        self.units = 0
+        """The CPU budget's main units (the gate's; 0: ungoverned, every call runs at once)."""
+        self.ticket: Ticket | None = None
+        """The model's ticket at the gate: how much of the spare units its calls get."""
         self.interval = 1.0
         """Frames per model run, per source, needed to keep up (1: the model keeps up alone)."""
         self._changed_at = -math.inf
@@ -92,11 +102,21 @@ class KeepUp:
         self._last_seq.pop(source, None)
         self._gaps.pop(source, None)
 
-    def took(self, seconds: float) -> None:
-        """A model frame's call took ``seconds`` (its run, its wait for the budget, its decoding);
-        the first figure may be the model's warm-up run, so that the cameras' first seconds do
-        not all go to the model while the figures come in."""
+    def took(self, seconds: float, run_s: float = 0.0) -> None:
+        """A model frame's call took ``seconds`` (its run, its wait for the budget, its decoding),
+        of which its run ``run_s``; the first figure may be the model's warm-up run, so that the
+        cameras' first seconds do not all go to the model while the figures come in."""
         self._model_s = _mean(self._model_s, seconds)
+        if run_s > 0:
+            self._run_s = _mean(self._run_s, run_s)
+
+    def calls_worth(self) -> float:
+        """How many calls' worth of the budget the detector's calls get now: those in the main
+        units, and the governor's share of the spare units for the one lent them."""
+        allowed = max(1, self.calls.allowed)
+        if not self.units or self.ticket is None:
+            return float(allowed)
+        return min(allowed, self.units) + max(0, allowed - self.units) * self.ticket.spare_duty
 
     def rate(self, now_s: float | None = None) -> float:
         """Frames arriving per second, all sources; at ``now_s``, only those still sending
@@ -112,7 +132,10 @@ class KeepUp:
         rate, m = self.rate(now_s), self._model_s
         if not rate or not m:
             return 1.0
-        return min(MAX_INTERVAL, max(1.0, rate * m / (max(1, self.calls.allowed) * BUSY)))
+        runs_per_s = max(1, self.calls.allowed) / m  # Little's law, its calls all under way
+        if self._run_s:  # no more than the budget gives them, a paced call waiting at the gate
+            runs_per_s = min(runs_per_s, self.calls_worth() / self._run_s)
+        return min(MAX_INTERVAL, max(1.0, rate / (runs_per_s * BUSY)))
 
     def update(self, now_s: float) -> float:
         """The interval to use from now: raised at once when the figures call for more (fewer

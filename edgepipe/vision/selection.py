@@ -9,6 +9,7 @@ from typing import Any
 
 from edgepipe.core.context import CallLimit
 from edgepipe.media.frame import Frame
+from edgepipe.sched.gate import Ticket, gate
 from edgepipe.sched.stagger import phases
 from edgepipe.vision.keepup import KeepUp
 
@@ -36,6 +37,13 @@ class ModelFrames:
         self.gauges: dict[str, Any] = {}
         self._last: dict[str, int] = {}
         """Per source, the number of the last frame it was asked about."""
+
+    def opened(self, calls: CallLimit, ticket: Ticket, warmup_s: float) -> None:
+        """The detector's model is loaded: its calls in flight, its ticket at the gate (what
+        the budget gives its calls), its warm-up run's time (a start for keeping up)."""
+        self.calls = self.keep.calls = calls
+        self.keep.units, self.keep.ticket = gate().units or 0, ticket
+        self.keep.took(warmup_s)
 
     @property
     def keeping_up(self) -> bool:
