@@ -273,6 +273,13 @@ class Gate:
                 self._cond.notify_all()
         return now, pool
 
+    def would_admit(self, ticket: Ticket) -> bool:
+        """Whether a call of ``ticket`` would start at once now (nothing is taken: a caller
+        that can put its work off, a detector keeping up with live cameras, asks before it
+        prepares a frame for a call that would only wait here)."""
+        with self._cond:
+            return self._start_in(ticket, self._clock(), alone=True) is not None
+
     def wake(self) -> None:
         """Waiters look again now (after a ticket's ``cancel`` was set: it ends its wait)."""
         with self._cond:

@@ -45,6 +45,12 @@ class ModelFrames:
         self.keep.units, self.keep.ticket = gate().units or 0, ticket
         self.keep.took(warmup_s)
 
+    def _call_free(self) -> bool:
+        """A call of the model's could start at once: one of its calls in flight is free, and
+        the gate would admit it (the spare units lent it beyond its pace are not)."""
+        ticket = self.keep.ticket
+        return self.calls.free > 0 and (ticket is None or gate().would_admit(ticket))
+
     @property
     def keeping_up(self) -> bool:
         """The interval rises to keep up with live cameras now (several, or one when asked)."""
@@ -75,9 +81,9 @@ class ModelFrames:
             source in self._owed or last is None or seq <= last or every <= 1
             or (seq - phase) // every != (last - phase) // every
         )  # fmt: skip
-        if want and self.keeping_up and self.calls.free <= 0:
-            # Keeping up, the model's calls are all taken: this frame is carried, and its
-            # camera's next one goes to the model instead (no frame waits for a call).
+        if want and self.keeping_up and not self._call_free():
+            # Keeping up, no call of the model's could start now: this frame is carried, and
+            # its camera's next one goes to the model instead (no frame waits for a call).
             self._owed.add(source)
             return False
         self._owed.discard(source)

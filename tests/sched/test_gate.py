@@ -386,3 +386,20 @@ def test_the_governor_paces_a_second_call_in_the_spare_unit_and_can_shed_it() ->
     assert again.pool == "lent"
     gate.leave(faces, again)
     gate.leave(faces, first)
+
+
+def test_a_caller_that_can_put_its_work_off_asks_whether_a_call_would_start_at_once() -> None:
+    clock = Clock()
+    gate = Gate(1, spare=1, clock=clock)
+    faces = Ticket("faces", "detect", 1, spare_duty=0.5)
+    assert gate.would_admit(faces), "the main unit is free"
+    first = gate.enter(faces)
+    assert gate.would_admit(faces), "the spare unit, lent beside its own call"
+    second = gate.enter(faces, timeout_s=0.0)
+    clock.t += 0.1
+    gate.leave(faces, second)
+    assert not gate.would_admit(faces), "paced: its share of the spare units is used up for now"
+    clock.t += 0.11
+    assert gate.would_admit(faces)
+    gate.leave(faces, first)
+    assert faces.calls == 2, "asking took nothing"
