@@ -25,7 +25,6 @@ Everything here runs on the event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -107,6 +106,7 @@ class Presenter:
 
     async def run(self) -> None:
         """Emit each waiting result at its time, until :meth:`end` and every one has left."""
+        loop = asyncio.get_running_loop()
         while True:
             now = self._clock()
             for waiting in self._lanes.values():
@@ -115,16 +115,17 @@ class Presenter:
             if self.ended and not any(self._lanes.values()):
                 return
             soonest = min((w[0][0] for w in self._lanes.values() if w), default=None)
-            self._wake = asyncio.get_running_loop().create_future()
+            wake = self._wake = loop.create_future()
+            # A timer on the loop's own clock (its time is monotonic, as the decoders'), not an
+            # asyncio.timeout: that cancels the task and raises to end each wait, which cost
+            # ~0.1 ms of the loop for every result of a camera (a third of what it spent on one).
+            timer = None if soonest is None else loop.call_later(max(0.0, (soonest - now) / 1e9), _set, wake)
             try:
-                if soonest is None:
-                    await self._wake
-                else:
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(max(0.0, (soonest - self._clock()) / 1e9)):
-                            await self._wake
+                await wake
             finally:
                 self._wake = None
+                if timer is not None:
+                    timer.cancel()
 
     def close(self) -> None:
         """Results nobody will emit (the node was cancelled) go back."""
@@ -139,3 +140,8 @@ def _born(out: Any) -> int | None:
     """When ``out``'s frame left its decoder (``time.monotonic_ns``); None when it says not."""
     born = getattr(out, "t_decoded_ns", None)
     return born if isinstance(born, int) and born > 0 else None
+
+
+def _set(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
