@@ -11,6 +11,9 @@ import pytest
 import tiny_lm
 
 from edgepipe.cli.main import main
+from edgepipe.planning.memory import format_bytes
+from edgepipe.sched.budget import CpuBudget, usable_cores
+from edgepipe.vision.preprocess import tensor_buffers
 from tests.cli_process import edgepipe
 
 
@@ -104,7 +107,10 @@ def test_every_shipped_pipeline_has_a_plan_that_fits(
         expected += [("describe", "model weights"), ("describe", "KV cache")]
     assert whats == expected
     assert ("faces", "model weights (centerface.onnx)", "7.3 MB") in rows
-    assert ("faces", "input tensors (3 x 640x480 float32)", "11.1 MB") in rows
+    # A tensor set for each call in flight the CPU budget gives the detector here, and two more.
+    buffers = tensor_buffers(1, CpuBudget(usable_cores()).instances)
+    tensors = format_bytes(buffers * 640 * 480 * 3 * 4)
+    assert ("faces", f"input tensors ({buffers} x 640x480 float32)", tensors) in rows
     if name == "describe_scene":
         assert ("describe", "KV cache (shared, 256 positions)", "0.3 MB") in rows
     assert out.splitlines()[-1].startswith("fits: ")
@@ -150,12 +156,15 @@ def test_a_kv_cache_that_cannot_fit_exits_1_naming_it_and_its_node(
 
 @pytest.mark.slow
 def test_a_smaller_budget_from_the_environment_names_the_first_buffer_past_it(centerface: Path) -> None:
-    # 1080p frames: a pool of eight (motion, faces and the view sink hold two or three) is 24.9 MB.
+    # 1080p frames, 3.1 MB each: a pool of the lanes of motion, faces and the view sink, a frame
+    # each in hand, the faces detector's calls in flight (instances + 2 frames), one decoding.
+    pool = 8 + CpuBudget(usable_cores()).instances
+    need = format_bytes(pool * 1920 * 1080 * 3 // 2)
     done = run("pipelines/demo.py", "--plan", "--source", "synthetic://1920x1080@5",
                     env={"EDGEPIPE_MEMORY_FRAC": "0.00001"})  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "does not fit: camera: frame pool (8 x 1920x1080) needs 24.9 MB, " in done.stdout
-    assert "edgepipe: error: camera: frame pool (8 x 1920x1080) needs 24.9 MB" in done.stderr
+    assert f"does not fit: camera: frame pool ({pool} x 1920x1080) needs {need}, " in done.stdout
+    assert f"edgepipe: error: camera: frame pool ({pool} x 1920x1080) needs {need}" in done.stderr
 
 
 @pytest.mark.slow
@@ -165,9 +174,13 @@ def test_an_input_that_cannot_be_opened_is_unknown_and_a_missing_model_exits_1(
     missing = tmp_path / "missing.mp4"
     done = run("pipelines/face_privacy.py", "--plan", "--source", str(missing))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ("camera", "frame pool (7 frames)", f"unknown (cannot open {missing}: no such file)") in table(
-        done.stdout
-    )
+    # The camera's consumers' lanes and what they hold (the detector: its calls in flight + 2).
+    pool = 7 + CpuBudget(usable_cores()).instances
+    assert (
+        "camera",
+        f"frame pool ({pool} frames)",
+        f"unknown (cannot open {missing}: no such file)",
+    ) in table(done.stdout)
     done = run("pipelines/demo.py", "--plan", "--detect", str(tmp_path / "gone.onnx"))
     assert done.returncode == 1, done.stdout + done.stderr
     [(_, _, why)] = [row for row in table(done.stdout) if row[:2] == ("faces", "cannot plan")]

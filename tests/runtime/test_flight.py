@@ -225,7 +225,9 @@ def test_results_leave_in_each_lanes_order_whatever_order_the_calls_end_in(seed:
     code = Concurrent(seed)
     items, report, freed = run_two_lanes(code, 40, instances=3)
     for lane in "ab":
-        assert [n for name, n in items if name == lane] == list(range(40)), f"lane {lane}: in order, once each"
+        assert [n for name, n in items if name == lane] == list(range(40)), (
+            f"lane {lane}: in order, once each"
+        )
     assert code.most == 3, "three calls ran at once"
     assert sorted(freed) == sorted((lane, n) for lane in "ab" for n in range(40))
     node = report.stats.node("work")

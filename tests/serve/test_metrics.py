@@ -38,7 +38,9 @@ def _snapshot(sched: dict | None) -> Snapshot:
 
 def test_the_calls_in_flight_of_stages_and_sinks_are_exported() -> None:
     families = _families(None)
-    assert {s.labels["node"]: s.value for s in families["edgepipe_node_calls_in_flight"].samples} == {"det": 2}
+    assert {s.labels["node"]: s.value for s in families["edgepipe_node_calls_in_flight"].samples} == {
+        "det": 2
+    }
     assert {s.labels["node"]: s.value for s in families["edgepipe_node_instances"].samples} == {"det": 2}
 
 
