@@ -25,6 +25,11 @@ from typing import Protocol
 
 log = logging.getLogger("edgepipe.sched")
 
+UNDONE_S = 3.0
+"""A climb back up this soon after a step down undoes it (that rung costs more than was
+thought); later, the load changed (a spike: a looped clip reopened every 8 s made every step
+down look undone, and the rungs' costs climbed until the CPU sat 10 points under the target)."""
+
 RANKS = {"pace": 0, "instances": 0, "every": 1, "thin": 2}
 """Which kind of knob is turned first (then the lower priority first; a node's own knobs in the
 order it gives them: a pinned detector sheds its second call before its pace)."""
@@ -164,14 +169,16 @@ class Governor:
             for level in range(old + 1, new + 1):
                 # A rung whose step down had to be undone keeps the higher cost it was given.
                 self._cost[level] = max(per_rung, self._floor[level])
-        else:  # stepped down: the rungs cost what CPU rose by; undoing one later doubles that
+        else:  # stepped down: the rungs cost what CPU rose by (halfway there: one window is
+            # noisy), never under what undoing one showed; undoing one later doubles that
             per_rung = min(self.max_cost, max(0.0, cpu - before) / (old - new))
             for level in range(new + 1, old + 1):
-                self._cost[level] = max(self._cost[level], per_rung)
+                self._cost[level] = max(self._floor[level], (self._cost[level] + per_rung) / 2)
 
     def _move(self, new: int, cpu: float, target: float, now: float) -> Decision:
         old = self.level
-        if new > old and self.decisions and self.decisions[-1].old == new and self.decisions[-1].new == old:
+        last = self.decisions[-1] if self.decisions else None
+        if new > old and last is not None and (last.old, last.new) == (new, old) and now - last.t <= UNDONE_S:
             # Stepping down from ``new`` had to be undone: that rung costs more than was thought.
             self._cost[new] = min(2 * self.max_cost, max(2 * self._cost[new], 0.05))
             self._floor[new] = self._cost[new]
