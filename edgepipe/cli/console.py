@@ -114,7 +114,7 @@ def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
         info["state"] = node.state
     if node.errors:
         info["errors"] = node.errors
-    if node.instances > 1:  # several calls in flight (edgepipe.runtime.flight): running / most
+    if node.instances > 1:  # several calls in flight (edgepipe.runtime.inflight.flight): running / most
         info["calls"] = f"{node.in_flight}/{node.instances}"
     info.update(node.gauges)
     limit = snap.sched.get("limits", {}).get(node_id) if snap.sched else None

@@ -173,7 +173,7 @@ class Pipeline:
         (``latest``/``drop_new``) lane that is older than that when the node would start on it.
         ``instances``: calls of synchronous code run at once, each on a thread, results in each
         input's order (``"auto"``: the CPU budget's units; default: what the code declares,
-        else 1; see :mod:`edgepipe.runtime.prepared`)."""
+        else 1; see :mod:`edgepipe.runtime.inflight.steps`)."""
         return self._add(
             node_id, NodeKind.STAGE, target, inputs, queue_size, policy, on_error, resource,
             on_loop, timeout_s, in_type, out_type, priority, max_age_s, instances,

@@ -232,7 +232,7 @@ class NodeSpec:
     """What the governor slows last (see :class:`Priority`)."""
     instances: int | str | None = None
     """Calls of the node's code it may run at once (``process()`` on that many threads, results
-    in each lane's order; :mod:`edgepipe.runtime.prepared`), or ``"auto"``: as many as the run's
+    in each lane's order; :mod:`edgepipe.runtime.inflight.steps`), or ``"auto"``: as many as the run's
     CPU budget has units for (one when ungoverned). None: what its code declares (an
     ``instances`` attribute), else 1."""
 

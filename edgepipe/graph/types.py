@@ -102,7 +102,7 @@ def declared_types(target: Any, kind: str) -> tuple[Any, Any]:
     in_type = None
     prepare = getattr(unwrap(target), "prepare", None) if kind != "source" else None
     if inspect.ismethod(prepare):
-        # A two-step stage takes its items through prepare() (see edgepipe.runtime.prepared).
+        # A two-step stage takes its items through prepare() (see edgepipe.runtime.inflight.steps).
         first = next(iter(inspect.signature(prepare).parameters.values()), None)
         in_type = _hints(prepare).get(first.name) if first is not None else None
     elif kind != "source" and params:

@@ -15,7 +15,7 @@ or, for a stage written as an async generator function over its input stream, ``
 Objects may also have ``start()`` and ``stop()`` hooks, sync (run on the executor) or async,
 a sync ``prepare(item)`` whose result their sync ``process()`` takes and a sync
 ``finish(result)`` that takes what it returns (steps that the runtime overlaps, with up to
-``instances`` calls of ``process()`` at once: :mod:`edgepipe.runtime.prepared`), and
+``instances`` calls of ``process()`` at once: :mod:`edgepipe.runtime.inflight.steps`), and
 ``process_batch(items)`` with a ``batch_size`` for micro-batching
 (:mod:`edgepipe.runtime.batched`).
 """
@@ -106,14 +106,14 @@ class ProcessAdapter:
     stop: Hook
     prepare: Callable[[Any], Any] | None = None
     """``thread`` mode only: the object's sync ``prepare(item)``, whose result ``call`` takes
-    (see :mod:`edgepipe.runtime.prepared`)."""
+    (see :mod:`edgepipe.runtime.inflight.steps`)."""
     process_batch: Callable[[list[Any]], Any] | None = None
     """``thread`` mode only: the object's ``process_batch(items)``, used when its ``batch_size``
     is above 1 (see :mod:`edgepipe.runtime.batched`)."""
     batch_size: int = 1
     finish: Callable[[Any], Any] | None = None
     """``thread`` mode only: the object's sync ``finish(result)``, called on each result in its
-    lane's order (see :mod:`edgepipe.runtime.prepared`)."""
+    lane's order (see :mod:`edgepipe.runtime.inflight.steps`)."""
     instances: int | str | None = None
     """The calls in flight the object declares (its ``instances`` attribute: a count or
     ``"auto"``); None when it declares none."""

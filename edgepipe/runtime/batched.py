@@ -37,7 +37,7 @@ def batch_call(
     finish: Callable[[Any], Any] | None = None,
 ) -> Callable[[Batch], list[Any]]:
     """The per-batch call run on the node's executor: prepare each item, then the batch, then
-    finish each output in order (:mod:`edgepipe.runtime.prepared` says what the steps are)."""
+    finish each output in order (:mod:`edgepipe.runtime.inflight.steps` says what the steps are)."""
 
     def call(batch: Batch) -> list[Any]:
         outputs = processed(batch)

@@ -63,7 +63,7 @@ class NodeStats:
     in_flight: int = 0
     """Calls of the node's code running now (a node with ``instances`` > 1 runs several)."""
     instances: int = 1
-    """The most calls it runs at once (:mod:`edgepipe.runtime.flight`)."""
+    """The most calls it runs at once (:mod:`edgepipe.runtime.inflight.flight`)."""
 
 
 class NodeMetrics:

@@ -2,7 +2,7 @@
 
 A :class:`NodeRunner` is the running state of one :class:`~edgepipe.graph.spec.NodeSpec`. Its
 :meth:`NodeRunner.run` is one task in the runtime's TaskGroup. The loops that move items live in
-:mod:`~edgepipe.runtime.pump` (with :mod:`~edgepipe.runtime.prepared` and
+:mod:`~edgepipe.runtime.pump` (with :mod:`~edgepipe.runtime.inflight.steps` and
 :mod:`~edgepipe.runtime.batched`), the error policy in :mod:`~edgepipe.runtime.circuit`, emission in
 :mod:`~edgepipe.runtime.emit`; the runner wires them together.
 """
@@ -30,11 +30,11 @@ from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter, adapt_process,
 from edgepipe.runtime.calls import call_in_thread
 from edgepipe.runtime.circuit import Circuit
 from edgepipe.runtime.emit import ConsumersGone, Outputs, ResultsLog
-from edgepipe.runtime.flight import Flight
 from edgepipe.runtime.inbox import Inbox
-from edgepipe.runtime.instances import AUTO_INSTANCES, instances_of
+from edgepipe.runtime.inflight.flight import Flight
+from edgepipe.runtime.inflight.instances import AUTO_INSTANCES, instances_of
+from edgepipe.runtime.inflight.steps import in_flight
 from edgepipe.runtime.metrics import NodeMetrics, NodeStats
-from edgepipe.runtime.prepared import in_flight
 from edgepipe.runtime.pump import run_items, run_source, run_stream
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class Host(Protocol):
 
     @property
     def scope(self) -> RunScope:
-        """What the run owns (:data:`~edgepipe.runtime.instances.AUTO_INSTANCES` among it)."""
+        """What the run owns (:data:`~edgepipe.runtime.inflight.instances.AUTO_INSTANCES` among it)."""
         ...
 
 

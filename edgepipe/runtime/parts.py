@@ -1,6 +1,6 @@
 """What a node's loops work with: the seam between :class:`~edgepipe.runtime.node.NodeRunner`
 (which owns a node's life) and the loops that move its items (:mod:`~edgepipe.runtime.pump`,
-:mod:`~edgepipe.runtime.prepared`, :mod:`~edgepipe.runtime.batched`), so that neither reaches into
+:mod:`~edgepipe.runtime.inflight.steps`, :mod:`~edgepipe.runtime.batched`), so that neither reaches into
 the other's internals."""
 
 from __future__ import annotations

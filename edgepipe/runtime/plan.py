@@ -29,7 +29,7 @@ from edgepipe.core.scope import RunScope
 from edgepipe.graph.check import Graph
 from edgepipe.planning.memory import MemoryBudgetError, MemoryPlan, Reservation
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.instances import AUTO_INSTANCES
+from edgepipe.runtime.inflight.instances import AUTO_INSTANCES
 from edgepipe.runtime.node import source_states
 from edgepipe.wire.redact import redact_text
 

@@ -32,8 +32,8 @@ from edgepipe.runtime.adapt import ProcessAdapter, SourceAdapter
 from edgepipe.runtime.batched import batch_call, run_batched
 from edgepipe.runtime.calls import call_with_deadline
 from edgepipe.runtime.circuit import OPEN
+from edgepipe.runtime.inflight.steps import composed, in_flight, run_prepared
 from edgepipe.runtime.parts import NodeParts
-from edgepipe.runtime.prepared import composed, in_flight, run_prepared
 
 _clock = time.perf_counter_ns
 _YIELD_EVERY = 32

@@ -180,7 +180,7 @@ class Governor:
         last = self.decisions[-1] if self.decisions else None
         if new > old and last is not None and (last.old, last.new) == (new, old) and now - last.t <= UNDONE_S:
             # Stepping down from ``new`` had to be undone: that rung costs more than was thought.
-            self._cost[new] = min(2 * self.max_cost, max(2 * self._cost[new], 0.05))
+            self._cost[new] = max(2 * self._cost[new], 0.05)
             self._floor[new] = self._cost[new]
         changes = self._apply(old, new)
         self.level = new

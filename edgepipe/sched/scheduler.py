@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from edgepipe.core.channel import Policy
 from edgepipe.core.scope import RunScope
 from edgepipe.graph.spec import NodeKind, NodeSpec
-from edgepipe.runtime.instances import AUTO_INSTANCES
+from edgepipe.runtime.inflight.instances import AUTO_INSTANCES
 from edgepipe.sched import affinity
 from edgepipe.sched.budget import BUDGET, DEFAULT_TARGET, CpuBudget, usable_cores
 from edgepipe.sched.gate import GATE, Gate

@@ -10,7 +10,7 @@ once on a blank picture to pick the output adapter and to time the first result.
 a worker thread: NV12/I420 -> reused input tensor (:mod:`edgepipe.media.tensor`) -> one
 deadline-bounded run -> adapter -> NMS -> boxes in source pixels.
 
-Its steps are the runtime's calls in flight (:mod:`edgepipe.runtime.prepared`): ``prepare()``
+Its steps are the runtime's calls in flight (:mod:`edgepipe.runtime.inflight.steps`): ``prepare()``
 picks the frames the model sees (:mod:`~edgepipe.vision.selection`) and fills their tensors, in
 order; ``process()`` runs the model on up to ``instances`` frames at once, one intra-op thread
 each (on 2 cores at 70%, a second call in the spare unit, paced by the governor); ``finish()``
@@ -205,7 +205,7 @@ class Detector:
 
     @property
     def steady(self) -> bool:
-        """Keeping up with live cameras, results leave at their rhythm (:mod:`~edgepipe.runtime.present`)."""
+        """Keeping up with live cameras, results leave at their rhythm (runtime.inflight.present)."""
         return self.frame_choice.keeping_up
 
     @property
@@ -307,7 +307,7 @@ class Detector:
     def prepare(self, frame: Frame) -> Prepared:
         """Step one (a worker thread, CPU): decide whether the model sees this frame, and if so
         fill an input tensor from it. The runtime overlaps it with the previous frame's
-        :meth:`process` where that keeps the output the same (see :mod:`edgepipe.runtime.prepared`)."""
+        :meth:`process` where that keeps the output the same (see :mod:`edgepipe.runtime.inflight.steps`)."""
         if self._steps is None:
             self.open()
         assert self._steps is not None

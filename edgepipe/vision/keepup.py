@@ -21,7 +21,7 @@ in the spare units), so the figure follows the budget. Below saturation the wait
 and the law promises more than the budget gives: the runs a second are also held to the calls'
 worth of the budget (:meth:`KeepUp.calls_worth`: the main units, and the paced share of the
 spare ones) over a run's own time. Tracked frames take no thread of the
-model's (they are carried in order beside its runs, :mod:`edgepipe.runtime.prepared`): they do
+model's (they are carried in order beside its runs, :mod:`edgepipe.runtime.inflight.steps`): they do
 not count.
 
 The interval never falls below what the pipeline asked for (``every``), moves only by more

@@ -32,7 +32,7 @@ _MAX_SIZES = 8
 def tensor_buffers(batch_size: int, instances: int = 1) -> int:
     """Input tensors a detector uses in turn: one per call in flight (``instances``, or a batch
     of them), one waiting behind those calls while the next is filled, and one for a run
-    abandoned at its deadline (:mod:`edgepipe.runtime.flight`)."""
+    abandoned at its deadline (:mod:`edgepipe.runtime.inflight.flight`)."""
     return max(3, batch_size + 1, instances + 2)
 
 

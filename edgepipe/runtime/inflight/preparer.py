@@ -1,4 +1,4 @@
-"""The preparing side of a node with calls in flight (:mod:`edgepipe.runtime.prepared`).
+"""The preparing side of a node with calls in flight (:mod:`edgepipe.runtime.inflight.steps`).
 
 Items are taken in arrival order across the node's lanes (a lane at its hold left alone) and
 prepared on the node's thread, several in one hop: a hop to a thread and back costs 150-200
@@ -30,7 +30,7 @@ from edgepipe.core.errors import EndOfStream
 from edgepipe.core.lease import Batch, Leased
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.spans import PREPARE
-from edgepipe.runtime.flight import Flight
+from edgepipe.runtime.inflight.flight import Flight
 from edgepipe.runtime.parts import NodeParts
 
 _clock = time.perf_counter_ns

@@ -1,5 +1,5 @@
 """Calls in flight: a node's ``process()`` on up to ``instances`` threads at once, its results
-collected in each lane's order (:mod:`edgepipe.runtime.prepared` drives it).
+collected in each lane's order (:mod:`edgepipe.runtime.inflight.steps` drives it).
 
 The threads are the node's own, and one prepared item waits in their queue behind the calls
 under way: when a call ends, its thread starts the next at once, without waiting for the event
@@ -42,8 +42,7 @@ from edgepipe.core import cputime
 from edgepipe.core.context import CallLimit
 from edgepipe.core.errors import NodeStuck, NodeTimeout
 from edgepipe.core.executor import DaemonThreadPool
-from edgepipe.core.lease import Leased
-from edgepipe.runtime.calls import abandon
+from edgepipe.runtime.inflight.jobs import ABANDONED, DONE, FAILED, RUNNING, Job, drop, let_go
 from edgepipe.runtime.metrics import NodeMetrics
 
 _clock = time.perf_counter_ns
@@ -54,44 +53,6 @@ stops the pipeline (:class:`NodeStuck`) instead of starting yet another thread."
 STUCK_AFTER_S = 60.0
 """Or: at least two such threads, the oldest hung this long. A stall that passes (a device
 busy for a while) lets its threads return, and the circuit breaker rides it out meanwhile."""
-
-QUEUED, RUNNING, DONE, FAILED, ABANDONED = "queued", "running", "done", "failed", "abandoned"
-
-
-class Job:
-    """One prepared item of a lane: a call on the node's threads, or a light one (no call)."""
-
-    __slots__ = ("deadline_ns", "error", "future", "lane", "prepared", "ran_ns", "result", "started_ns",
-                 "state", "submitted_ns")  # fmt: skip
-
-    def __init__(self, lane: str, prepared: Any) -> None:
-        self.lane = lane
-        self.prepared = prepared
-        self.future: Future[Any] | None = None
-        self.state = QUEUED
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.submitted_ns = _clock()
-        self.started_ns = 0
-        """When its call started, as the loop infers it: when a thread was free for it."""
-        self.deadline_ns = 0
-        self.ran_ns = (0, 0)
-        """(start, end) of ``process()``, as its thread saw them."""
-
-    @property
-    def ready(self) -> bool:
-        """Its outcome is in (a result, a failure, or abandoned at its deadline)."""
-        return self.state is DONE or self.state is FAILED or self.state is ABANDONED
-
-    def run(self, process: Callable[..., Any], key: tuple[str, str], lane: bool) -> Any:
-        """On a thread of the node's; its CPU counted under ``key`` (the node's ``code``)."""
-        t0 = _clock()
-        cputime.begin(key)
-        try:
-            return process(self.prepared, self.lane) if lane else process(self.prepared)
-        finally:
-            cputime.end()
-            self.ran_ns = (t0, _clock())
 
 
 class Flight:
@@ -141,7 +102,7 @@ class Flight:
         self._for_collector: asyncio.Future[None] | None = None
         self._for_preparer: asyncio.Future[None] | None = None
         self.process_ns = 0.0
-        """Running mean of a call's time (just-in-time preparation, :mod:`~.prepared`)."""
+        """Running mean of a call's time (just-in-time preparation, :mod:`.preparer`)."""
         self.process_spread_ns = 0.0
         """Running mean of how far a call's time is from the mean."""
         self.prepare_ns = 0.0
@@ -339,7 +300,7 @@ class Flight:
                 continue
             job.state = ABANDONED
             self.abandoned_ns = now - job.started_ns
-            self._let_go(job)
+            let_go(job)
             self._hung = [(t, f) for t, f in self._hung if not f.done()]
             self._hung.append((now, job.future))
             job.error = self._late(now)
@@ -361,15 +322,6 @@ class Flight:
             )
         return NodeTimeout(f"call took longer than timeout_s={self._timeout_s}", node_id=self.name)
 
-    @staticmethod
-    def _let_go(job: Job) -> None:
-        """Leave a running call to its thread: its item stays leased to the thread until it
-        returns (and a late pooled result is released then); our own reference goes now."""
-        assert job.future is not None
-        abandon(job.future, job.prepared)
-        if isinstance(job.prepared, Leased):
-            job.prepared.release()
-
     def close(self) -> None:
         """At the end of the node (or its cancellation): calls not started are dropped, running
         ones are left to finish on their own (keeping their items' leases until then), and
@@ -383,24 +335,6 @@ class Flight:
         if self._metrics is not None:
             self._metrics.in_flight = 0
         self._pool.shutdown(wait=False)
-
-
-def drop(job: Job) -> None:
-    """A job nobody will collect: its item, and a pooled result, go back."""
-    if job.state is ABANDONED:
-        return  # let go already
-    future = job.future
-    result = job.result
-    if future is not None:
-        if not future.done() and not future.cancel():
-            Flight._let_go(job)  # running: its thread keeps the item until it returns
-            return
-        ok = future.done() and not future.cancelled() and future.exception() is None
-        result = future.result() if ok else None
-    if result is not None and result is not job.prepared and isinstance(result, Leased):
-        result.release()
-    if isinstance(job.prepared, Leased):
-        job.prepared.release()
 
 
 def _wake(fut: asyncio.Future[None] | None) -> None:

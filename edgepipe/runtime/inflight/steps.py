@@ -16,7 +16,7 @@ A stage (or sink) object may split its work in up to three steps, each optional 
 
 - **Overlap.** ``prepare()`` of the next item runs while ``process()`` runs the last ones, and
   one prepared item waits behind the calls under way, so a call starts the moment another ends
-  (:mod:`edgepipe.runtime.flight`): double buffering, ``instances`` deep.
+  (:mod:`edgepipe.runtime.inflight.flight`): double buffering, ``instances`` deep.
 - **Order.** Results leave in the order of each lane's items (a lane is one producer: a
   camera); ``finish()`` sees them in that order. Lanes do not wait for each other.
 - **Light items.** A prepared item that says ``light`` (True) in a node with ``finish()`` is not
@@ -34,7 +34,7 @@ A stage (or sink) object may split its work in up to three steps, each optional 
   ``instances + 1``.
 - **Steady output.** A node whose code says ``steady`` has each lane's results leave at the
   rhythm its items came in, one presentation delay after their decoding
-  (:mod:`edgepipe.runtime.present`): a jitter buffer, instead of a lane's results following
+  (:mod:`edgepipe.runtime.inflight.present`): a jitter buffer, instead of a lane's results following
   each of its calls in a burst.
 - **Bounds.** At most ``instances`` calls run, one prepared item waits, and a lane has at most
   ``instances + 1`` items between ``prepare()`` and leaving: past that the preparer leaves that
@@ -62,16 +62,17 @@ from edgepipe.core.lease import Leased, hand_on
 from edgepipe.core.spans import PROCESS
 from edgepipe.graph.spec import NodeKind, OnError
 from edgepipe.runtime.adapt import ProcessAdapter
-from edgepipe.runtime.flight import ABANDONED, FAILED, Flight, Job
+from edgepipe.runtime.inflight.flight import Flight
+from edgepipe.runtime.inflight.jobs import ABANDONED, FAILED, Job
+from edgepipe.runtime.inflight.preparer import run_preparer
+from edgepipe.runtime.inflight.present import Presenter
 from edgepipe.runtime.parts import NodeParts
-from edgepipe.runtime.preparer import run_preparer
-from edgepipe.runtime.present import Presenter
 
 _clock = time.perf_counter_ns
 
 
 def in_flight(node: NodeParts, process: ProcessAdapter, instances: int) -> bool:
-    """Whether the node's calls go through :mod:`~edgepipe.runtime.flight` (see the module
+    """Whether the node's calls go through :mod:`~edgepipe.runtime.inflight.flight` (see the module
     docstring): it has steps to overlap or several calls to run at once."""
     return (
         process.mode == "thread"
@@ -147,7 +148,7 @@ async def _collector(
 ) -> None:
     """Collect the jobs in each lane's order until the preparer has ended and all have left:
     ``finish()`` each, emit (through ``presenter`` when the node may ask for steady output:
-    :mod:`~edgepipe.runtime.present`), and apply the error policy to failures."""
+    :mod:`~edgepipe.runtime.inflight.present`), and apply the error policy to failures."""
     stage = node.spec.kind is NodeKind.STAGE
     circuit = node.circuit
     m = node.metrics

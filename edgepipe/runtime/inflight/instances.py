@@ -1,6 +1,6 @@
 """How many calls of a node's code run at once: its ``instances`` (a declaration's, else its
 code's, else 1), with ``"auto"`` resolved by the run's CPU budget (see
-:mod:`edgepipe.runtime.prepared` for what several calls in flight do)."""
+:mod:`edgepipe.runtime.inflight.steps` for what several calls in flight do)."""
 
 from __future__ import annotations
 

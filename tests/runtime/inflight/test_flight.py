@@ -18,7 +18,7 @@ from edgepipe.core.errors import NodeStuck
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.flight import MAX_HUNG_THREADS
+from edgepipe.runtime.inflight.flight import MAX_HUNG_THREADS
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from edgepipe.core.lease import Leased
-from edgepipe.runtime.present import EASE, MARGIN_NS, MAX_WAITING, WINDOW, Presenter
+from edgepipe.runtime.inflight.present import EASE, MARGIN_NS, MAX_WAITING, WINDOW, Presenter
 
 MS = 1_000_000
 
