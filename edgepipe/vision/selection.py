@@ -37,6 +37,8 @@ class ModelFrames:
         self.gauges: dict[str, Any] = {}
         self._last: dict[str, int] = {}
         """Per source, the number of the last frame it was asked about."""
+        self._counts: dict[str, int] = {}
+        """Per source, the frames it was asked about (0 for the first)."""
 
     def opened(self, calls: CallLimit, ticket: Ticket, warmup_s: float) -> None:
         """The detector's model is loaded: its calls in flight, its ticket at the gate (what
@@ -64,22 +66,26 @@ class ModelFrames:
     def wants(self, frame: Frame) -> bool:
         """Whether the model sees ``frame`` (else the tracker carries its boxes)."""
         source = frame.source_id
-        # By frame number, offset per stream, so that streams take turns across every detector
-        # in time: cameras started together number their frames alike. The model runs on the
-        # frame whose number crosses into the next interval, so a frame dropped before this
-        # node (a ``latest`` lane) moves the run to the next one instead of skipping it, and a
-        # fractional interval (7.5) runs it on one frame in 7 or 8, alternately. A new source's
-        # first frame (or its first after its numbers restart) always goes to the model: its
-        # tracker has nothing to carry yet, and an overlay such as a face blur must not start
-        # with an empty frame.
+        # Keeping up with live cameras (no frame dropped before this node), by frame number,
+        # offset per stream, so that the streams take turns across every detector in time:
+        # cameras started together number their frames alike. Otherwise by the frames this node
+        # receives (a ``latest`` lane that drops every other frame must still leave one in
+        # ``every`` of those it passes on to the tracker), offset per stream too. The model runs
+        # where the count crosses into the next interval, so a fractional one (7.5) runs it on
+        # one frame in 7 or 8, alternately. A new source's first frame (or its first after its
+        # numbers restart) always goes to the model: its tracker has nothing to carry yet, and
+        # an overlay such as a face blur must not start with an empty frame.
         seq = frame.seq
         last = self._last.get(source)
         self._last[source] = seq
+        count = self._counts.get(source, -1) + 1
+        self._counts[source] = count
         every = self._interval(frame)
         phase = phases().phase(self, source, every)  # registers the stream on its first frame
+        now, before = (seq, last) if self.keeping_up and last is not None else (count, count - 1)
         want = (
             source in self._owed or last is None or seq <= last or every <= 1
-            or (seq - phase) // every != (last - phase) // every
+            or (now - phase) // every != (before - phase) // every
         )  # fmt: skip
         if want and self.keeping_up and not self._call_free():
             # Keeping up, no call of the model's could start now: this frame is carried, and
@@ -108,6 +114,7 @@ class ModelFrames:
     def forget(self) -> None:
         """Forget the streams (the detector stopped): a restart starts them afresh."""
         self._last.clear()
+        self._counts.clear()
         self._owed.clear()
         self.keep = KeepUp()
         self.keep.calls = self.calls

@@ -29,16 +29,21 @@ def chosen(choice: ModelFrames, source: str, seqs: range | list[int]) -> list[in
     return [seq for seq in seqs if choice.wants(_Frame(source, seq))]  # type: ignore[arg-type]
 
 
-def test_one_frame_in_every_by_frame_number_and_a_dropped_one_moves_the_run_to_the_next() -> None:
+def test_one_frame_in_every_of_those_received_and_keeping_up_by_frame_number() -> None:
     choice = ModelFrames(every=4, keep_up=False)
     assert chosen(choice, "cam0", range(12)) == [0, 4, 8], "the first frame, then one in four"
     phases().clear()
-    dropped = ModelFrames(every=4, keep_up=False)
-    assert chosen(dropped, "cam0", [0, 1, 2, 3, 5, 6, 7, 9]) == [0, 5, 9], "4 and 8 never came"
+    dropped = ModelFrames(every=2, keep_up=False)  # a latest lane passes one frame in three on
+    assert chosen(dropped, "cam0", [0, 3, 6, 9, 12, 15]) == [0, 6, 12], "the tracker still has every other"
+    phases().clear()
+    keeping = ModelFrames(every=4, keep_up=True)
+    keeping.keeps_up = True
+    assert chosen(keeping, "cam0", [0, 1, 2, 3, 5, 6, 7, 9]) == [0, 5, 9], "4 and 8 never came: the next"
 
 
 def test_cameras_take_turns_in_time() -> None:
-    choice = ModelFrames(every=4, keep_up=False)
+    choice = ModelFrames(every=4, keep_up=True)
+    choice.keeps_up = True
     runs = {}
     for seq in range(16):  # four cameras started together: their frames numbered alike
         for cam in range(4):
