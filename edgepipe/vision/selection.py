@@ -32,6 +32,8 @@ class ModelFrames:
         self.calls = CallLimit()
         """The detector's calls in flight (its node's): ``free`` says whether a model run can be
         had now."""
+        self.deferred = 0
+        """Model frames carried because no call was free (their camera's next had the model)."""
         self._owed: set[str] = set()
         """Sources whose model frame was deferred (no call free): their next frame has it."""
         self.gauges: dict[str, Any] = {}
@@ -91,6 +93,8 @@ class ModelFrames:
             # Keeping up, no call of the model's could start now: this frame is carried, and
             # its camera's next one goes to the model instead (no frame waits for a call).
             self._owed.add(source)
+            self.deferred += 1
+            self.gauges["deferred"] = self.deferred
             return False
         self._owed.discard(source)
         return want
