@@ -61,6 +61,7 @@ def test_keeping_up_a_frame_no_call_is_free_for_is_carried_and_its_cameras_next_
     assert chosen(choice, "cam0", [0, 1]) == [0]
     choice.calls.free = 0  # the model's call is under way
     assert chosen(choice, "cam0", [2, 3]) == [], "frame 2 would have had the model: carried"
+    assert choice.gauges["deferred"] == 2, "and frame 3, owed it, too"
     choice.calls.free = 1
     assert chosen(choice, "cam0", [4]) == [4], "owed, the next frame has the model"
     assert chosen(choice, "cam0", [5, 6, 7]) == [6]
