@@ -41,9 +41,20 @@ class CallLimit:
     carries a frame rather than ask for a call while it is 0, so that no frame waits behind a
     call, and the runtime goes on preparing its items meanwhile."""
 
+    ready: Callable[[], bool] | None = None
+    """Whether one more call would start at once beside those under way (the node's code may
+    say: a detector asks the CPU budget's gate, which paces its second call); None: whenever
+    one is allowed. The runtime neither prepares nor starts a second call before it would: a
+    frame waits, prepared, for no unit it will not get."""
+
     def shed(self, count: int) -> None:
         """Allow ``instances - count`` calls (at least one)."""
         self.allowed = max(1, self.instances - max(0, count))
+
+    def another(self) -> bool:
+        """Whether one more call beside those under way would start at once (:attr:`ready`)."""
+        ready = self.ready
+        return ready is None or ready()
 
 
 @dataclass

@@ -5,6 +5,7 @@ detector's ``every``, the governor's rung (:class:`~edgepipe.sched.knobs.EveryKn
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from edgepipe.core.context import CallLimit
@@ -47,13 +48,13 @@ class ModelFrames:
         the budget gives its calls), its warm-up run's time (a start for keeping up)."""
         self.calls = self.keep.calls = calls
         self.keep.units, self.keep.ticket = gate().units or 0, ticket
+        calls.ready = functools.partial(gate().would_admit, ticket)
         self.keep.took(warmup_s)
 
     def _call_free(self) -> bool:
         """A call of the model's could start at once: one of its calls in flight is free, and
         the gate would admit it (the spare units lent it beyond its pace are not)."""
-        ticket = self.keep.ticket
-        return self.calls.free > 0 and (ticket is None or gate().would_admit(ticket))
+        return self.calls.free > 0 and self.calls.another()
 
     @property
     def keeping_up(self) -> bool:

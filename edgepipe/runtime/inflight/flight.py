@@ -53,6 +53,8 @@ stops the pipeline (:class:`NodeStuck`) instead of starting yet another thread."
 STUCK_AFTER_S = 60.0
 """Or: at least two such threads, the oldest hung this long. A stall that passes (a device
 busy for a while) lets its threads return, and the circuit breaker rides it out meanwhile."""
+RECHECK_S = 0.01
+"""How soon a second call held back (its node said it would not start yet) is looked at again."""
 
 
 class Flight:
@@ -95,6 +97,7 @@ class Flight:
         """A call given to the threads that none has started yet (every thread busy): the next
         to end starts it at once."""
         self._running: list[Job] = []
+        self._recheck: asyncio.TimerHandle | None = None
         self._hung: list[tuple[int, Future[Any]]] = []
         """Calls abandoned at their deadline, each keeping a thread until it returns."""
         self.ended = False
@@ -170,6 +173,12 @@ class Flight:
             running = len(self._running)
             if running >= allowed and (allowed < self.instances or running < self.instances):
                 return
+            if 0 < running < allowed and not self.calls.another():
+                # A second call would only wait (its share of the budget used up for now): it
+                # waits here, and is looked at again shortly, or when a call ends.
+                if self._recheck is None:
+                    self._recheck = self._loop.call_later(RECHECK_S, self._rechecked)
+                return
             job = self._held.popleft()
             job.future = future = self._pool.submit(job.run, self._process, (self.name, cputime.CODE),
                                                     self._takes_lane)  # fmt: skip
@@ -179,13 +188,19 @@ class Flight:
             else:
                 self._queued.append(job)
 
+    def _rechecked(self) -> None:
+        self._recheck = None
+        self._dispatch()
+
     def end(self) -> None:
         self.ended = True
         _wake(self._for_collector)
 
     def expected_free_ns(self) -> float:
-        """How long until a thread is expected to be free for the next item (0 when one is)."""
-        if self._pending() < self._allowed():
+        """How long until a thread is expected to be free for the next item (0 when one is and
+        a call there would start; else when the soonest call under way ends)."""
+        pending = self._pending()
+        if pending < self._allowed() and (pending == 0 or self.calls.another()):
             return 0.0
         now = _clock()
         soonest = min((job.started_ns + self.process_ns - now for job in self._running), default=0.0)
@@ -332,6 +347,8 @@ class Flight:
         self._held.clear()
         self._queued.clear()
         self._running.clear()
+        if self._recheck is not None:
+            self._recheck.cancel()
         if self._metrics is not None:
             self._metrics.in_flight = 0
         self._pool.shutdown(wait=False)

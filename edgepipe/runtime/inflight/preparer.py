@@ -30,7 +30,7 @@ from edgepipe.core.errors import EndOfStream
 from edgepipe.core.lease import Batch, Leased
 from edgepipe.core.markers import EMPTY
 from edgepipe.core.spans import PREPARE
-from edgepipe.runtime.inflight.flight import Flight
+from edgepipe.runtime.inflight.flight import RECHECK_S, Flight
 from edgepipe.runtime.parts import NodeParts
 
 _clock = time.perf_counter_ns
@@ -133,7 +133,7 @@ async def _until_needed(flight: Flight) -> None:
         wait = flight.expected_free_ns() - lead
         if wait <= 0:
             return
-        await flight.preparer_wait(timeout_ns=wait)
+        await flight.preparer_wait(timeout_ns=min(wait, RECHECK_S * 1e9))  # a call may be let start sooner
 
 
 async def _prepare(
