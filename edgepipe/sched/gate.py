@@ -273,12 +273,26 @@ class Gate:
                 self._cond.notify_all()
         return now, pool
 
-    def would_admit(self, ticket: Ticket) -> bool:
-        """Whether a call of ``ticket`` would start at once now (nothing is taken: a caller
-        that can put its work off, a detector keeping up with live cameras, asks before it
-        prepares a frame for a call that would only wait here)."""
+    def would_admit(self, ticket: Ticket, *, beside: bool = False) -> bool:
+        """Whether a call of ``ticket`` would start at once now, taking its turn among those
+        waiting (nothing is taken: a caller that can put its work off, a detector, asks before
+        it prepares a frame for a call that would only wait here). ``beside``: as another call
+        beside one of its own in the main units (counted so even if that one has not entered
+        yet: its thread may not have reached the gate)."""
         with self._cond:
-            return self._start_in(ticket, self._clock(), alone=True) is not None
+            lend = beside and not ticket.in_main
+            vtime = ticket.vtime
+            if lend:
+                ticket.in_main += 1
+                self._used += ticket.units
+            ticket.vtime = max(vtime, self._vclock)  # as a wait would start it
+            try:
+                return self._start_in(ticket, self._clock(), alone=False) is not None
+            finally:
+                ticket.vtime = vtime
+                if lend:
+                    ticket.in_main -= 1
+                    self._used -= ticket.units
 
     def wake(self) -> None:
         """Waiters look again now (after a ticket's ``cancel`` was set: it ends its wait)."""

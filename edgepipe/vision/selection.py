@@ -48,13 +48,14 @@ class ModelFrames:
         the budget gives its calls), its warm-up run's time (a start for keeping up)."""
         self.calls = self.keep.calls = calls
         self.keep.units, self.keep.ticket = gate().units or 0, ticket
-        calls.ready = functools.partial(gate().would_admit, ticket)
+        calls.ready = functools.partial(gate().would_admit, ticket, beside=True)
         self.keep.took(warmup_s)
 
     def _call_free(self) -> bool:
-        """A call of the model's could start at once: one of its calls in flight is free, and
-        the gate would admit it (the spare units lent it beyond its pace are not)."""
-        return self.calls.free > 0 and self.calls.another()
+        """A call of the model's could start at once: none is under way, or one more is free
+        and the gate would admit it beside them (not the spare units beyond its pace)."""
+        calls = self.calls
+        return calls.free > 0 and (calls.free >= calls.allowed or calls.another())
 
     @property
     def keeping_up(self) -> bool:

@@ -393,12 +393,15 @@ def test_a_caller_that_can_put_its_work_off_asks_whether_a_call_would_start_at_o
     gate = Gate(1, spare=1, clock=clock)
     faces = Ticket("faces", "detect", 1, spare_duty=0.5)
     assert gate.would_admit(faces), "the main unit is free"
+    assert gate.would_admit(faces, beside=True), "beside a call of its own not in yet: the spare unit"
     first = gate.enter(faces)
     assert gate.would_admit(faces), "the spare unit, lent beside its own call"
+    assert gate.would_admit(faces, beside=True)
     second = gate.enter(faces, timeout_s=0.0)
     clock.t += 0.1
     gate.leave(faces, second)
     assert not gate.would_admit(faces), "paced: its share of the spare units is used up for now"
+    assert (faces.in_main, gate.stats().waits) == (1, 0), "asking left the gate as it was"
     clock.t += 0.11
     assert gate.would_admit(faces)
     gate.leave(faces, first)

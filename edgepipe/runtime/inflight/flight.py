@@ -169,9 +169,12 @@ class Flight:
         one more, queued behind them, when all the threads run (it starts the moment one ends,
         without waiting for the event loop to hear of it)."""
         allowed = self._allowed()
+        # A call queued behind the others starts on whichever thread frees first, beside the
+        # others still running: not for a node that says another call may not start at once.
+        behind = allowed == self.instances and self.calls.ready is None
         while self._held and not self._queued:
             running = len(self._running)
-            if running >= allowed and (allowed < self.instances or running < self.instances):
+            if running >= allowed and not (behind and running == self.instances):
                 return
             if 0 < running < allowed and not self.calls.another():
                 # A second call would only wait (its share of the budget used up for now): it
