@@ -5,8 +5,9 @@ each is spread by ±``jitter`` (0.2: 80% to 120%) so that a fleet of cameras cut
 same outage does not come back in step. A success calls :meth:`Backoff.reset`.
 
 Used by a node's restarts (:mod:`edgepipe.runtime.circuit`), a video source's reopening
-(:mod:`edgepipe.media.sources.reconnect`) and the MQTT connection
-(:mod:`edgepipe.sinks.mqtt.client`). ``random`` is injectable, so a test can pin the jitter.
+(:mod:`edgepipe.media.sources.reconnect`), the MQTT connection
+(:mod:`edgepipe.sinks.mqtt.client`) and the CPU gate's second calls that ran too slowly
+(:mod:`edgepipe.sched.ticket`). ``random`` is injectable, so a test can pin the jitter.
 """
 
 from __future__ import annotations

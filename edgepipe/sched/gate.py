@@ -13,7 +13,9 @@ while it runs:
   the gap after it. A caller with several calls in flight (a detector with ``instances`` > 1)
   may put a call in the spare units while one of its own holds the main ones: the budget's
   fraction becomes a second model run rather than idle time, paced by the governor through
-  the ticket's ``spare_duty`` (down to 0: one call in flight). A *short* call (an encode: a few
+  the ticket's ``spare_duty`` (down to 0: one call in flight); one that ran much slower than
+  its calls in the main units (the spare units' cores busy decoding) makes the next wait
+  (:data:`~edgepipe.sched.ticket.LENT_SLOWER`). A *short* call (an encode: a few
   milliseconds) takes whichever units are free, the main ones first, and is never held by such
   a second call (it runs beside it, a few milliseconds over the budget): a viewer's frame does
   not wait out a detection while the spare unit is idle or lent, and a detection does not wait
@@ -49,76 +51,36 @@ from dataclasses import dataclass
 from edgepipe.core import cputime
 from edgepipe.core.scope import Slot
 from edgepipe.sched import affinity
+from edgepipe.sched.ticket import (
+    LENT,
+    MAIN,
+    OVER,
+    SPARE,
+    AdmissionCancelled,
+    AdmissionTimeout,
+    Held,
+    Ticket,
+)
+
+__all__ = [
+    "WEIGHTS",
+    "MAIN",
+    "SPARE",
+    "LENT",
+    "OVER",
+    "Held",
+    "Ticket",
+    "AdmissionTimeout",
+    "AdmissionCancelled",
+    "GateStats",
+    "Gate",
+    "GATE",
+    "gate",
+    "set_gate",
+]
 
 WEIGHTS = {0: 1.0, 1: 4.0, 2: 8.0}
 """Share weights by :class:`~edgepipe.graph.spec.Priority` (low, normal, high)."""
-
-MAIN = "main"
-"""Where a call runs: the budget's main units."""
-SPARE = "spare"
-"""The spare units: low-priority token decode, or a short call while the main ones are held."""
-LENT = "lent"
-"""The spare units, lent to a caller's second call beside its own in the main units (paced by
-its ``spare_duty``)."""
-OVER = "over"
-"""Past the budget: a short call beside a second call that holds the spare units."""
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """What one admitted call holds, from :meth:`Gate.enter` to :meth:`Gate.leave`."""
-
-    t_start: float
-    """When it started (the gate's clock)."""
-    pool: str
-    """Where it runs: :data:`MAIN`, :data:`SPARE`, :data:`LENT` or :data:`OVER`."""
-
-
-class AdmissionTimeout(TimeoutError):
-    """A heavy call waited longer than its deadline for the CPU budget."""
-
-
-class AdmissionCancelled(Exception):
-    """A heavy call's wait for the CPU budget (or its pace) ended because its ticket's
-    ``cancel`` event was set: the call did not run."""
-
-
-@dataclass(eq=False, slots=True, weakref_slot=True)
-class Ticket:
-    """One caller of heavy work (a model's session, an encoder) as the gate knows it."""
-
-    owner: str
-    """The node (or model) it works for: named in logs, the snapshot and errors."""
-    kind: str = "model"
-    """``detect``, ``lm``, ``encode`` or ``model``: what the snapshot groups busy time by."""
-    priority: int = 1
-    units: int = 1
-    duty: float = 1.0
-    """Share of the time it may run (set by the governor; 1: unpaced)."""
-    calls: int = 0
-    busy_s: float = 0.0
-    waited_s: float = 0.0
-    """Time spent waiting for the budget or for its pace, over all calls."""
-    vtime: float = 0.0
-    next_at: float = 0.0
-    in_spare: int = 0
-    """Calls of it running in the gate's spare units now."""
-    in_main: int = 0
-    """Calls of it running in the gate's main units now."""
-    spare_duty: float = 1.0
-    """Share of the spare units' time its calls may take beside one of its own in the main units
-    (set by the governor's :class:`~edgepipe.sched.knobs.InstancesKnob`; 0: never)."""
-    spare_next_at: float = 0.0
-    short: bool = False
-    """A short call (an encode): it may run in the spare units when the main ones are held
-    (see the module docstring)."""
-    cancel: threading.Event | None = None
-    """Set: a wait of its calls at the gate ends with :class:`AdmissionCancelled` (call
-    :meth:`Gate.wake` after setting it). A call that need not wait still runs: whoever sets it
-    checks it between calls too."""
-
-    def set_owner(self, owner: str, kind: str, priority: int) -> None:
-        self.owner, self.kind, self.priority = owner, kind, priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +173,7 @@ class Gate:
             self._lent_used += units
 
     def _give_back(self, ticket: Ticket, pool: str, now: float, elapsed: float) -> None:
+        ticket.ran(pool, now, elapsed)
         units = ticket.units
         if pool is MAIN:
             self._used -= units
@@ -223,8 +186,6 @@ class Gate:
         self._spare_used -= units
         if pool is LENT:
             self._lent_used -= units
-            duty = ticket.spare_duty
-            ticket.spare_next_at = now + elapsed * (1 / duty - 1) if 0 < duty < 1 else 0.0
 
     def leave(self, ticket: Ticket, held: Held) -> None:
         cputime.end()

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from edgepipe.sched.gate import AdmissionCancelled, AdmissionTimeout, Gate, Ticket
+from edgepipe.sched.ticket import LEND_RETRY_S
 
 
 def busy(seconds: float) -> None:
@@ -406,3 +407,31 @@ def test_a_caller_that_can_put_its_work_off_asks_whether_a_call_would_start_at_o
     assert gate.would_admit(faces)
     gate.leave(faces, first)
     assert faces.calls == 2, "asking took nothing"
+
+
+def test_a_second_call_much_slower_than_the_first_ones_is_not_lent_again_for_a_while() -> None:
+    # The spare unit's core busy with decoders: a lent run took 2.5x a main one. Its frame's
+    # result (and every result of its cameras, held to the slowest) would come that late.
+    clock = Clock()
+    gate = Gate(1, spare=1, clock=clock)
+    faces = Ticket("faces", "detect", 1)
+
+    def call(seconds: float, pool: str) -> None:
+        held = gate.enter(faces, timeout_s=0.0)
+        assert held.pool == pool
+        clock.t += seconds
+        gate.leave(faces, held)
+
+    call(0.16, "main")
+    first = gate.enter(faces)
+    call(0.40, "lent")
+    assert faces.spare_next_at == pytest.approx(clock.t + LEND_RETRY_S)
+    assert not gate.would_admit(faces), "held back for a while"
+    clock.t += LEND_RETRY_S
+    call(0.40, "lent")  # tried again: still slow, the wait doubles
+    assert faces.spare_next_at == pytest.approx(clock.t + 2 * LEND_RETRY_S)
+    clock.t += 2 * LEND_RETRY_S
+    call(0.19, "lent")  # the decoders gone quiet: within 1.3x, lent at once again
+    assert (faces.lend_backoff.attempt, faces.spare_next_at) == (0, 0.0)
+    assert gate.would_admit(faces)
+    gate.leave(faces, first)

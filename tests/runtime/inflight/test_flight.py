@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from edgepipe import Pipeline
+from edgepipe.core.context import current_node
 from edgepipe.core.errors import NodeStuck
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy
@@ -361,3 +362,22 @@ def test_fewer_calls_run_while_the_governor_allows_fewer() -> None:
     asyncio.run(runtime.run())
     assert code.most == 1
     assert len(out.items) == 60
+
+
+def test_a_second_call_the_node_says_would_not_start_is_held_back_until_it_would() -> None:
+    # A detector's second call paced by the CPU budget's gate: the runtime holds it (prepared)
+    # rather than start it on a thread where it would only wait.
+    class Paced(Concurrent):
+        may_overlap = False
+
+        async def start(self) -> None:
+            current_node().calls.ready = lambda: self.may_overlap
+
+    code = Paced()
+    items, _, _ = run_two_lanes(code, 15, instances=2)
+    assert len(items) == 30
+    assert code.most == 1, "no second call while the node says it would not start"
+    code = Paced()
+    code.may_overlap = True
+    items, _, _ = run_two_lanes(code, 15, instances=2)
+    assert code.most == 2
