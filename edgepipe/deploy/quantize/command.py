@@ -90,6 +90,10 @@ def add_parser(sub: Any) -> None:
         "--per-tensor", action="store_true", help="one weight scale per tensor (default: per channel)"
     )
     p.add_argument(
+        "--weight-bits", choices=("auto", "7", "8"), default="auto",
+        help="auto (default): 7 on an x86 CPU without VNNI, where 8-bit products saturate; else 8",
+    )  # fmt: skip
+    p.add_argument(
         "--method",
         choices=("minmax", "entropy", "percentile"),
         default="minmax",
@@ -206,6 +210,7 @@ def main(args: argparse.Namespace) -> int:
     options = QuantizeOptions(
         calibration_frames=args.frames, held_out_frames=args.held_out, exclude=tuple(args.exclude),
         per_channel=not args.per_tensor, method=args.method, input_size=args.input_size, iou=args.iou,
+        reduce_range=None if args.weight_bits == "auto" else args.weight_bits == "7",
         adapter=args.adapter,
     )  # fmt: skip
     with progress("calibrating", args.frames) as bar:
