@@ -1,0 +1,1 @@
+"""Language models beyond the box: OpenAI-compatible engines (llama-server, vLLM, Ollama, TGI)."""
