@@ -4,7 +4,9 @@
 - :class:`LanguageModel`: runner + tokenizer + sampler, blocking generation with its figures;
 - :class:`LMWorker`: the async face (``async for piece in worker.generate(prompt)``);
 - :class:`Describe`: the pipeline stage that writes about a :class:`SceneWindow` of results;
-- :class:`ModelFolder`: a pipeline parameter that takes a model's folder, checked at the door.
+- :class:`ModelFolder`: a pipeline parameter that takes a model's folder, checked at the door;
+- :class:`RemoteEngine`, :class:`RemoteLM`: a model on an OpenAI-compatible engine beyond the
+  box (:mod:`edgepipe.lm.remote`), with the local model as its fallback (:mod:`.engines`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from edgepipe.lm.errors import (
 from edgepipe.lm.folder import ModelFolder
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.layout import DecoderLayout, InputNames
+from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM
 from edgepipe.lm.runner import DecoderRunner
 from edgepipe.lm.sampling import Sampler, SamplingParams
 from edgepipe.lm.scene import SceneWindow, SourceState
@@ -38,6 +41,8 @@ __all__ = [
     "KVCacheAllocationError",
     "LMError",
     "LMWorker",
+    "RemoteEngine",
+    "RemoteLM",
     "LanguageModel",
     "MissingPackage",
     "ModelFolder",

@@ -25,6 +25,13 @@ slow consumer never holds back the detector. The template may use ``{seconds}``,
 The rendered template is the user's turn in the model's chat format (``chat=True``, the
 default; ``system`` replaces the format's default system prompt), where the model's folder has
 one (see :mod:`edgepipe.lm.chat`); ``chat=False`` sends it as written, for a base model.
+
+``model`` may also be an OpenAI-compatible engine beyond the box (llama-server, vLLM,
+Ollama, TGI): its URL (``"http://host:8080/v1"``) or a :class:`~edgepipe.lm.remote.RemoteEngine`
+with its model name, key, slots and deadlines. ``fallback`` then names a local model folder
+that writes while the engine cannot (:mod:`edgepipe.lm.engines`); each description says which
+engine wrote it (``engine``), and one nobody could write is an ``event`` of its own
+(``what: description_skipped``, with its ``cause``), counted in ``--stats``.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from typing import Any
 from edgepipe.core.context import current_node
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.batch import DEFAULT_DRAFTS
+from edgepipe.lm.engines import Engines, Written
+from edgepipe.lm.remote.circuit import STATES
+from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM, remote_engine
 from edgepipe.lm.reservations import plan_language_model
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.scene import FIELDS, SceneWindow
@@ -62,8 +72,9 @@ class Describe:
 
     def __init__(
         self,
-        model: str | Path,
+        model: str | Path | RemoteEngine,
         *,
+        fallback: str | Path | None = None,
         template: str = DEFAULT_TEMPLATE,
         window_s: float = 10.0,
         every_s: float = 10.0,
@@ -84,7 +95,8 @@ class Describe:
         :meth:`~edgepipe.lm.LMWorker.generate`); ``per_source``: one description per source
         upstream, written at once (default: when there are several); ``slots``: requests the
         model decodes together, one KV cache row each (default: one per source described);
-        ``speculate``: drafts a speculative step carries (0: off)."""
+        ``speculate``: drafts a speculative step carries (0: off); ``fallback``: a local model
+        folder for a remote ``model``."""
         if every_s <= 0:
             raise ValueError("every_s must be positive")
         self.template = template
@@ -100,10 +112,18 @@ class Describe:
         self._each = bool(per_source)
         self._gauges: dict[str, Any] = {}
         """The node's gauges (``--stats``): slots and the speculative steps' kept drafts."""
-        self.worker = LMWorker(
-            model, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s,
+        remote = remote_engine(model)
+        if remote is None and fallback is not None:
+            raise ValueError("fallback is the local model beside a remote one: give model a URL")
+        local = fallback if remote is not None else model
+        assert not isinstance(local, RemoteEngine)
+        self.remote = RemoteLM(remote) if remote is not None else None
+        self.worker = None if local is None else LMWorker(
+            local, max_seq_len=max_seq_len, session=session, max_tokens_per_s=max_tokens_per_s,
             slots=slots or 1, speculate=speculate,
         )  # fmt: skip
+        self.loads_model = self.worker is not None
+        self.engines = Engines(self.remote, self.worker)
         self._next_t = 0.0
         self.requests = 0
         try:  # fail on a bad template now, not ten seconds into the run
@@ -114,7 +134,8 @@ class Describe:
     def _fit(self, sources: int) -> None:
         """Per source or not, and the slots, for ``sources`` cameras upstream."""
         self._each = self.per_source if self.per_source is not None else sources > 1
-        self.worker.use_slots(self.slots or (max(1, sources) if self._each else 1))
+        if self.worker is not None:
+            self.worker.use_slots(self.slots or (max(1, sources) if self._each else 1))
 
     async def start(self) -> None:
         try:
@@ -123,26 +144,57 @@ class Describe:
             ctx = None
         if ctx is not None:
             self.window.sources = ctx.sources
-        if self.worker.lm is None:
+        if self.worker is None or self.worker.lm is None:
             self._fit(len(self.window.sources))
-        await self.worker.start()
+        if self.remote is not None:
+            await self.remote.start()  # a server not there is a warning: the circuit retries it
+        if self.worker is not None:
+            await self.worker.start()
         if ctx is not None:
-            ctx.gauges["model"] = self.worker.model.name
+            ctx.gauges["model"] = self.remote.name if self.remote is not None else self.worker_name
             self._gauges = ctx.gauges
+            self._show()
 
     async def stop(self) -> None:
         """Close the worker; returns once the model and its KV cache are freed (out of the
         memory plan). :meth:`start` loads them again: a restart."""
-        await self.worker.aclose()
+        if self.remote is not None:
+            await self.remote.close()
+        if self.worker is not None:
+            await self.worker.aclose()
+
+    @property
+    def worker_name(self) -> str:
+        return self.worker.model.name if self.worker is not None else ""
+
+    def _show(self) -> None:
+        """The engines' figures in the node's gauges (``--stats``, ``/metrics``, ``/health``)."""
+        gauges, engines = self._gauges, self.engines
+        if self.remote is not None:
+            circuit = self.remote.circuit
+            gauges["engine"] = circuit.state
+            gauges["engine_state"] = STATES.index(circuit.state)
+            gauges["engine_slots"] = self.remote.slots
+            gauges["remote"] = engines.written["remote"]
+            gauges["fallbacks"] = engines.fallbacks
+            if circuit.cause:
+                gauges["engine_cause"] = circuit.cause
+            else:
+                gauges.pop("engine_cause", None)
+        if engines.skipped or self.remote is not None:
+            gauges["skipped"] = sum(engines.skipped.values())
 
     def governor_knobs(self, node_id: str, priority: int) -> list[PaceKnob]:
-        """The model's pace: the share of time its steps may take."""
-        return [PaceKnob(node_id, priority, self.worker.tickets())]
+        """The local model's pace: the share of time its steps may take (a remote engine's
+        time is not the box's)."""
+        return [PaceKnob(node_id, priority, self.worker.tickets())] if self.worker is not None else []
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> None:
         """What :meth:`start` would reserve: the model's weights and KV cache (see
         :mod:`edgepipe.lm.reservations`)."""
         worker = self.worker
+        if worker is None:
+            return  # a remote engine's memory is not the box's
         if worker.lm is None:
             self._fit(len(node.sources))
         plan_language_model(plan, node, model=worker.model, max_seq_len=worker.max_seq_len,
@@ -170,7 +222,7 @@ class Describe:
 
         async def cut_short() -> None:
             await stopping.wait()
-            self.worker.cancel()  # the report being written ends at its next token
+            self.engines.cancel()  # the report being written ends at its next token
             wake.set()
 
         async def read() -> None:
@@ -280,27 +332,36 @@ class Describe:
         self.requests += 1
         request = self.requests
         pieces: list[str] = []
-        figures: list[GenerationStats] = []
         own = {"request": request} | ({"source": source} if source is not None else {})
+        written = Written()
         async with contextlib.aclosing(
-            self.worker.generate(
-                prompt,
-                self.params,
-                overflow="stop",
-                chat=self.chat,
-                system=self.system,
-                on_stats=figures.append,
-            )
+            self.engines.write(prompt, self.params, written, chat=self.chat, system=self.system)
         ) as stream:
             async for piece in stream:
                 pieces.append(piece)
                 yield Message("token", {**own, "text": piece})
-        stats = figures[0] if figures else self.worker.last_stats
-        lm = self.worker.lm
+        self._figures(written)
+        if not written.engine:  # nobody could write it: said, never silent
+            yield Message("event", {"what": "description_skipped", **own, "cause": written.skipped,
+                                    "error": written.error, "prompt": prompt, "sources": states})  # fmt: skip
+            return
+        stats = written.stats or GenerationStats()
+        extra = {"engine_error": written.error} if written.error else {}
+        yield Message("event", {"what": "description", **own, "text": "".join(pieces), "prompt": prompt,
+                                "sources": states, "engine": written.engine, **extra,
+                                **stats.to_dict()})  # fmt: skip
+
+    def _figures(self, written: Written) -> None:
+        """The latest request's figures, by engine, in the gauges."""
+        self._show()
+        stats = written.stats
+        if stats is not None and written.engine:
+            self._gauges[f"{written.engine}_ttft_ms"] = round(stats.ttft_ms, 1)
+            self._gauges[f"{written.engine}_tpot_ms"] = round(stats.tpot_ms, 2)
+            self._gauges[f"{written.engine}_tokens_per_s"] = round(stats.decode_tokens_per_s, 1)
+        lm = self.worker.lm if self.worker is not None else None
         if lm is not None:
             self._gauges["slots"] = lm.runner.slots
             spec = lm.decoder.speculation
             if spec.max_drafts:  # drafts kept per verify step (--stats shows it under the table)
                 self._gauges["accepted/step"] = f"{spec.accepted_per_step:.2f}"
-        yield Message("event", {"what": "description", **own, "text": "".join(pieces),
-                                "prompt": prompt, "sources": states, **stats.to_dict()})  # fmt: skip

@@ -43,7 +43,8 @@ class GenerationStats:
 
     @property
     def decode_tokens_per_s(self) -> float:
-        return 1000.0 / self.tpot_ms if self.token_ms else 0.0
+        tpot = self.tpot_ms
+        return 1000.0 / tpot if tpot > 0 else 0.0
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -71,6 +71,16 @@ class RemoteEngine:
         return self.api_key if self.api_key is not None else os.environ.get(API_KEY_ENV) or None
 
 
+def remote_engine(model: object) -> RemoteEngine | None:
+    """``model`` as a remote engine: a :class:`RemoteEngine`, or a string that is an http(s)
+    URL; None for anything else (a local model's folder)."""
+    if isinstance(model, RemoteEngine):
+        return model
+    if isinstance(model, str) and model.startswith(("http://", "https://")):
+        return RemoteEngine(model)
+    return None
+
+
 class EngineBusy(EngineError):
     """Every slot busy and the queue full: the request was not sent (counted, not retried)."""
 
@@ -202,4 +212,4 @@ def chat_messages(
     return messages
 
 
-__all__ = ["API_KEY_ENV", "EngineBusy", "RemoteEngine", "RemoteLM", "chat_messages"]
+__all__ = ["API_KEY_ENV", "EngineBusy", "RemoteEngine", "RemoteLM", "chat_messages", "remote_engine"]

@@ -28,9 +28,10 @@ class EngineError(LMError):
 
     def __init__(self, message: str, *, url: str, cause: str | None = None) -> None:
         self.url = redact_url(url)
+        self.model = self.url
         if cause is not None:
             self.cause = cause
-        super().__init__(message, model=self.url)
+        Exception.__init__(self, message)  # the message names the engine already
 
 
 class EngineUnavailable(EngineError):

@@ -26,6 +26,15 @@ def chunk(text: str | None = None, finish: str | None = None, **extra: Any) -> b
 DONE = b"data: [DONE]\n\n"
 
 
+def status(code: int, body: object, headers: dict[str, str] | None = None) -> Handler:
+    """A handler that answers ``body`` as JSON with HTTP ``code``."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.json_response(body, status=code, headers=headers)
+
+    return answer
+
+
 async def sse(request: web.Request, *parts: bytes | float) -> web.StreamResponse:
     """A 200 event stream of ``parts``: bytes are written, numbers are pauses in seconds."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -7,7 +7,7 @@ from edgepipe.lm.remote.client import OpenAIClient, RemoteStats, retry_after
 from edgepipe.lm.remote.errors import EngineConfigError, EngineRequestError, EngineUnavailable
 from edgepipe.lm.sampling import SamplingParams
 
-from .fake_engine import DONE, chunk, fake_engine, sse
+from .fake_engine import DONE, chunk, fake_engine, sse, status
 
 HELLO = [{"role": "user", "content": "hello"}]
 PARAMS = SamplingParams(max_new_tokens=8)
@@ -94,13 +94,6 @@ async def test_a_finished_stream_without_done_is_accepted() -> None:
     async with fake_engine() as engine:
         engine.chat = lambda r: sse(r, chunk("a"), chunk("b", "stop"))
         assert await collect(OpenAIClient(engine.url)) == ["a", "b"]
-
-
-def status(code: int, body: object, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
-    async def answer(request: web.Request) -> web.StreamResponse:
-        return web.json_response(body, status=code, headers=headers)
-
-    return answer
 
 
 @pytest.mark.parametrize(
