@@ -4,6 +4,7 @@
     edgepipe run pipelines/describe_scene.py --source rtsp://192.0.2.10/stream --model ./qwen2.5-0.5b-onnx
     edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --port 8080
     edgepipe run pipelines/describe_scene.py --model ./qwen2.5-0.5b-onnx --mqtt mqtt://127.0.0.1:1883
+    edgepipe run pipelines/describe_scene.py --server http://192.0.2.20:8080/v1 --model ./qwen2.5-0.5b-onnx
 
 The camera (synthetic by default) feeds CenterFace every few frames; every ``--every-s``
 seconds the faces seen over the last ``--window-s`` seconds become a prompt (the template
@@ -14,12 +15,22 @@ lowest-priority work: when the process passes its CPU target (70% of the cores; 
 the governor paces the model first, then detection. ``--max-tokens-per-s`` caps it by hand too
 (0: no cap of its own).
 
-``--model`` (required) takes a folder with a language model exported to ONNX: ``model.onnx``
+``--model`` takes a folder with a language model exported to ONNX: ``model.onnx``
 (a decoder with past key values, in the Hugging Face / Optimum layout), its ``tokenizer.json``
 (read by the ``tokenizers`` package: ``pip install 'edgepipe[lm]'``) and ``config.json``. The
 docs/language-models.md shows the commands that export one (Qwen2.5-0.5B-Instruct). Without
-it, or with a folder that lacks one of those files, the run stops at once with one line saying
-so (exit 2).
+it (and without ``--server``), or with a folder that lacks one of those files, the run stops at
+once with one line saying so (exit 2).
+
+``--server URL`` sends the descriptions to an OpenAI-compatible engine on another machine
+(llama.cpp's ``llama-server``, vLLM, Ollama's ``/v1``, TGI: the API's base URL, as
+``http://host:8080/v1``; ``--server-model`` names the model where the server needs it). With
+``--model`` too, that local model writes while the server is down, loading or busy, and the
+server again once it answers; each description says which (``engine``). Without it, a
+description the server cannot take is skipped, counted and logged, never silently. A server
+that is not there at the start is a warning, not an exit: the camera keeps running. An API key
+comes from the ``EDGEPIPE_LM_API_KEY`` environment variable or ``server-api-key`` in the params
+file (``--params``), and is never shown (docs/language-models.md).
 
 With ``--port N`` (an option of ``edgepipe run``) viewers watch at http://127.0.0.1:N/: the
 camera's video, the face boxes, and the tokens and descriptions as they stream, on the
@@ -38,7 +49,8 @@ from pathlib import Path
 from typing import Annotated
 
 from edgepipe import Message, Pipeline, Range, WritableFolder
-from edgepipe.lm import Describe, ModelFolder
+from edgepipe.lm import Describe, ModelFolder, RemoteEngine
+from edgepipe.lm.folder import folder_problem
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
 from edgepipe.serve.webrtc_stream import WebRTCStream
@@ -62,7 +74,7 @@ async def show(message: Message) -> None:
 
 def pipeline(
     source: str = SYNTHETIC_DEFAULT,
-    model: Annotated[Path | None, ModelFolder()] = None,
+    model: Annotated[Path | None, ModelFolder(optional=True)] = None,
     detect: str = "centerface",
     every_s: Annotated[float, Range(0, low_open=True)] = 10.0,
     window_s: Annotated[float, Range(0, low_open=True)] = 10.0,
@@ -71,6 +83,11 @@ def pipeline(
     mqtt: str = "",
     events_dir: Annotated[str, WritableFolder()] = "",
     mqtt_device: str = "",
+    server: str = "",
+    server_model: str = "",
+    server_api_key: str = "",
+    server_slots: Annotated[int, Range(0)] = 0,
+    first_token_s: Annotated[float, Range(0, low_open=True)] = 10.0,
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,
     faces and describe -> viewers.
@@ -78,7 +95,8 @@ def pipeline(
     Args:
         source: The camera: synthetic://WxH@FPS, rtsp://..., a video file or /dev/videoN.
         model: Folder of the language model exported to ONNX: model.onnx, tokenizer.json and
-            config.json (docs/language-models.md shows how to export one).
+            config.json (docs/language-models.md shows how to export one); with --server, the
+            fallback while the server cannot answer.
         detect: The face detector: a registry name (edgepipe models list) or an .onnx file.
         every_s: Seconds between two descriptions, input or not.
         window_s: Seconds of detections each description covers.
@@ -91,16 +109,31 @@ def pipeline(
             folder; no clip without it.
         mqtt_device: the device id in the MQTT topics and client id (default: EDGEPIPE_DEVICE,
             else the host name); each process on one box needs its own (one per camera).
+        server: An OpenAI-compatible engine's API URL (http://host:8080/v1) that writes the
+            descriptions instead of the box.
+        server_model: The model's name on the server (llama-server ignores it).
+        server_api_key: The server's API key: put it in the params file, or set
+            EDGEPIPE_LM_API_KEY, rather than on the command line; never shown.
+        server_slots: Requests the server takes at once (0: what llama-server's /props says,
+            else 1).
+        first_token_s: Seconds the server has for its first token before the request goes
+            elsewhere.
     """
-    if model is None:  # on the command line ModelFolder says so first, at the door
-        raise ValueError("model: a folder with model.onnx and tokenizer.json is required")
+    if model is None and not server:
+        raise ValueError(f"--model is required: {folder_problem(None)}, or --server URL")
     p = Pipeline("describe_scene")
     camera = p.source("camera", VideoSource(source))
     faces = p.stage("faces", Detector(detect, every=5), inputs=camera, timeout_s=5.0)
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, top_p=0.9)
     # The camera's own state (live, stalled, reconnecting) reaches the prompt through the graph:
     # a camera that stopped sending is reported even though no detections arrive.
-    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
+    writer: RemoteEngine | Path | None = model
+    if server:  # the server writes; the local model, if given, while it cannot
+        writer = RemoteEngine(server, model=server_model, api_key=server_api_key or None,
+                              slots=server_slots or None, first_token_s=first_token_s)  # fmt: skip
+    assert writer is not None
+    describe = Describe(writer, fallback=model if server else None, template=TEMPLATE,
+                        window_s=window_s, every_s=every_s, params=params,
                         max_tokens_per_s=max_tokens_per_s or None)  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("log", show, inputs=words, queue_size=64)

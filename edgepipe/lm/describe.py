@@ -124,6 +124,8 @@ class Describe:
         )  # fmt: skip
         self.loads_model = self.worker is not None
         self.engines = Engines(self.remote, self.worker)
+        self._told_state = ("closed", "")
+        """The engine's circuit as last said (an ``engine_state`` message goes out when it changes)."""
         self._next_t = 0.0
         self.requests = 0
         try:  # fail on a bad template now, not ten seconds into the run
@@ -162,6 +164,17 @@ class Describe:
             await self.remote.close()
         if self.worker is not None:
             await self.worker.aclose()
+
+    @property
+    def failed_output(self) -> str | None:
+        """A run asked for descriptions and none could be written: exit 1, with the causes."""
+        engines = self.engines
+        if sum(engines.written.values()) or not engines.skipped:
+            return None
+        causes = ", ".join(f"{n} {cause}" for cause, n in engines.skipped.most_common())
+        where = self.remote.name if self.remote is not None else "the engine"
+        total = sum(engines.skipped.values())
+        return f"no description written: all {total} skipped ({causes}) on {where}; see the warnings above"
 
     @property
     def worker_name(self) -> str:
@@ -341,6 +354,9 @@ class Describe:
                 pieces.append(piece)
                 yield Message("token", {**own, "text": piece})
         self._figures(written)
+        state = self._engine_state()
+        if state is not None:
+            yield state
         if not written.engine:  # nobody could write it: said, never silent
             yield Message("event", {"what": "description_skipped", **own, "cause": written.skipped,
                                     "error": written.error, "prompt": prompt, "sources": states})  # fmt: skip
@@ -350,6 +366,22 @@ class Describe:
         yield Message("event", {"what": "description", **own, "text": "".join(pieces), "prompt": prompt,
                                 "sources": states, "engine": written.engine, **extra,
                                 **stats.to_dict()})  # fmt: skip
+
+    def _engine_state(self) -> Message | None:
+        """An ``engine_state`` message when the remote engine's circuit changed since the last
+        (MQTT retains it; viewers see it)."""
+        if self.remote is None:
+            return None
+        circuit = self.remote.circuit
+        state = (circuit.state, circuit.cause)
+        if state == self._told_state:
+            return None
+        self._told_state = state
+        return Message("engine_state", {
+            "engine": self.remote.name, "state": circuit.state, "cause": circuit.cause,
+            "error": circuit.error, "retry_in_s": round(circuit.retry_in_s(), 1),
+            "fallback": self.worker is not None,
+        })  # fmt: skip
 
     def _figures(self, written: Written) -> None:
         """The latest request's figures, by engine, in the gauges."""

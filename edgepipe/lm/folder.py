@@ -53,12 +53,17 @@ def folder_problem(folder: Path | None) -> str | None:
 class ModelFolder:
     """A pipeline parameter that names a language model's folder: ``model.onnx`` and
     ``tokenizer.json`` in it, and the ``tokenizers`` package installed to read the latter.
-    ``None`` (no ``--model`` given) is refused too, saying where to get a model."""
+    ``None`` (no ``--model`` given) is refused too, saying where to get a model, unless
+    ``optional`` (the pipeline has another way to write: a remote engine)."""
+
+    optional: bool = False
 
     def describe(self) -> str:
         return "a folder with model.onnx and tokenizer.json"
 
     def check(self, value: Any) -> None:
+        if value is None and self.optional:
+            return
         problem = folder_problem(None if value is None else Path(value))
         if problem is not None:
             raise ValueError(problem)

@@ -99,7 +99,24 @@ class ProgressTracker:
             "reasons": [redact_text(r) for r in reasons],
             "sources": redact(sources),
         }
+        engines = engine_states(snap)
+        if engines:  # shown, not judged: the cameras keep running while an engine is away
+            body["engines"] = redact(engines)
         return healthy, body
+
+
+ENGINE_GAUGES = ("engine", "engine_cause", "engine_slots", "remote", "fallbacks", "skipped")
+
+
+def engine_states(snap: Snapshot) -> dict[str, dict[str, Any]]:
+    """Each node that writes on a remote engine: its circuit (``engine``: closed, open,
+    half_open, refused), the latest failure's cause, and its counts."""
+    return {
+        n.node_id: {key.removeprefix("engine_") if key != "engine" else "state": n.gauges[key]
+                    for key in ENGINE_GAUGES if key in n.gauges}
+        for n in snap.nodes
+        if "engine" in n.gauges
+    }  # fmt: skip
 
 
 def _reason(

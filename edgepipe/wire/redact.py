@@ -17,6 +17,8 @@ The rule, for every URL found anywhere in a text:
 
 The value becomes :data:`MASK`; the name stays, so the user sees which parameter it was. The
 host, port, path and other parameters are kept: they are what a user needs to find the camera.
+A secret given outside any URL (a language-model engine's API key) is registered with
+:func:`add_secret` and masked wherever it appears.
 """
 
 from __future__ import annotations
@@ -50,6 +52,19 @@ _SECRET_PARAM = re.compile(
 )
 
 
+_SECRETS: set[str] = set()
+MIN_SECRET = 6
+"""Shorter values are not registered: masking every "abc" in every log line would garble it."""
+
+
+def add_secret(value: str) -> None:
+    """Mask ``value`` wherever it appears from now on (an API key given outside any URL: an
+    environment variable, a params file). Values under :data:`MIN_SECRET` characters are
+    ignored."""
+    if len(value) >= MIN_SECRET:
+        _SECRETS.add(value)
+
+
 def redact_url(url: str) -> str:
     """``url`` with the password of its user info, and secret query parameters, masked."""
     return redact_text(url)
@@ -57,6 +72,10 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """``text`` with every URL's secrets (see the module's rule) masked; anything else kept."""
+    if _SECRETS:
+        for secret in _SECRETS:
+            if secret in text:
+                text = text.replace(secret, MASK)
     if "@" not in text and "=" not in text:
         return text  # the common case (a node id, a state, most log lines): no regex at all
     if "@" in text:

@@ -63,8 +63,9 @@ def test_without_a_model_the_run_stops_at_once_saying_how_to_get_one() -> None:
     assert done.stdout == ""
     [line] = done.stderr.splitlines()  # one line: no camera opened, no model loaded, no traceback
     assert re.fullmatch(
-        r"edgepipe: error: pipelines/describe_scene\.py:\d+: --model is required: a folder with an ONNX language "
-        r"model: model\.onnx and tokenizer\.json \(docs/language-models\.md shows how to export one\)",
+        r"edgepipe: error: pipelines/describe_scene\.py:\d+: pipeline\(\) raised ValueError: --model is required: "
+        r"a folder with an ONNX language model: model\.onnx and tokenizer\.json \(docs/language-models\.md shows "
+        r"how to export one\), or --server URL",
         line,
     )
     # the section it points to: the README links it, its page explains the export

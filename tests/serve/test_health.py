@@ -51,3 +51,15 @@ def test_states_that_are_not_live_fail_with_their_name() -> None:
     ok, body = tracker.verdict(Snapshot(t_s=1.0, nodes=(), channels=()))
     assert not ok
     assert body["reasons"] == ["the pipeline has no source"]
+
+
+def test_a_remote_engines_circuit_is_shown_beside_the_sources_and_judges_nothing() -> None:
+    describe = NodeStats("describe", "stage", 0, 0, 0, 0, 0, None, None, None, 0.0, 0.0, 0.0, "running",
+                         {"engine": "open", "engine_cause": "refused", "engine_slots": 1, "fallbacks": 3,
+                          "skipped": 0, "model": "x"})  # fmt: skip
+    tracker = ProgressTracker(5.0, Clock())
+    tracker.sample(_snap(_source(1, source="live")))
+    ok, body = tracker.verdict(Snapshot(t_s=1.0, nodes=(_source(2, source="live"), describe), channels=()))
+    assert ok
+    assert body["engines"] == {"describe": {"state": "open", "cause": "refused", "slots": 1, "fallbacks": 3,
+                                            "skipped": 0}}  # fmt: skip

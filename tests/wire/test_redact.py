@@ -176,3 +176,13 @@ def test_every_handler_and_every_uncaught_traceback_is_masked(
     assert "OSError: http://h/?api_key=***" in err
     assert "Exception in thread decode:" in err
     assert "SECRET" not in err
+
+
+def test_a_registered_secret_is_masked_wherever_it_appears() -> None:
+    from edgepipe.wire.redact import add_secret
+
+    add_secret("sk-test-4b1d9e")
+    add_secret("abc")  # too short to mask safely: ignored
+    assert redact_text("401 for key sk-test-4b1d9e at http://h/v1") == "401 for key *** at http://h/v1"
+    assert redact({"k": ["Bearer sk-test-4b1d9e"]}) == {"k": ["Bearer ***"]}
+    assert redact_text("abc") == "abc"

@@ -23,7 +23,7 @@ from edgepipe.lm.remote.circuit import EngineCircuit
 from edgepipe.lm.remote.client import EngineInfo, OpenAIClient, RemoteStats
 from edgepipe.lm.remote.errors import EngineConfigError, EngineError
 from edgepipe.lm.sampling import SamplingParams
-from edgepipe.wire.redact import redact_url
+from edgepipe.wire.redact import add_secret, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,9 @@ class RemoteEngine:
             raise ValueError("queue_size must be 0 or more")
         if self.image_side < 16 or self.image_bytes < 1024:
             raise ValueError("image_side >= 16 and image_bytes >= 1024, please")
+        key = self.key()
+        if key:
+            add_secret(key)  # never shown, whatever message it ends up in
 
     @property
     def shown(self) -> str:

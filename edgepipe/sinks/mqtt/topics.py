@@ -12,10 +12,11 @@ several) goes under :data:`NO_SOURCE`.
 
 Payloads are the messages of the WebRTC data channel (:mod:`edgepipe.sinks.messages`, schema
 ``v`` 1): msgpack bytes with ``format="msgpack"``, the same map as JSON text by default, with
-``t_ms`` (wall-clock Unix milliseconds) added where the message has none. ``count`` is this
-sink's own kind: ``{"v": 1, "kind": "count", "source": ..., "count": N, "labels": {label: n},
-"t_ms": ...}``, sent when a camera's number of detections changes (what Home Assistant's sensors
-read). ``status`` is the plain text ``online`` or ``offline`` in either format.
+``t_ms`` (wall-clock Unix milliseconds) added where the message has none. ``engine_state``
+(retained) is a remote language-model engine's circuit, sent by ``Describe`` when it changes.
+``count`` is this sink's own kind: ``{"v": 1, "kind": "count", "source": ..., "count": N,
+"labels": {label: n}, "t_ms": ...}``, sent when a camera's number of detections changes (what
+Home Assistant's sensors read). ``status`` is the plain text ``online`` or ``offline`` in either format.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ DEFAULT_POLICIES: dict[str, KindPolicy] = {
     "status": KindPolicy(qos=1, retain=True, rank=5),
     "discovery": KindPolicy(qos=1, retain=True, rank=5),
     "source_state": KindPolicy(qos=1, retain=True, rank=4),
+    "engine_state": KindPolicy(qos=1, retain=True, rank=4),
     "event": KindPolicy(qos=1, retain=False, rank=3),
     "count": KindPolicy(qos=1, retain=True, rank=3),
     "error": KindPolicy(qos=1, retain=False, rank=3),
