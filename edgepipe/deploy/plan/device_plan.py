@@ -139,6 +139,12 @@ def advise(result: CapacityPlan) -> list[str]:
         limit = m.rate.max_tokens_per_s_bandwidth
         if wanted is not None and target.bandwidth_gb_s is not None and limit is not None and wanted > limit:
             lines.append(f"{m.owner}: {quantize_advice(m.model, wanted, target.bandwidth_gb_s)}")
+            needed = m.rate.bandwidth_needed_gb_s or 0.0
+            lines.append(
+                f"{m.owner}: or offload it to an engine on another machine: {needed:.1f} GB/s needed at "
+                f"{wanted:g} tokens/s, {target.bandwidth_gb_s:g} GB/s here "
+                '(Describe("http://HOST:8080/v1"), describe_scene --server; docs/language-models.md)'
+            )
     report = result.memory
     if not report.fits and report.budget_bytes is not None:
         over = report.host_bytes - report.budget_bytes
