@@ -216,6 +216,7 @@ def run_settings(log_text: str, detector: Detector, describe: Describe) -> RunSe
     CPU budget, the node's session config)."""
     models = parse_models(log_text)
     budget = cpu_budget().threads
+    assert describe.worker is not None  # the headroom workload writes locally
     lm_config = describe.worker.session_config or SessionConfig()
 
     def line_of(model: str | Path) -> dict[str, Any] | None:  # a name, or a path given another way
@@ -277,6 +278,7 @@ def bare_lm(
     threads and spinning; a quarter of ``seconds`` prefilling ``prompt``, the rest whole
     requests with the pipeline's sampling (their prefill taken out at the cost just measured)."""
     worker = describe.worker
+    assert worker is not None  # the headroom workload writes locally
     base = worker.session_config or SessionConfig(timeout_s=30.0)  # DecoderRunner's default
     lm = LanguageModel(worker.model, max_seq_len=worker.max_seq_len, prefill_chunk=worker.prefill_chunk,
                        session=replace(base, threads=threads, spinning=spinning), owner="bare")  # fmt: skip

