@@ -46,9 +46,10 @@ from typing import Any
 from edgepipe.core.context import current_node
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.batch import DEFAULT_DRAFTS
+from edgepipe.lm.describe_parts import EngineParts
 from edgepipe.lm.engines import Engines, Written
-from edgepipe.lm.remote.circuit import STATES
 from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM, remote_engine
+from edgepipe.lm.remote.images import Thumbnail
 from edgepipe.lm.reservations import plan_language_model
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.scene import FIELDS, SceneWindow
@@ -62,7 +63,7 @@ from edgepipe.wire.results import Message
 DEFAULT_TEMPLATE = "Camera report for the last {seconds:.0f} seconds: {summary}.\nDescription:"
 
 
-class Describe:
+class Describe(EngineParts):
     """A stream stage that writes about what the detectors saw and how the sources are."""
 
     priority = "low"
@@ -124,6 +125,10 @@ class Describe:
         )  # fmt: skip
         self.loads_model = self.worker is not None
         self.engines = Engines(self.remote, self.worker)
+        self._thumbs: dict[str, Thumbnail] = {}
+        """Each source's latest small picture, for an engine that takes images."""
+        self.images_skipped = 0
+        """Pictures left out of a request: over its byte budget even at the coarsest JPEG."""
         self._told_state = ("closed", "")
         """The engine's circuit as last said (an ``engine_state`` message goes out when it changes)."""
         self._next_t = 0.0
@@ -165,38 +170,6 @@ class Describe:
         if self.worker is not None:
             await self.worker.aclose()
 
-    @property
-    def failed_output(self) -> str | None:
-        """A run asked for descriptions and none could be written: exit 1, with the causes."""
-        engines = self.engines
-        if sum(engines.written.values()) or not engines.skipped:
-            return None
-        causes = ", ".join(f"{n} {cause}" for cause, n in engines.skipped.most_common())
-        where = self.remote.name if self.remote is not None else "the engine"
-        total = sum(engines.skipped.values())
-        return f"no description written: all {total} skipped ({causes}) on {where}; see the warnings above"
-
-    @property
-    def worker_name(self) -> str:
-        return self.worker.model.name if self.worker is not None else ""
-
-    def _show(self) -> None:
-        """The engines' figures in the node's gauges (``--stats``, ``/metrics``, ``/health``)."""
-        gauges, engines = self._gauges, self.engines
-        if self.remote is not None:
-            circuit = self.remote.circuit
-            gauges["engine"] = circuit.state
-            gauges["engine_state"] = STATES.index(circuit.state)
-            gauges["engine_slots"] = self.remote.slots
-            gauges["remote"] = engines.written["remote"]
-            gauges["fallbacks"] = engines.fallbacks
-            if circuit.cause:
-                gauges["engine_cause"] = circuit.cause
-            else:
-                gauges.pop("engine_cause", None)
-        if engines.skipped or self.remote is not None:
-            gauges["skipped"] = sum(engines.skipped.values())
-
     def governor_knobs(self, node_id: str, priority: int) -> list[PaceKnob]:
         """The local model's pace: the share of time its steps may take (a remote engine's
         time is not the box's)."""
@@ -212,10 +185,6 @@ class Describe:
             self._fit(len(node.sources))
         plan_language_model(plan, node, model=worker.model, max_seq_len=worker.max_seq_len,
                             session=worker.session_config, slots=worker.slots)  # fmt: skip
-
-    def observe(self, item: Any, now: float | None = None) -> None:
-        """Add an item to the window (what ``process`` does with each input)."""
-        self.window.observe(item, now)
 
     def prompt(self, now: float | None = None) -> str:
         """The template rendered over the window ending ``now``."""
@@ -245,7 +214,7 @@ class Describe:
             try:
                 async for item in items:
                     now = time.monotonic()
-                    self.window.observe(item, now)
+                    self.observe(item, now)
                     observed += 1
                     if self.requests == 0 and self._next_t > now:
                         self._next_t = now  # the first report comes with the first input
@@ -347,8 +316,11 @@ class Describe:
         pieces: list[str] = []
         own = {"request": request} | ({"source": source} if source is not None else {})
         written = Written()
+        images = await self._pictures(source, now)
         async with contextlib.aclosing(
-            self.engines.write(prompt, self.params, written, chat=self.chat, system=self.system)
+            self.engines.write(
+                prompt, self.params, written, chat=self.chat, system=self.system, images=images
+            )
         ) as stream:
             async for piece in stream:
                 pieces.append(piece)
@@ -366,34 +338,3 @@ class Describe:
         yield Message("event", {"what": "description", **own, "text": "".join(pieces), "prompt": prompt,
                                 "sources": states, "engine": written.engine, **extra,
                                 **stats.to_dict()})  # fmt: skip
-
-    def _engine_state(self) -> Message | None:
-        """An ``engine_state`` message when the remote engine's circuit changed since the last
-        (MQTT retains it; viewers see it)."""
-        if self.remote is None:
-            return None
-        circuit = self.remote.circuit
-        state = (circuit.state, circuit.cause)
-        if state == self._told_state:
-            return None
-        self._told_state = state
-        return Message("engine_state", {
-            "engine": self.remote.name, "state": circuit.state, "cause": circuit.cause,
-            "error": circuit.error, "retry_in_s": round(circuit.retry_in_s(), 1),
-            "fallback": self.worker is not None,
-        })  # fmt: skip
-
-    def _figures(self, written: Written) -> None:
-        """The latest request's figures, by engine, in the gauges."""
-        self._show()
-        stats = written.stats
-        if stats is not None and written.engine:
-            self._gauges[f"{written.engine}_ttft_ms"] = round(stats.ttft_ms, 1)
-            self._gauges[f"{written.engine}_tpot_ms"] = round(stats.tpot_ms, 2)
-            self._gauges[f"{written.engine}_tokens_per_s"] = round(stats.decode_tokens_per_s, 1)
-        lm = self.worker.lm if self.worker is not None else None
-        if lm is not None:
-            self._gauges["slots"] = lm.runner.slots
-            spec = lm.decoder.speculation
-            if spec.max_drafts:  # drafts kept per verify step (--stats shows it under the table)
-                self._gauges["accepted/step"] = f"{spec.accepted_per_step:.2f}"
