@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from edgepipe import Message, Pipeline, Range, WritableFolder
 from edgepipe.lm import Describe, ModelFolder, RemoteEngine
@@ -88,6 +88,7 @@ def pipeline(
     server_api_key: str = "",
     server_slots: Annotated[int, Range(0)] = 0,
     first_token_s: Annotated[float, Range(0, low_open=True)] = 10.0,
+    images: Literal["off", "auto", "on"] = "off",
 ) -> Pipeline:
     """camera -> faces -> describe -> log (tokens and descriptions reach --results); camera,
     faces and describe -> viewers.
@@ -118,19 +119,23 @@ def pipeline(
             else 1).
         first_token_s: Seconds the server has for its first token before the request goes
             elsewhere.
+        images: Send the camera's latest picture (512 px, JPEG) with each request: auto where
+            the server declares image input (llama-server's /props), on always, off never.
     """
     if model is None and not server:
         raise ValueError(f"--model is required: {folder_problem(None)}, or --server URL")
     p = Pipeline("describe_scene")
     camera = p.source("camera", VideoSource(source))
-    faces = p.stage("faces", Detector(detect, every=5), inputs=camera, timeout_s=5.0)
+    pictures = bool(server) and images != "off"  # the detections then carry their frame
+    faces = p.stage("faces", Detector(detect, every=5, keep_frame=pictures), inputs=camera, timeout_s=5.0)
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7, top_p=0.9)
     # The camera's own state (live, stalled, reconnecting) reaches the prompt through the graph:
     # a camera that stopped sending is reported even though no detections arrive.
     writer: RemoteEngine | Path | None = model
     if server:  # the server writes; the local model, if given, while it cannot
         writer = RemoteEngine(server, model=server_model, api_key=server_api_key or None,
-                              slots=server_slots or None, first_token_s=first_token_s)  # fmt: skip
+                              slots=server_slots or None, first_token_s=first_token_s,
+                              images={"auto": None, "on": True, "off": False}[images])  # fmt: skip
     assert writer is not None
     describe = Describe(writer, fallback=model if server else None, template=TEMPLATE,
                         window_s=window_s, every_s=every_s, params=params,

@@ -187,3 +187,51 @@ async def test_a_viewer_gets_the_video_faces_tokens_and_descriptions(model: Path
     tokens = [m for m in peer.messages if m["kind"] == "token" and m["request"] == event["request"]]
     assert "".join(t["text"] for t in tokens) == event["text"]  # the streamed text is the description
     assert any(m["kind"] == "detections" for m in peer.messages)  # the faces (none here) go too
+
+
+@pytest.mark.slow
+def test_with_a_server_the_descriptions_come_from_it_and_the_local_model_writes_while_it_is_away(
+    model: Path, centerface: Path
+) -> None:
+    import asyncio
+
+    from tests.lm.remote.fake_engine import DONE, chunk, fake_engine, sse
+
+    async def run() -> list[Message]:
+        async with fake_engine() as engine:
+            engine.chat = lambda r: sse(r, chunk("One face"), chunk(" in view.", "stop"), DONE)
+            pipeline = load_pipeline(PIPELINE, ["--server", engine.url, "--model", str(model), "--every-s", "0.5",
+                                                "--window-s", "1", "--max-new-tokens", "8"])  # fmt: skip
+            out: ListSink[Message] = ListSink()
+            pipeline.sink("capture", out, inputs="describe")
+
+            async def away_then_back() -> None:
+                await asyncio.sleep(1.2)
+                engine.chat = lambda r: sse(r, b"")  # cut before anything: the local model takes it
+                await asyncio.sleep(1.2)
+                engine.chat = lambda r: sse(r, chunk("Back."), chunk("", "stop"), DONE)
+
+            flip = asyncio.create_task(away_then_back())
+            await asyncio.to_thread(run_pipeline, pipeline, duration_s=5.0)
+            await flip
+            return out.items
+
+    items = asyncio.run(run())
+    engines = [m.data["engine"] for m in items if m.kind == "event" and m.data.get("what") == "description"]
+    assert engines[0] == "remote"
+    assert "local" in engines
+    assert engines[-1] == "remote"  # back once the server answered again (after its 1 s backoff)
+    assert any(m.kind == "engine_state" and m.data["state"] == "open" for m in items)
+
+
+@pytest.mark.slow
+def test_a_server_not_there_is_a_warning_and_a_timed_run_that_wrote_nothing_exits_1() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = _run("--server", f"http://127.0.0.1:{port}/v1", "--every-s", "0.5", "--duration", "3")
+    assert done.returncode == 1, done.stderr
+    assert f"engine http://127.0.0.1:{port}/v1: cannot connect" in done.stderr  # the warning, at start
+    assert "no description written: all" in done.stderr
+    assert "refused" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -46,7 +46,9 @@ def test_text_prints_every_term_and_what_to_change(plan: Command) -> None:
     assert "4x too big" in out
     assert "binds first: bandwidth" in out
     assert "quantize the weights to int8" in out
-    assert "or offload it to an engine on another machine: 120.0 GB/s needed at 20 tokens/s, 68 GB/s here" in out
+    assert (
+        "or offload it to an engine on another machine: 120.0 GB/s needed at 20 tokens/s, 68 GB/s here" in out
+    )
     assert "plan: does NOT fit" in out
 
 
