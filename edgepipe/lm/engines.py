@@ -65,6 +65,8 @@ class Engines:
         """End the answers under way at their next piece (a node that stops writing when the run
         stops); their events still come, ``stop_reason`` ``cancelled``."""
         self._cancels += 1
+        if self.remote is not None:
+            self.remote.cancel()
         if self.local is not None:
             self.local.cancel()
 
@@ -105,7 +107,7 @@ class Engines:
                         self.written["remote"] += 1
                         return
                 else:
-                    if self._told:
+                    if self._told and self._cancels == cancels:
                         log.warning("engine %s answers again; requests go to it", remote.name)
                         self._told.clear()
                     written.engine = "remote"

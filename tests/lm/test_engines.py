@@ -151,3 +151,21 @@ def test_describe_says_which_engine_wrote_each_description_and_shows_its_figures
     assert describe.loads_model is False
     assert describe._gauges["engine"] == CLOSED
     assert describe._gauges["remote_ttft_ms"] > 0
+
+
+async def test_a_stop_ends_a_request_waiting_on_the_engine_at_once_and_says_nothing_of_the_engine() -> None:
+    async with fake_engine() as engine:
+        engine.chat = lambda r: sse(r, *[b":\n\n", 0.05] * 200)  # only pings: no first token for 10 s
+        remote = RemoteLM(RemoteEngine(engine.url, first_token_s=10.0))
+        engines = Engines(remote, None)
+        try:
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.3, engines.cancel)
+            t0 = loop.time()
+            text, written = await write(engines)
+            assert loop.time() - t0 < 2.0
+        finally:
+            await remote.close()
+    assert (text, written.engine, remote.circuit.state) == ("", "remote", CLOSED)
+    assert written.stats is not None
+    assert written.stats.stop_reason == "cancelled"

@@ -32,6 +32,7 @@ from edgepipe.lm.remote.errors import (
     EngineError,
     EngineRequestError,
     EngineUnavailable,
+    RequestCancelled,
 )
 from edgepipe.lm.remote.sse import SseError, SseParser
 from edgepipe.lm.sampling import SamplingParams
@@ -96,6 +97,17 @@ class OpenAIClient:
         self.first_token_s = first_token_s
         self.request_s = request_s
         self._session: aiohttp.ClientSession | None = None
+        self._under_way: set[asyncio.Timeout] = set()
+        """The deadlines of the requests being streamed: :meth:`abort` brings them to now."""
+        self._aborts = 0
+
+    def abort(self) -> None:
+        """End every request under way now, wherever it waits (connecting, queued at the
+        server, between two pieces): each raises :class:`RequestCancelled`. A run that stops."""
+        self._aborts += 1
+        now = asyncio.get_running_loop().time()
+        for deadline in self._under_way:
+            deadline.reschedule(now)
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIClient({self.shown!r}, model={self.model!r})"
@@ -148,8 +160,11 @@ class OpenAIClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_s)
         http = self._http()
         parser = SseParser()
+        aborts = self._aborts
+        deadline: asyncio.Timeout | None = None
         try:
             async with asyncio.timeout_at(min(first_deadline, last_deadline)) as deadline:
+                self._under_way.add(deadline)
                 async with http.post(f"{self.url}/chat/completions", json=body, timeout=timeout) as response:
                     if response.status != 200:
                         await self._refuse(response)
@@ -196,6 +211,8 @@ class OpenAIClient:
                     stats.stop_reason = _stop_reason(finish)
                     _count(stats, chunks)
         except TimeoutError as exc:
+            if self._aborts != aborts:
+                raise RequestCancelled("cancelled", url=self.url) from exc
             first = not stats.ttft_ms
             waited = self.first_token_s if first else self.request_s
             pings = f" ({parser.pings} pings meanwhile)" if first and parser.pings else ""
@@ -210,6 +227,9 @@ class OpenAIClient:
             raise EngineConfigError(f"engine {self.shown}: {exc}", url=self.url, cause="not_an_api") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise self._unreachable(exc, streaming=bool(stats.ttft_ms)) from exc
+        finally:
+            if deadline is not None:
+                self._under_way.discard(deadline)
 
     def body(self, messages: list[dict[str, Any]], params: SamplingParams) -> dict[str, Any]:
         """The request's JSON body (:meth:`stream` posts it)."""

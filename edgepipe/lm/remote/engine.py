@@ -21,7 +21,7 @@ from typing import Any
 
 from edgepipe.lm.remote.circuit import EngineCircuit
 from edgepipe.lm.remote.client import EngineInfo, OpenAIClient, RemoteStats
-from edgepipe.lm.remote.errors import EngineConfigError, EngineError
+from edgepipe.lm.remote.errors import EngineConfigError, EngineError, RequestCancelled
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.wire.redact import add_secret, redact_url
 
@@ -150,6 +150,11 @@ class RemoteLM:
         await self.client.close()
         self._started = False
 
+    def cancel(self) -> None:
+        """End the requests under way now (their answers end as written so far, ``stop_reason``
+        ``cancelled``); the circuit takes no note of them."""
+        self.client.abort()
+
     def takes(self, *, wait: bool) -> bool:
         """Whether a request would go to the engine now: its circuit lets it, and a slot is
         free (``wait``: or the queue has room). An open circuit past its backoff lets this one
@@ -182,6 +187,8 @@ class RemoteLM:
                 yield piece
             verdict = True
             self.circuit.succeeded()
+        except RequestCancelled:  # ended on purpose (the run stops): it ends as written so far
+            stats.stop_reason = "cancelled"
         except EngineError as exc:
             verdict = True
             self.circuit.failed(exc)

@@ -43,6 +43,13 @@ class EngineUnavailable(EngineError):
         super().__init__(message, url=url, cause=cause)
 
 
+class RequestCancelled(EngineError):
+    """The request was ended on purpose (:meth:`~edgepipe.lm.remote.client.OpenAIClient.abort`):
+    no word on the engine."""
+
+    cause = "cancelled"
+
+
 class EngineConfigError(EngineError):
     """The engine refuses this configuration (key, model name, URL): retrying cannot help."""
 
@@ -55,4 +62,4 @@ class EngineRequestError(EngineError):
     retryable = False
 
 
-__all__ = ["EngineConfigError", "EngineError", "EngineRequestError", "EngineUnavailable"]
+__all__ = ["EngineConfigError", "EngineError", "EngineRequestError", "EngineUnavailable", "RequestCancelled"]
