@@ -50,9 +50,10 @@ def test_msgpack_payloads_are_the_data_channel_schema() -> None:
 def test_each_kind_has_its_qos_retain_and_rank_and_they_can_be_changed() -> None:
     topics = Topics("cam1", "p")
     table = {k: (topics.policy(k).qos, topics.policy(k).retain) for k in
-             ("status", "source_state", "count", "event", "detections", "token", "anything")}  # fmt: skip
-    assert table == {"status": (1, True), "source_state": (1, True), "count": (1, True), "event": (1, False),
-                     "detections": (0, False), "token": (0, False), "anything": (0, False)}  # fmt: skip
+             ("status", "source_state", "engine_state", "count", "event", "detections", "token", "anything")}  # fmt: skip
+    assert table == {"status": (1, True), "source_state": (1, True), "engine_state": (1, True), "count": (1, True),
+                     "event": (1, False), "detections": (0, False), "token": (0, False),
+                     "anything": (0, False)}  # fmt: skip
     assert topics.policy("detections").rank < topics.policy("event").rank < topics.policy("source_state").rank
     changed = Topics("cam1", "p", qos={"detections": 1}, retain={"event": True})
     assert changed.policy("detections").qos == 1
