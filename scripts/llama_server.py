@@ -62,7 +62,8 @@ def missing_reason() -> str:
     log = cache_dir() / "build.log"
     if log.is_file():
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-        return f"the llama-server build failed ({' / '.join(tail)[-300:]}); run {BUILD_COMMAND}"
+        last = " / ".join(tail)[-300:]
+        return f"no llama-server: its build failed or is under way ({last}); run {BUILD_COMMAND}"
     return f"no llama-server built on this machine: run {BUILD_COMMAND} (scripts/test.sh does)"
 
 
