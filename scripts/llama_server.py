@@ -168,9 +168,13 @@ class Server:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self, *, wait: bool = True, timeout_s: float = 30.0) -> Server:
-        out = self.log.open("ab") if self.log is not None else subprocess.DEVNULL
-        self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)  # fmt: skip
+        if self.log is None:
+            self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)  # fmt: skip
+        else:
+            with self.log.open("ab") as out:  # the child keeps its own copy of the file
+                self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL)  # fmt: skip
         if wait:
             self.wait_ready(timeout_s)
         return self
