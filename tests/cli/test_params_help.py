@@ -178,13 +178,30 @@ def test_a_parameter_whose_flag_is_taken_is_refused_before_any_is_added() -> Non
     assert "parameters of" not in parser.format_help()  # not half a list: --help prints the rest, exit 2
 
 
-def test_a_parameter_that_must_be_given_reads_as_required(edgepipe: Command) -> None:
-    result = edgepipe(
-        "run", "pipelines/describe_scene.py", "--help"
-    )  # model: Path | None refused by ModelFolder
+REQUIRED_MODEL = """\
+    from pathlib import Path
+    from typing import Annotated
+    from edgepipe import Pipeline
+    from edgepipe.lm import ModelFolder
+
+    def pipeline(model: Annotated[Path | None, ModelFolder()] = None) -> Pipeline:
+        \"\"\"A model's folder, refused when not given.
+
+        Args:
+            model: the language model's folder.
+        \"\"\"
+        return Pipeline("p")
+"""
+
+
+def test_a_parameter_that_must_be_given_reads_as_required(edgepipe: Command, tmp_path: Path) -> None:
+    result = edgepipe("run", str(write(tmp_path, REQUIRED_MODEL, "req.py")), "--help")  # None refused
     assert result.returncode == 0, result.stderr
     (model,) = [
         " ".join(line.split()) for line in re.split(r"\n(?=  --)", result.stdout) if "--model" in line
     ]
     assert model.endswith("(a folder with model.onnx and tokenizer.json; required)"), model
     assert "none" not in model
+    # describe_scene's --model may be left out when --server is given: its help says so
+    scene = edgepipe("run", "pipelines/describe_scene.py", "--help").stdout
+    assert "or none; default: none)" in " ".join(scene.split())

@@ -10,9 +10,9 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.lm import SamplingParams
 from edgepipe.lm.describe import Describe
-from edgepipe.lm.engines import Engines, Written
 from edgepipe.lm.remote.circuit import CLOSED, OPEN, REFUSED
 from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM
+from edgepipe.lm.remote.engines import Engines, Written
 from edgepipe.lm.worker import LMWorker
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections

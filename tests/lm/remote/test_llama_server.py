@@ -11,10 +11,10 @@ from pathlib import Path
 import llama_server
 import pytest
 
-from edgepipe.lm.engines import Engines, Written
 from edgepipe.lm.remote.circuit import CLOSED, OPEN
 from edgepipe.lm.remote.client import OpenAIClient, RemoteStats
 from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM
+from edgepipe.lm.remote.engines import Engines, Written
 from edgepipe.lm.remote.errors import EngineConfigError, EngineRequestError, EngineUnavailable
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.worker import LMWorker

@@ -9,17 +9,21 @@ import asyncio
 import time
 from typing import Any
 
-from edgepipe.lm.engines import Engines, Written
+from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.lm.remote.circuit import STATES
 from edgepipe.lm.remote.engine import RemoteLM
+from edgepipe.lm.remote.engines import Engines, Written
 from edgepipe.lm.remote.images import Thumbnail, jpeg_data_uri, thumbnail
 from edgepipe.lm.scene import SceneWindow
 from edgepipe.lm.worker import LMWorker
 from edgepipe.wire.results import Message
 
+ENCODER = DaemonThreadPool(1, "jpeg")
+"""Where the pictures are encoded (a daemon thread: a stuck encode never holds the exit)."""
+
 
 class EngineParts:
-    """Pictures and figures of a node that writes with :class:`~edgepipe.lm.engines.Engines`."""
+    """Pictures and figures of a node that writes with :class:`~edgepipe.lm.remote.engines.Engines`."""
 
     remote: RemoteLM | None
     worker: LMWorker | None
@@ -89,7 +93,8 @@ class EngineParts:
         if not thumbs:
             return []
         each = remote.engine.image_bytes // len(thumbs)
-        uris = await asyncio.to_thread(lambda: [jpeg_data_uri(t, each) for t in thumbs])
+        loop = asyncio.get_running_loop()
+        uris = await loop.run_in_executor(ENCODER, lambda: [jpeg_data_uri(t, each) for t in thumbs])
         self.images_skipped += sum(u is None for u in uris)
         return [u for u in uris if u is not None]
 
