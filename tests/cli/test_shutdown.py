@@ -22,8 +22,8 @@ from edgepipe import load_pipeline
 from edgepipe.runtime.run import run_graph
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.wire.results import FLUSH_INTERVAL_S
+from tests.quality.source import parse
 from tests.stopping import BUDGET_S, DRAIN_S, REPO, start
-from tests.test_quality import parse
 
 pytestmark = pytest.mark.slow
 
