@@ -22,7 +22,7 @@ from edgepipe.graph.pipeline import Pipeline
 from edgepipe.graph.spec import ErrorPolicy, Input, OnError, on_loop
 from edgepipe.pipefile.loader import load_pipeline
 from edgepipe.pipefile.params import Range, WritableFile, WritableFolder
-from edgepipe.runner import run, run_async
+from edgepipe.runner import RunConfig, run, run_async
 from edgepipe.runtime.engine import RunReport, Snapshot
 from edgepipe.wire.results import Message
 
@@ -69,6 +69,7 @@ __all__ = [
     "Policy",
     "Range",
     "Recorder",
+    "RunConfig",
     "RunReport",
     "Snapshot",
     "TcpStream",

@@ -12,17 +12,20 @@
         p.sink("out", sink, inputs=p.stage("double", lambda x: x * 2, inputs=src))
         run_pipeline(p)
         assert sink.items == [2, 4, 6]
+
+``run_pipeline`` is :func:`edgepipe.run`: the run a test gets is the production one, governed
+by default; a test that wants the governor out of the way says ``RunConfig(governed=False)``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncIterator, Iterable
+from typing import Generic, TypeVar
 
 from edgepipe.graph.pipeline import Pipeline
-from edgepipe.runtime.engine import RunReport, Watcher
-from edgepipe.runtime.run import run_graph
+from edgepipe.runner import RunConfig, run
+from edgepipe.runtime.engine import RunReport
 
 T = TypeVar("T")
 
@@ -85,23 +88,8 @@ class ListSink(Generic[T]):
         self.items.append(item)
 
 
-def run_pipeline(
-    pipeline: Pipeline,
-    *,
-    duration_s: float | None = None,
-    results_path: str | None = None,
-    drain_timeout_s: float = 5.0,
-    loop: str = "auto",
-    watchers: Sequence[Watcher] = (),
-    **kwargs: Any,
-) -> RunReport:
-    """Validate and run ``pipeline`` to the end (or for ``duration_s``) on a fresh event loop."""
-    return run_graph(
-        pipeline,
-        loop=loop,
-        duration_s=duration_s,
-        results_path=results_path,
-        drain_timeout_s=drain_timeout_s,
-        watchers=watchers,
-        **kwargs,
-    )
+def run_pipeline(pipeline: Pipeline, config: RunConfig | None = None) -> RunReport:
+    """Validate and run ``pipeline`` to the end (or for ``config.duration_s``) on a fresh event
+    loop: :func:`edgepipe.run` itself, so a test runs what production runs (governed unless
+    ``RunConfig(governed=False)``)."""
+    return run(pipeline, config)

@@ -38,13 +38,22 @@ from typing import Annotated
 
 import numpy as np
 
-from edgepipe import Input, Message, Pipeline, Range, WritableFile, WritableFolder
-from edgepipe.media import SYNTHETIC_DEFAULT, Frame, VideoSource
-from edgepipe.media.draw import COLORS, draw_box, draw_label, writable_copy
-from edgepipe.media.recording.encode import Recorder
-from edgepipe.serve.webrtc_stream import WebRTCStream
-from edgepipe.sinks.wiring import add_mqtt_and_events
-from edgepipe.vision import Detections, Detector
+from edgepipe import (
+    Detections,
+    Detector,
+    Frame,
+    Input,
+    Message,
+    Pipeline,
+    Range,
+    Recorder,
+    VideoSource,
+    WebRTCStream,
+    WritableFile,
+    WritableFolder,
+)
+from edgepipe.media import COLORS, SYNTHETIC_DEFAULT, draw_box, draw_label, writable_copy
+from edgepipe.sinks import add_mqtt_and_events
 
 log = logging.getLogger("demo")
 

@@ -48,14 +48,10 @@ import logging
 from pathlib import Path
 from typing import Annotated, Literal
 
-from edgepipe import Message, Pipeline, Range, WritableFolder
-from edgepipe.lm import Describe, ModelFolder, RemoteEngine
-from edgepipe.lm.folder import folder_problem
-from edgepipe.lm.sampling import SamplingParams
-from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
-from edgepipe.serve.webrtc_stream import WebRTCStream
-from edgepipe.sinks.wiring import add_mqtt_and_events
-from edgepipe.vision import Detector
+from edgepipe import Detector, Message, Pipeline, Range, VideoSource, WebRTCStream, WritableFolder
+from edgepipe.lm import Describe, ModelFolder, RemoteEngine, SamplingParams, folder_problem
+from edgepipe.media import SYNTHETIC_DEFAULT
+from edgepipe.sinks import add_mqtt_and_events
 
 log = logging.getLogger("describe_scene")
 

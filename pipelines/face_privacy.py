@@ -51,13 +51,20 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Literal
 
-from edgepipe import Pipeline, Range, WritableFile, WritableFolder
-from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource, parse
-from edgepipe.media.recording.encode import Recorder
-from edgepipe.serve.webrtc_stream import WebRTCStream
-from edgepipe.sinks.wiring import add_mqtt_and_events
-from edgepipe.vision import Detections, Detector
-from edgepipe.vision.overlay import Redact
+from edgepipe import (
+    Detections,
+    Detector,
+    Pipeline,
+    Range,
+    Recorder,
+    VideoSource,
+    WebRTCStream,
+    WritableFile,
+    WritableFolder,
+)
+from edgepipe.media import SYNTHETIC_DEFAULT, parse
+from edgepipe.sinks import add_mqtt_and_events
+from edgepipe.vision import Redact
 
 log = logging.getLogger("face_privacy")
 

@@ -21,7 +21,7 @@ import time
 from typing import Annotated, Any
 
 from edgepipe import Message, Pipeline, Range
-from edgepipe.sinks.mqtt.source import FleetFeed
+from edgepipe.sinks import FleetFeed
 
 log = logging.getLogger("fleet_events")
 

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from edgepipe import Pipeline, Range
-from edgepipe.media import SYNTHETIC_DEFAULT, VideoSource
-from edgepipe.serve.webrtc_stream import WebRTCStream
-from edgepipe.vision import Detector
+from edgepipe import Detector, Pipeline, Range, VideoSource, WebRTCStream
+from edgepipe.media import SYNTHETIC_DEFAULT
 
 
 def pipeline(

@@ -34,7 +34,7 @@ import av
 
 from edgepipe import Pipeline
 from edgepipe.media import Frame, VideoSource
-from edgepipe.runtime.run import run_graph_async  # the engine alone, ungoverned: what is measured
+from edgepipe.runner import RunConfig, run_async
 
 TARGET_RATIO = 0.9
 
@@ -74,7 +74,7 @@ def edgepipe_source(clip: Path) -> tuple[float, float, int]:
     p = Pipeline("bench")
     p.sink("sink", touch, inputs=p.source("video", VideoSource(str(clip), decoder="software")), on_loop=True)
     t0, c0 = time.perf_counter(), cpu_s()
-    asyncio.run(run_graph_async(p))
+    asyncio.run(run_async(p, RunConfig(governed=False)))
     return count / (time.perf_counter() - t0), (cpu_s() - c0) / count, count
 
 

@@ -48,7 +48,7 @@ from edgepipe.media import VideoSource
 from edgepipe.media.colour import BT601_LIMITED
 from edgepipe.media.frame import Frame, from_av
 from edgepipe.media.tensor import Preprocessor, TensorFormat
-from edgepipe.runtime.run import run_graph_async  # the engine alone, ungoverned: what is measured
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.sched import cpu_budget
 from edgepipe.vision import Detections, Detector
 
@@ -73,7 +73,7 @@ def pipeline_rate(clip: Path, config: SessionConfig, input_size: int) -> tuple[f
     video = p.source("video", VideoSource(str(clip), decoder="software"))
     faces = p.stage("faces", detector, inputs=video, queue_size=4)
     p.sink("sink", sink, inputs=faces, on_loop=True)
-    asyncio.run(run_graph_async(p))
+    asyncio.run(run_async(p, RunConfig(governed=False)))
     fmt = detector.input_format
     assert fmt is not None
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
@@ -122,7 +122,7 @@ def live_rate(
     detector = Detector("centerface", input_size=input_size, session=config)
     faces = p.stage("faces", detector, inputs=video, policy="latest", queue_size=1)
     p.sink("sink", sink, inputs=faces, on_loop=True)
-    report = asyncio.run(run_graph_async(p))
+    report = asyncio.run(run_async(p, RunConfig(governed=False)))
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
     return rate, fed, report.stats.channel("faces").dropped
 

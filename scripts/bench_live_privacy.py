@@ -56,7 +56,7 @@ TARGET_CPU_POINTS = 0.06
 
 def child(case: str, mode: str, warmup_s: float, seconds: float, folder: Path) -> dict[str, Any]:
     """One run in this process (see the module docstring); its figures."""
-    from edgepipe import load_pipeline, run
+    from edgepipe import RunConfig, load_pipeline, run
     from edgepipe.vision import Detector
 
     flags = [*CASES[case], *MODES[mode], "--output", str(folder / f"{case}-{mode}.mp4")]
@@ -75,7 +75,7 @@ def child(case: str, mode: str, warmup_s: float, seconds: float, folder: Path) -
                          "limit": sched.get("limits", {}).get("faces"), "target": sched.get("target_now"),
                          "cores": sched.get("cores"), "level": sched.get("level")})  # fmt: skip
 
-    run(pipeline, duration_s=warmup_s + seconds, watchers=[watch])
+    run(pipeline, RunConfig(duration_s=warmup_s + seconds, watchers=[watch]))
     threads = detector.session.threads if detector.session is not None else None
     calls = detector.calls
     inside = [s for s in seen if s["t"] >= seen[0]["t"] + warmup_s - 1.0] if seen else []

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from edgepipe import Pipeline
 from edgepipe.core.loop import loop_factory
-from edgepipe.runtime.run import run_graph_async  # the engine alone, ungoverned: what is measured
+from edgepipe.runner import RunConfig, run_async
 
 HOPS = 3  # source->stage1, stage1->stage2, stage2->sink
 END = object()
@@ -134,7 +134,7 @@ async def edgepipe_chain(n: int) -> float:
     p.sink("sink", work.sink, inputs=s2, queue_size=QUEUE_SIZE)
     graph = p.validate()
     t0 = time.perf_counter()
-    await run_graph_async(graph)
+    await run_async(graph, RunConfig(governed=False))
     elapsed = time.perf_counter() - t0
     work.check("edgepipe chain")
     return n / elapsed

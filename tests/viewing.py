@@ -15,8 +15,8 @@ from aiortc import RTCSessionDescription
 from edgepipe import Pipeline
 from edgepipe.media.frame import Frame
 from edgepipe.media.sources.video import VideoSource
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import RunReport, Runtime
-from edgepipe.runtime.run import run_graph_async
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.serve.encoder import WebRTCOut
 from edgepipe.serve.webrtc_stream import WebRTCStream
@@ -46,7 +46,12 @@ async def served(
 
     async with asyncio.TaskGroup() as tg:
         run = tg.create_task(
-            run_graph_async(pipeline, watchers=[keep, server], duration_s=duration_s, drain_timeout_s=1.0)
+            run_async(
+                pipeline,
+                RunConfig(
+                    governed=False, watchers=[keep, server], duration_s=duration_s, drain_timeout_s=1.0
+                ),
+            )
         )
         await asyncio.wait_for(server.ready.wait(), 10)
         assert server.url is not None

@@ -24,7 +24,7 @@ from edgepipe.core.units import seconds, whole
 from edgepipe.graph.as_data import graph_dict
 from edgepipe.pipefile.loader import PipelineFunction, read_pipeline
 from edgepipe.pipefile.params import check_writable_file, not_a_file
-from edgepipe.runner import run
+from edgepipe.runner import RunConfig, run
 from edgepipe.runtime.engine import Watcher
 from edgepipe.wire.redact import redact_text
 
@@ -240,19 +240,21 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
     try:
         report = run(
             graph,
-            loop=args.loop,
-            headroom=args.headroom,
-            governed=not args.no_governor,
-            port=args.port,
-            host=args.host,
-            metrics_open=args.metrics_open,
-            health_file=args.health_file,
-            duration_s=args.duration,
-            results_path=args.results,
-            drain_timeout_s=args.drain_timeout,
-            handle_signals=True,
-            watchers=watchers,
-            debug=args.debug,
+            RunConfig(
+                loop=args.loop,
+                headroom=args.headroom,
+                governed=not args.no_governor,
+                port=args.port,
+                host=args.host,
+                metrics_open=args.metrics_open,
+                health_file=args.health_file,
+                duration_s=args.duration,
+                results_path=args.results,
+                drain_timeout_s=args.drain_timeout,
+                handle_signals=True,
+                watchers=watchers,
+                debug=args.debug,
+            ),
         )
     except (
         ServeError

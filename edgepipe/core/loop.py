@@ -9,9 +9,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+LOOPS = ("auto", "uvloop", "asyncio")
+"""The event loops a run may ask for."""
+
+
 def loop_factory(name: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
     """A factory for ``asyncio.Runner``: ``auto`` (uvloop if importable), ``uvloop`` or ``asyncio``."""
-    if name not in ("auto", "uvloop", "asyncio"):
+    if name not in LOOPS:
         raise ValueError(f"unknown event loop {name!r}; use auto, uvloop or asyncio")
     if name != "asyncio":
         try:

@@ -20,7 +20,7 @@ from edgepipe.lm.errors import (
     MissingPackage,
     TokenizerMismatch,
 )
-from edgepipe.lm.folder import ModelFolder
+from edgepipe.lm.folder import ModelFolder, folder_problem
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.layout import DecoderLayout, InputNames
 from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM
@@ -51,4 +51,5 @@ __all__ = [
     "SceneWindow",
     "SourceState",
     "TokenizerMismatch",
+    "folder_problem",
 ]

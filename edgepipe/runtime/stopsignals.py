@@ -1,7 +1,7 @@
 """Stops on request before and after the run: SIGINT, SIGTERM and SIGHUP mean "stop" at any
 moment of ``edgepipe``'s life, not only while the graph runs.
 
-While a graph runs, :func:`edgepipe.runtime.run.run_graph_async` handles these signals on the event loop
+While a graph runs, :func:`edgepipe.runtime.drive.drive` handles these signals on the event loop
 (a clean drain). Outside that window, during start-up (importing ONNX Runtime, loading the
 pipeline file, opening a model) and while the command finishes, the process would otherwise die
 with 128 + N and no word. :func:`raise_on_stop` makes each of them raise :class:`StopRequested`

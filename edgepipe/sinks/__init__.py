@@ -14,17 +14,32 @@ from edgepipe.core.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from edgepipe.sinks.events.recorder import EventRecorder
+    from edgepipe.sinks.events.trigger import Trigger
     from edgepipe.sinks.mqtt.sink import MqttSink
+    from edgepipe.sinks.mqtt.source import FleetFeed
     from edgepipe.sinks.streams import JsonLines, TcpStream, UdpStream
+    from edgepipe.sinks.wiring import add_mqtt_and_events
 
-__all__ = ["EventRecorder", "JsonLines", "MqttSink", "TcpStream", "UdpStream"]
+__all__ = [
+    "EventRecorder",
+    "FleetFeed",
+    "JsonLines",
+    "MqttSink",
+    "TcpStream",
+    "Trigger",
+    "UdpStream",
+    "add_mqtt_and_events",
+]
 
 _HOMES = {
     "EventRecorder": "edgepipe.sinks.events.recorder",
+    "FleetFeed": "edgepipe.sinks.mqtt.source",
+    "add_mqtt_and_events": "edgepipe.sinks.wiring",
     "MqttSink": "edgepipe.sinks.mqtt.sink",
     "JsonLines": "edgepipe.sinks.streams",
     "TcpStream": "edgepipe.sinks.streams",
     "UdpStream": "edgepipe.sinks.streams",
+    "Trigger": "edgepipe.sinks.events.trigger",
 }
 
 

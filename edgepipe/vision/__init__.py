@@ -8,6 +8,7 @@ from edgepipe.vision.detection import Detection, Detections
 from edgepipe.vision.detector import Detector, Normalize
 from edgepipe.vision.labels import COCO80
 from edgepipe.vision.nms import iou_matrix, nms
+from edgepipe.vision.overlay import Redact
 from edgepipe.vision.tracker import IouTracker
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Detector",
     "IouTracker",
     "Normalize",
+    "Redact",
     "iou_matrix",
     "nms",
 ]

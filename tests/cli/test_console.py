@@ -13,8 +13,8 @@ from edgepipe import Pipeline
 from edgepipe.cli.console import LEDGER_WIDTH, WIDTH, print_summary, stats_table, stats_view
 from edgepipe.media.frame import Frame
 from edgepipe.media.sources.video import VideoSource
+from edgepipe.runner import RunConfig, run, run_async
 from edgepipe.runtime.engine import Snapshot
-from edgepipe.runtime.run import run_graph, run_graph_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -24,7 +24,7 @@ def test_a_node_with_lanes_of_two_policies_shows_each_policy_once() -> None:
     b = p.source("b", FakeSource([3]))
     c = p.source("c", FakeSource([4]))
     p.sink("out", ListSink(), inputs={"frames": (a, "latest", 1), "x": (b, "block", 4), "y": (c, "block", 4)})
-    report = run_graph(p)
+    report = run(p, RunConfig(governed=False))
     console = Console(width=200, record=True)
     console.print(stats_table(report.stats, "t"))
     lines = console.export_text().splitlines()
@@ -44,7 +44,7 @@ def _busy_run() -> Snapshot:
     p.sink("view", ListSink(), inputs={"frames": (camera, "latest", 1), "words": (describe, "block", 64)})
     p.sink("view_results", ListSink(), inputs=[faces, describe], queue_size=128)
     p.sink("record_the_blurred_video_to_disk", ListSink(), inputs=faces, queue_size=8)
-    snap = run_graph(p).stats
+    snap = run(p, RunConfig(governed=False)).stats
     gauges = {
         "front_door_camera_entrance": {"source": "reconnecting", "decoder": "h264 (software)",
                                        "decoded": 12_345_678, "pool_drops": 6, "unsent": 2, "corrupt": 3,
@@ -154,7 +154,7 @@ def test_a_video_sources_counters_agree_with_its_row() -> None:
     source = VideoSource("synthetic://64x48@100", pool_size=2)
     p = Pipeline()
     p.sink("slow", Holder(), inputs=p.source("cam", source), policy="latest", queue_size=1)
-    snap = asyncio.run(run_graph_async(p, duration_s=1.5)).stats
+    snap = asyncio.run(run_async(p, RunConfig(governed=False, duration_s=1.5))).stats
     cam = snap.node("cam")
     gauges = cam.gauges
     assert gauges["pool_drops"] > 0

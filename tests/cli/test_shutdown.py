@@ -19,7 +19,7 @@ import pytest
 import tiny_lm
 
 from edgepipe import load_pipeline
-from edgepipe.runtime.run import run_graph
+from edgepipe.runner import RunConfig, run
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.wire.results import FLUSH_INTERVAL_S
 from tests.quality.source import parse
@@ -237,8 +237,9 @@ def test_a_shipped_pipeline_leaves_no_thread_that_would_keep_the_process_alive(
     served = "--port" in shipped
     args = [a for a in shipped if a not in ("--port", "0")]
     watchers = [HttpServer(ServeConfig(port=0))] if served else []
-    report = run_graph(
-        load_pipeline(args[0], args[1:]), duration_s=1.0, drain_timeout_s=DRAIN_S, watchers=watchers
+    report = run(
+        load_pipeline(args[0], args[1:]),
+        RunConfig(governed=False, duration_s=1.0, drain_timeout_s=DRAIN_S, watchers=watchers),
     )
     assert report.stopped_by == "stop"
     assert _alive_non_daemon(before) == []
@@ -250,13 +251,18 @@ def test_the_hung_cases_leave_no_thread_that_would_keep_the_process_alive(
     before = set(threading.enumerate())
     hung = load_pipeline(pipeline_file(tmp_path, HUNG_STAGE), [])
     t0 = time.monotonic()
-    assert run_graph(hung, duration_s=0.5, drain_timeout_s=DRAIN_S).stopped_by == "forced"
+    assert (
+        run(hung, RunConfig(governed=False, duration_s=0.5, drain_timeout_s=DRAIN_S)).stopped_by == "forced"
+    )
     blobs = load_pipeline(pipeline_file(tmp_path, BLOBS), [])
-    report = run_graph(blobs, duration_s=0.5, drain_timeout_s=DRAIN_S, results_path=str(unread_fifo))
+    report = run(
+        blobs,
+        RunConfig(governed=False, duration_s=0.5, drain_timeout_s=DRAIN_S, results_path=str(unread_fifo)),
+    )
     assert report.results_lost > 0
     assert report.results_error is not None
     stuck = load_pipeline(pipeline_file(tmp_path, HUNG_STAGE), ["--source", f"rtsp://{silent_server}/cam"])
-    assert run_graph(stuck, duration_s=0.5, drain_timeout_s=DRAIN_S).stopped_by == "stop"
+    assert run(stuck, RunConfig(governed=False, duration_s=0.5, drain_timeout_s=DRAIN_S)).stopped_by == "stop"
     assert time.monotonic() - t0 <= 3 * (0.5 + BUDGET_S)
     assert _alive_non_daemon(before) == []
 

@@ -9,6 +9,7 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.core import spans
 from edgepipe.core.spans import CALL, NEXT_ITEM, PREPARE, PROCESS, STEPS, SpanLog
+from edgepipe.runner import RunConfig
 from edgepipe.runtime.metrics import NodeMetrics
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
@@ -40,7 +41,7 @@ def test_every_call_of_every_node_is_a_span(recording: spans.SpanRecorder) -> No
     two = p.stage("two", TwoStep(), inputs=double)
     p.sink("out", sink, inputs=two)
     t0 = time.perf_counter_ns()
-    run_pipeline(p, spans=recording)
+    run_pipeline(p, RunConfig(governed=False, spans=recording))
     t1 = time.perf_counter_ns()
     assert sink.items == [0, 2, 4, 6, 8, 10]
     logs = recording.logs
@@ -71,7 +72,7 @@ def test_a_source_s_wait_is_its_own_not_the_downstream_backpressure(recording: s
     src = p.source("items", FakeSource(list(range(12))))  # in memory: gives each item at once
     slow = p.stage("slow", lambda n: time.sleep(0.01) or n, inputs=src, queue_size=1)
     p.sink("out", sink, inputs=slow)
-    run_pipeline(p, spans=recording)
+    run_pipeline(p, RunConfig(governed=False, spans=recording))
     assert len(sink.items) == 12
     logs = recording.logs
     waited = sum(logs["items"].durations_ns)

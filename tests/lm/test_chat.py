@@ -14,6 +14,7 @@ from edgepipe import Pipeline
 from edgepipe.lm import Describe, LanguageModel, SamplingParams
 from edgepipe.lm.chat import load_chat
 from edgepipe.lm.tokenizer import load_tokenizer
+from edgepipe.runner import RunConfig
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire.results import Message
@@ -235,7 +236,7 @@ def test_describe_sends_its_template_as_the_users_turn(tiny_models: dict[str, Pa
     ]
     src = p.source("faces", FakeSource(faces))
     p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
-    run_pipeline(p)
+    run_pipeline(p, RunConfig(governed=False))
     event = sink.items[-1].data
     assert sink.items[-1].kind == "event"
     assert event["prompt"] == "3 frames"  # the template as written, the event says

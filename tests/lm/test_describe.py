@@ -18,8 +18,8 @@ from edgepipe.lm import SamplingParams
 from edgepipe.lm.describe import Describe
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_graph_async
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire.results import Message
@@ -51,7 +51,7 @@ def test_describe_streams_tokens_then_an_event(tiny_models: dict[str, Path]) -> 
         params=SamplingParams(max_new_tokens=12, ignore_eos=True),
     )
     p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
-    run_pipeline(p)
+    run_pipeline(p, RunConfig(governed=False))
     kinds = [m.kind for m in sink.items]
     assert kinds[-1] == "event"
     assert set(kinds[:-1]) == {"token"}
@@ -79,7 +79,7 @@ def test_describe_reports_on_time_when_input_stops(tiny_models: dict[str, Path])
     describe = Describe(tiny_models["gqa"], template="{state}|{frames}", every_s=0.3, window_s=0.25,
                         stale_s=0.2, params=SamplingParams(max_new_tokens=2, ignore_eos=True))  # fmt: skip
     p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
-    run_pipeline(p, duration_s=2.5)
+    run_pipeline(p, RunConfig(governed=False, duration_s=2.5))
     events = [m.data for m in sink.items if m.kind == "event"]
     assert len(events) >= 3, events
     assert events[0]["prompt"].startswith("cam: live")
@@ -108,7 +108,7 @@ def test_describe_ends_with_its_input_and_reports_the_end(tiny_models: dict[str,
     describe = Describe(tiny_models["gqa"], template="{frames}|{summary}", every_s=0.1, window_s=60,
                         params=SamplingParams(max_new_tokens=4, ignore_eos=True), max_tokens_per_s=20)  # fmt: skip
     p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, queue_size=16))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     events = [m.data for m in sink.items if m.kind == "event"]
     assert report.stopped_by == "end"
     assert 2 <= len(events) <= 10
@@ -140,7 +140,7 @@ def test_a_stop_cuts_the_answer_short_and_starts_no_other(tiny_models: dict[str,
         stopped_at.append(time.monotonic())
         runtime.request_stop()
 
-    report = run_pipeline(p, drain_timeout_s=1.0, watchers=[stop_mid_answer])
+    report = run_pipeline(p, RunConfig(governed=False, drain_timeout_s=1.0, watchers=[stop_mid_answer]))
     took = time.monotonic() - stopped_at[0]
     assert report.stopped_by == "stop"  # not "forced"
     assert took < 0.5, took
@@ -192,7 +192,7 @@ def test_describe_restarts_and_writes_again(tiny_models: dict[str, Path], plan: 
     restart = ErrorPolicy(OnError.RESTART, backoff_initial_s=0.05)
     p.sink("out", sink, inputs=p.stage("describe", FailsOnce(describe), inputs=src, queue_size=8,
                                        on_error=restart))  # fmt: skip
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     stats = report.stats.node("describe")
     assert (stats.errors, stats.restarts) == (1, 1)
     events = [m.data for m in sink.items if m.kind == "event"]
@@ -212,7 +212,7 @@ def test_describe_cancelled_mid_answer_frees_the_model(
     p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
 
     async def cancelled_mid_answer() -> weakref.ref[Any]:
-        run = asyncio.ensure_future(run_graph_async(p))
+        run = asyncio.ensure_future(run_async(p, RunConfig(governed=False)))
         for _ in range(1000):
             if len(sink.items) >= 2:  # tokens are coming: the model is mid-answer
                 break
@@ -262,7 +262,7 @@ def test_four_cameras_get_four_interleaved_descriptions_from_one_model(tiny_mode
     report = plan_graph(p.validate(), MemoryPlan(limit_bytes=1 << 30, refuse=False))
     caches = [r for r in report.entries if "KV cache" in r.what]
     assert [(r.owner, r.what) for r in caches] == [("describe", "KV cache (shared, 4 slots x 64 positions)")]
-    run_pipeline(p)
+    run_pipeline(p, RunConfig(governed=False))
     events = [m.data for m in sink.items if m.kind == "event"]
     cams = ["cam0", "cam1", "cam2", "cam3"]
     rounds = [events[i : i + 4] for i in range(0, len(events), 4)]  # every report: one per camera

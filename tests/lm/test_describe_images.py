@@ -15,6 +15,7 @@ from edgepipe import Pipeline
 from edgepipe.lm.describe import Describe
 from edgepipe.lm.remote.engine import RemoteEngine
 from edgepipe.media.frame import Frame
+from edgepipe.runner import RunConfig
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire.results import Message
@@ -43,7 +44,7 @@ def describe_with(props: dict[str, Any] | None, **engine: Any) -> list[dict[str,
             p = Pipeline("t")
             src = p.source("faces", FakeSource([detections(i) for i in range(3)]))
             p.sink("out", sink, inputs=p.stage("describe", node, inputs=src, policy="latest", queue_size=4))
-            await asyncio.to_thread(run_pipeline, p)
+            await asyncio.to_thread(run_pipeline, p, RunConfig(governed=False))
             assert sink.items[-1].data["engine"] == "remote"
             return server.requests
 

@@ -14,6 +14,7 @@ from edgepipe.lm.remote.circuit import CLOSED, OPEN, REFUSED
 from edgepipe.lm.remote.engine import RemoteEngine, RemoteLM
 from edgepipe.lm.remote.engines import Engines, Written
 from edgepipe.lm.worker import LMWorker
+from edgepipe.runner import RunConfig
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire.results import Message
@@ -139,7 +140,7 @@ def test_describe_says_which_engine_wrote_each_description_and_shows_its_figures
             p.sink(
                 "out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4)
             )
-            await asyncio.to_thread(run_pipeline, p)
+            await asyncio.to_thread(run_pipeline, p, RunConfig(governed=False))
             assert engine.requests[0]["model"] == "scene"
             return sink.items, describe
 

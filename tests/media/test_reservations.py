@@ -11,6 +11,7 @@ from edgepipe.media.errors import SourceError
 from edgepipe.media.reservations import pool_capacity, probe_frame_size
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
+from edgepipe.runner import RunConfig
 from edgepipe.runtime.plan import PlanNode, plan_graph
 from edgepipe.testing import ListSink, run_pipeline
 
@@ -44,7 +45,7 @@ def test_the_plan_reserves_the_pool_the_running_source_reserves(
     process_plan = MemoryPlan(limit_bytes=1 << 30)
     monkeypatch.setattr(memory, "_PLAN", process_plan)
     source = VideoSource(url)  # kept: its pool's reservation lives as long as the pool
-    run_pipeline(_camera_pipeline(source), duration_s=0.5)
+    run_pipeline(_camera_pipeline(source), RunConfig(governed=False, duration_s=0.5))
     reserved = [(r.owner, r.what, r.nbytes) for r in process_plan.entries()]
     assert reserved == [("camera", "frame pool (3 x 320x240)", 3 * 320 * 240 * 3 // 2)]
     assert [(r.owner, r.what, r.nbytes) for r in planned.entries] == reserved

@@ -6,6 +6,7 @@ import av
 import pytest
 
 from edgepipe import Message, load_pipeline
+from edgepipe.runner import RunConfig
 from edgepipe.testing import ListSink, run_pipeline
 from tests.viewing import connect, messages_of, served, video_feeds
 
@@ -17,7 +18,7 @@ def test_demo_sees_motion_in_the_synthetic_scene() -> None:
     pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--detect", "none"])
     out: ListSink[Message] = ListSink()
     pipeline.sink("capture", out, inputs="motion")
-    report = run_pipeline(pipeline, duration_s=1.5)
+    report = run_pipeline(pipeline, RunConfig(governed=False, duration_s=1.5))
     assert report.stopped_by == "stop"  # drained, not "forced"
     assert report.stats.node("camera").items_out >= 40
     assert len(out.items) >= 30  # the detector may skip frames ("latest"), never most of them
@@ -33,7 +34,7 @@ def test_demo_records_an_annotated_clip(tmp_path: Path, centerface: Path) -> Non
     out = tmp_path / "annotated.mp4"  # the model is in the cache first: the time is for the video
     pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--record", str(out)])
     # The face box waits for the model's first run (~1 s loaded).
-    report = run_pipeline(pipeline, duration_s=3.0)
+    report = run_pipeline(pipeline, RunConfig(governed=False, duration_s=3.0))
     assert report.stopped_by == "stop"  # the recording and the detector drained, not "forced"
     with av.open(str(out)) as container:
         frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
@@ -52,7 +53,7 @@ def test_demo_detects_faces_between_model_runs_with_the_tracker(make_clip, cente
     pipeline = load_pipeline(DEMO, ["--source", str(clip), "--every", "2"])
     faces: ListSink[Detections] = ListSink()
     pipeline.sink("capture", faces, inputs="faces")
-    report = run_pipeline(pipeline)
+    report = run_pipeline(pipeline, RunConfig(governed=False))
     assert report.stats.node("faces").errors == 0
     found = [r for r in faces.items if len(r)]
     assert any(r.inferred for r in found)
@@ -65,7 +66,7 @@ def test_demo_without_detection_needs_no_model(tmp_path: Path, monkeypatch) -> N
     monkeypatch.setenv("EDGEPIPE_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))
     pipeline = load_pipeline(DEMO, ["--source", "synthetic://320x240@30", "--detect", "none"])
-    report = run_pipeline(pipeline, duration_s=0.5)
+    report = run_pipeline(pipeline, RunConfig(governed=False, duration_s=0.5))
     assert "faces" not in {n.node_id for n in report.stats.nodes}
     assert report.stats.node("motion").items_out > 0
 

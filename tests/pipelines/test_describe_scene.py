@@ -15,6 +15,7 @@ import tiny_lm
 from edgepipe import Message, load_pipeline
 from edgepipe.core.install import install_command
 from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
+from edgepipe.runner import RunConfig
 from edgepipe.testing import ListSink, run_pipeline
 from tests.cli_process import edgepipe
 from tests.lm import bpe
@@ -37,7 +38,7 @@ def test_descriptions_stream_from_the_synthetic_camera(model: Path, centerface: 
     )
     out: ListSink[Message] = ListSink()
     pipeline.sink("capture", out, inputs="describe")
-    report = run_pipeline(pipeline, duration_s=2.5)
+    report = run_pipeline(pipeline, RunConfig(governed=False, duration_s=2.5))
     assert report.stopped_by == "stop"  # the model was cut short at the stop, not "forced"
     events = [m.data for m in out.items if m.kind == "event"]
     assert len(events) >= 2
@@ -159,7 +160,7 @@ def test_a_camera_that_cannot_be_reached_is_reported(model: Path, centerface: Pa
     pipeline = load_pipeline(PIPELINE, args)
     out: ListSink[Message] = ListSink()
     pipeline.sink("capture", out, inputs="describe")
-    report = run_pipeline(pipeline, duration_s=2.0)
+    report = run_pipeline(pipeline, RunConfig(governed=False, duration_s=2.0))
     assert report.stopped_by == "stop"  # drained, not "forced"
     events = [m.data for m in out.items if m.kind == "event"]
     assert events, "no report while the camera is down"
@@ -212,7 +213,7 @@ def test_with_a_server_the_descriptions_come_from_it_and_the_local_model_writes_
                 engine.chat = lambda r: sse(r, chunk("Back."), chunk("", "stop"), DONE)
 
             flip = asyncio.create_task(away_then_back())
-            await asyncio.to_thread(run_pipeline, pipeline, duration_s=5.0)
+            await asyncio.to_thread(run_pipeline, pipeline, RunConfig(governed=False, duration_s=5.0))
             await flip
             return out.items
 

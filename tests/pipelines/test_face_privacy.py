@@ -11,6 +11,7 @@ import pytest
 from edgepipe import load_pipeline
 from edgepipe.media.frame import from_rgb
 from edgepipe.media.sources.synthetic import Scene
+from edgepipe.runner import RunConfig
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
 from tests.cli_process import edgepipe
@@ -32,7 +33,7 @@ def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path
     pipeline = load_pipeline(PIPELINE, ["--output", str(out)])  # the default camera, 640x480
     seen: list[tuple[int, list[tuple[float, ...]]]] = []  # (scene frame, face boxes): no frame kept
     pipeline.sink("capture", lambda d: seen.append((d.pts, [tuple(f.box) for f in d])), inputs="faces")
-    report = run_pipeline(pipeline, duration_s=4.0)
+    report = run_pipeline(pipeline, RunConfig(governed=False, duration_s=4.0))
     assert report.stopped_by == "stop"  # drained, not "forced"
     assert report.stats.node("record").errors == 0
     with av.open(str(out)) as container:
@@ -76,7 +77,7 @@ def test_faces_are_pixelated_in_the_recording(tmp_path: Path, make_clip, centerf
     pipeline = load_pipeline(PIPELINE, ["--source", str(clip), "--output", str(out)])
     faces: ListSink[Detections] = ListSink()
     pipeline.sink("capture", faces, inputs="faces")
-    run_pipeline(pipeline)
+    run_pipeline(pipeline, RunConfig(governed=False))
     assert len(faces.items) == 30
     with av.open(str(clip)) as src, av.open(str(out)) as rec:
         originals = [f.to_ndarray(format="gray") for f in src.decode(video=0)]

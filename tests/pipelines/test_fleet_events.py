@@ -10,8 +10,8 @@ import aiomqtt
 import pytest
 
 from edgepipe import Message, load_pipeline
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_graph_async
 from tests.sinks.broker import Mosquitto
 
 FLEET = Path(__file__).resolve().parents[2] / "pipelines" / "fleet_events.py"
@@ -51,7 +51,9 @@ async def test_fleet_events_follows_every_camera_on_the_broker(
             await client.publish("edgepipe/x/p/status", b"\xff\xfe\xfa", qos=1, retain=True)
         p = load_pipeline(FLEET, ["--broker", broker.url, "--summary-s", "1"])
         with caplog.at_level(logging.INFO):
-            report = await run_graph_async(p, results_path=str(results), watchers=[cameras])
+            report = await run_async(
+                p, RunConfig(governed=False, results_path=str(results), watchers=[cameras])
+            )
     finally:
         broker.stop()
     assert report.stopped_by == "stop"  # drained, not "forced"

@@ -10,6 +10,7 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryBudgetError, MemoryPlan, memory_limit_bytes, memory_plan
+from edgepipe.runner import RunConfig
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
@@ -121,7 +122,7 @@ def test_the_runtime_logs_the_plan_once_everything_started(
     p = Pipeline("t")
     p.sink("out", ListSink(), inputs=p.stage("hold", Reserving(), inputs=p.source("src", FakeSource([1, 2]))))
     with caplog.at_level(logging.INFO, logger="edgepipe.planning.memory"):
-        run_pipeline(p)
+        run_pipeline(p, RunConfig(governed=False))
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory plan")]
     assert lines == [
         "memory plan: 12.3 MB of a 751.6 MB budget: 12.3 MB scratch (test) (hold)",

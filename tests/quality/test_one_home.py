@@ -14,7 +14,7 @@ ONE_HOME: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "exit codes": ("cli.exits", "EXIT_PROBLEMS", ("cli.run_plan", "cli.main", "deploy.plan.command")),
     "number parsers": (
         "core.units", "seconds",
-        ("cli.run", "cli.main", "deploy.doctor.command", "runtime.run", "sinks.events.recorder"),
+        ("cli.run", "cli.main", "deploy.doctor.command", "runner.config", "sinks.events.recorder"),
     ),
     "weight bytes": ("planning.weights", "count", ("infer.footprint",)),
     "a model file's weights": (

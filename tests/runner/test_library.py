@@ -10,6 +10,7 @@ import pytest
 
 import edgepipe
 from edgepipe import Pipeline, load_pipeline
+from edgepipe.runner import RunConfig
 from edgepipe.testing import FakeSource, ListSink
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,9 +26,9 @@ def test_a_pipeline_s_own_headroom_governs_its_run_from_python() -> None:
     assert sched is not None, "ungoverned: Pipeline(headroom=...) did nothing"
     assert sched["governed"]
     assert sched["target"] == pytest.approx(0.75)
-    assert (edgepipe.run(p, headroom=0).stats.sched or {})["governed"] is False
+    assert (edgepipe.run(p, RunConfig(headroom=0)).stats.sched or {})["governed"] is False
     with pytest.raises(ValueError, match="headroom"):
-        edgepipe.run(p, headroom=1.5)
+        edgepipe.run(p, RunConfig(headroom=1.5))
 
 
 @pytest.mark.slow
@@ -36,7 +37,7 @@ def test_the_demo_run_from_python_shows_the_governor_the_memory_plan_and_the_hea
 ) -> None:
     health = tmp_path / "health.json"
     pipeline = load_pipeline(REPO / "pipelines" / "demo.py", ["--detect", "none"])
-    report = edgepipe.run(pipeline, health_file=str(health), headroom=0.5, duration_s=2.0)
+    report = edgepipe.run(pipeline, RunConfig(health_file=str(health), headroom=0.5, duration_s=2.0))
     assert report.stopped_by == "stop"
     sched = report.stats.sched
     assert sched is not None

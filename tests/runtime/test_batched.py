@@ -8,7 +8,7 @@ import time
 from edgepipe import Pipeline
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy, OnError
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
@@ -46,7 +46,7 @@ def run_batcher(batcher: Batcher, count: int = 20, timeout_s: float | None = Non
     p = Pipeline("t")
     src = p.source("items", FakeSource([Item(i, freed) for i in range(count)]))
     p.sink("out", sink, inputs=p.stage("batch", batcher, inputs=src, queue_size=8, timeout_s=timeout_s))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     return sink.items, freed, report
 
 
@@ -73,7 +73,7 @@ def test_a_lone_item_is_not_held_back_for_a_batch() -> None:
     p = Pipeline("t")
     src = p.source("items", FakeSource([Item(i, freed) for i in range(3)], interval_s=0.05))
     p.sink("out", ListSink(), inputs=p.stage("batch", batcher, inputs=src))
-    run_pipeline(p)
+    run_pipeline(p, RunConfig(governed=False))
     assert batcher.sizes == [1, 1, 1]
 
 
@@ -100,7 +100,7 @@ def test_an_abandoned_batch_keeps_its_items_until_its_thread_ends() -> None:
     p = Pipeline("t")
     src = p.source("items", FakeSource([Item(i, freed) for i in range(4)], interval_s=0.01))
     p.sink("out", sink, inputs=p.stage("batch", Stuck(delay_s=0.0), inputs=src, timeout_s=0.2))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     assert report.stats.node("batch").errors == 1
     assert 0 not in freed  # the abandoned call still holds item 0
     release.set()
@@ -150,7 +150,7 @@ async def test_an_open_circuit_counts_every_item_of_a_skipped_batch() -> None:
     src = p.source("src", FakeSource(range(400)))
     policy = ErrorPolicy(OnError.SKIP, open_after=1, cooldown_s=60)
     p.sink("out", ListSink(), inputs=p.stage("b", Broken(), inputs=src, on_error=policy, queue_size=16))
-    stats = (await run_graph_async(p)).stats.node("b")
+    stats = (await run_async(p, RunConfig(governed=False))).stats.node("b")
     assert stats.errors == 1
     assert stats.items_in == 400
     assert stats.items_in - stats.skipped <= 4  # only the failed batch was called

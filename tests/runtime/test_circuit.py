@@ -14,8 +14,8 @@ import pytest
 from edgepipe import NodeError, Pipeline
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy, OnError
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -65,7 +65,7 @@ async def test_a_node_failing_for_2_s_opens_its_circuit_and_recovers(tmp_path: P
     p.sink("fast", fast, inputs=src)  # the rest of the graph
     results = tmp_path / "results.jsonl"
     t0 = time.monotonic()
-    report = await run_graph_async(p, results_path=str(results), watchers=[watch])
+    report = await run_async(p, RunConfig(governed=False, results_path=str(results), watchers=[watch]))
     elapsed = time.monotonic() - t0
 
     assert report.stopped_by == "end"  # no pipeline stop
@@ -107,7 +107,7 @@ async def test_a_sink_has_a_circuit_too_and_pooled_items_it_skips_go_back() -> N
     p = Pipeline()
     src = p.source("src", FakeSource([Pooled(i) for i in range(50)], interval_s=0.002))
     p.sink("sink", broken, inputs=src, on_error=ErrorPolicy(open_after=2, cooldown_s=10))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     stats = report.stats.node("sink")
     assert stats.errors == 2
     assert stats.skipped == 48
@@ -123,7 +123,7 @@ async def test_restart_policy_cycles_the_hooks_before_the_trial_item() -> None:
     src = p.source("src", FakeSource(range(100), interval_s=0.01))
     policy = ErrorPolicy(OnError.RESTART, open_after=2, cooldown_s=0.1, backoff_initial_s=0.01)
     p.sink("out", out, inputs=p.stage("flaky", flaky, inputs=src, on_error=policy))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert flaky.starts >= 3  # the first start, a restart after the first failure, one per trial
     assert report.stats.node("flaky").restarts >= 1
     assert out.items[-1] == 99
@@ -134,7 +134,7 @@ async def test_stop_still_stops_the_pipeline_at_the_first_failure() -> None:
     src = p.source("src", FakeSource(range(100), interval_s=0.001))
     p.sink("out", ListSink(), inputs=p.stage("flaky", Flaky(fail_s=10), inputs=src, on_error="stop"))
     with pytest.raises(NodeError, match="node 'flaky': RuntimeError: broken on 0"):
-        await run_graph_async(p)
+        await run_async(p, RunConfig(governed=False))
 
 
 def test_bad_circuit_settings_are_refused_by_name() -> None:
@@ -162,7 +162,7 @@ async def test_a_two_step_node_opens_once_and_tries_one_item_at_a_time(tmp_path:
     policy = ErrorPolicy(OnError.SKIP, open_after=3, cooldown_s=0.2, cooldown_max_s=0.4)
     p.sink("out", ListSink(), inputs=p.stage("flaky", flaky, inputs=src, on_error=policy))
     results = tmp_path / "results.jsonl"
-    report = await run_graph_async(p, results_path=str(results))
+    report = await run_async(p, RunConfig(governed=False, results_path=str(results)))
     transitions = states(results, "flaky")
     assert transitions.count("open") == transitions.count("half-open")
     assert transitions[-1] == "closed"
@@ -191,7 +191,7 @@ async def test_failed_starts_before_the_first_item_do_not_count_against_the_circ
     src = p.source("src", FakeSource(range(40), interval_s=0.005))
     policy = ErrorPolicy(OnError.RESTART, open_after=3, cooldown_s=0.2, backoff_initial_s=0.01)
     p.sink("out", out, inputs=p.stage("n", Node(), inputs=src, on_error=policy))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert report.stats.node("n").skipped == 0
     assert out.items == list(range(1, 40))
 
@@ -214,7 +214,7 @@ async def test_a_stream_stage_that_yields_rarely_still_closes_its_circuit() -> N
     src = p.source("src", FakeSource(range(400), interval_s=0.002))
     policy = ErrorPolicy(OnError.SKIP, open_after=2, cooldown_s=0.1, cooldown_max_s=0.2)
     p.sink("out", out, inputs=p.stage("tens", every_tenth, inputs=src, on_error=policy))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     stats = report.stats.node("tens")
     assert stats.skipped > 0
     assert out.items[-1] == 390  # closed again: the last items went through
@@ -236,7 +236,7 @@ async def test_a_stream_that_fails_before_taking_anything_does_not_spin() -> Non
     policy = ErrorPolicy(OnError.SKIP, open_after=2, cooldown_s=0.2, cooldown_max_s=0.4)
     p.sink("out", ListSink(), inputs=p.stage("s", stream, inputs=src, on_error=policy))
     t0 = time.monotonic()
-    report = await run_graph_async(p, duration_s=1.0)
+    report = await run_async(p, RunConfig(governed=False, duration_s=1.0))
     assert time.monotonic() - t0 < 3  # the loop was never starved: the duration fired
     assert attempts < 10  # the cool-downs hold the restarts back, doubling
     assert report.stats.node("s").skipped > 50  # and the input was drained meanwhile
@@ -262,6 +262,6 @@ async def test_failed_restarts_do_not_count_as_failed_items() -> None:
     src = p.source("src", FakeSource(range(30), interval_s=0.005))
     policy = ErrorPolicy(OnError.RESTART, open_after=3, cooldown_s=0.3, backoff_initial_s=0.01)
     p.sink("out", out, inputs=p.stage("n", Node(), inputs=src, on_error=policy))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert report.stats.node("n").skipped == 0
     assert out.items == list(range(2, 30))

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from edgepipe import Pipeline
 from edgepipe.core.lease import Leased
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.testing import ListSink
 
 
@@ -35,5 +35,5 @@ async def test_fanning_out_to_consumers_that_have_all_gone_leaks_no_share() -> N
     src = p.source("src", source)
     p.sink("a_out", ListSink(), inputs=p.stage("a", first_only, inputs=src))
     p.sink("b_out", ListSink(), inputs=p.stage("b", first_only, inputs=src))
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     assert [s.n for s in made if s.refs > 0] == []

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from edgepipe.cli.main import main
+from edgepipe.runner import RunConfig
 from edgepipe.runtime.engine import Snapshot
 from edgepipe.runtime.heartbeat import IDLE_MARGIN_S, Progress, check
 from edgepipe.runtime.metrics import NodeStats
@@ -202,7 +203,7 @@ def test_the_heartbeat_says_the_calls_in_flight_of_nodes_that_run_several(tmp_pa
     p.sink("two", lambda item: time.sleep(0.01), inputs=src, instances=2)
     p.sink("one", lambda item: None, inputs=src)
     path = tmp_path / "beat.json"
-    run_pipeline(p, watchers=[heartbeat(str(path))])
+    run_pipeline(p, RunConfig(governed=False, watchers=[heartbeat(str(path))]))
     beat = json.loads(path.read_text())
     assert beat["stopped"] is True
     assert beat["calls_in_flight"] == {"two": [0, 2]}, "nodes of one call at a time are left out"

@@ -13,6 +13,7 @@ from edgepipe.core.channel import Channel
 from edgepipe.core.lease import Leased
 from edgepipe.core.markers import EMPTY
 from edgepipe.graph.spec import Priority
+from edgepipe.runner import RunConfig
 from edgepipe.runtime.inbox import Inbox
 from edgepipe.testing import ListSink, run_pipeline
 
@@ -161,5 +162,5 @@ def test_max_age_applies_on_a_single_lane_stage_too() -> None:
     st = p.stage("st", slow, inputs=p.source("cam", camera), policy="latest", queue_size=4, max_age_s=1.0,
                  on_loop=False)  # fmt: skip
     p.sink("out", sink, inputs=st)
-    run_pipeline(p)
+    run_pipeline(p, RunConfig(governed=False))
     assert [f.seq for f in sink.items if f.seq >= 100] == []

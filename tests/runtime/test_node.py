@@ -18,7 +18,7 @@ from edgepipe import Pipeline
 from edgepipe.core.context import current_node
 from edgepipe.core.lease import Leased
 from edgepipe.graph.pipeline import ErrorPolicy, OnError
-from edgepipe.runtime.run import run_graph, run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run, run_async
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -64,7 +64,7 @@ async def test_pooled_items_go_back_exactly_once_whatever_path_they_take() -> No
     p.sink("slow", slow, inputs=[src, through], policy="latest", queue_size=2)  # drops most
     p.sink("numbers", ListSink(), inputs=p.stage("stream", stream, inputs=src))
     p.sink("broken", lambda item: 1 / (item.n % 2), inputs=through)  # fails on half, skip policy
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert sum(c.dropped for c in report.stats.inbox("slow")) > 0
     assert 7 not in Slot.freed
     kept[0].release()
@@ -86,7 +86,9 @@ async def test_a_stop_hook_slower_than_the_drain_deadline_still_finishes_and_the
     p = Pipeline()
     p.sink("out", ListSink(), inputs=p.source("src", SlowToClose()))
     t0 = time.monotonic()
-    report = await asyncio.wait_for(run_graph_async(p, duration_s=0.1, drain_timeout_s=0.2), 10)
+    report = await asyncio.wait_for(
+        run_async(p, RunConfig(governed=False, duration_s=0.1, drain_timeout_s=0.2)), 10
+    )
     assert report.stopped_by == "forced"
     assert SlowToClose.closed  # a forced stop spares a running stop() hook (sinks flush there)
     assert time.monotonic() - t0 < 5
@@ -109,7 +111,9 @@ async def test_stop_hook_is_not_starved_by_the_blocking_read_it_interrupts() -> 
 
     p = Pipeline()
     p.sink("out", ListSink(), inputs=p.source("cam", Camera(), resource="vdec"))  # alone on its thread
-    report = await asyncio.wait_for(run_graph_async(p, duration_s=0.3, drain_timeout_s=2), 10)
+    report = await asyncio.wait_for(
+        run_async(p, RunConfig(governed=False, duration_s=0.3, drain_timeout_s=2)), 10
+    )
     assert report.stopped_by == "stop"
 
 
@@ -122,7 +126,7 @@ async def test_an_abandoned_call_does_not_make_the_next_ones_time_out() -> None:
     p = Pipeline()
     src = p.source("src", FakeSource(range(8)))
     p.sink("out", out, inputs=p.stage("npu", sometimes_slow, inputs=src, resource="npu", timeout_s=0.2))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert out.items == list(range(1, 8))
     assert report.stats.node("npu").errors == 1
 
@@ -141,7 +145,7 @@ async def test_a_pooled_item_stays_leased_to_an_abandoned_thread() -> None:
 
     p = Pipeline()
     p.sink("reader", slow_reader, inputs=p.source("src", one), timeout_s=0.1)
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     await asyncio.sleep(0.5)
     assert seen_freed == [False]
     assert Slot.freed == [0]  # and it is given back once the thread is done
@@ -167,7 +171,7 @@ async def test_a_stream_stage_that_yields_its_input_then_more_does_not_free_it_e
 
     p = Pipeline()
     p.sink("check", check, inputs=p.stage("annotate", annotate, inputs=p.source("src", pooled)))
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     assert states == [False] * 5
     assert sorted(Slot.freed) == list(range(5))
 
@@ -180,7 +184,7 @@ async def test_an_unencodable_result_is_recorded_not_fatal(tmp_path: Path) -> No
     path = tmp_path / "r.jsonl"
     p = Pipeline()
     p.sink("out", ListSink(), inputs=p.stage("weird", lambda x: Weird(), inputs=p.source("src", [1, 2])))
-    await run_graph_async(p, results_path=str(path))
+    await run_async(p, RunConfig(governed=False, results_path=str(path)))
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(records) == 2
     assert "KeyError" in records[0]["data"]["error"]
@@ -199,7 +203,7 @@ async def test_a_flapping_source_under_skip_backs_off_instead_of_spinning() -> N
     p = Pipeline()
     policy = ErrorPolicy(OnError.SKIP, backoff_initial_s=0.05, backoff_max_s=0.05)
     p.sink("out", ListSink(), inputs=p.source("src", Flaky(), on_error=policy), policy="latest")
-    report = await asyncio.wait_for(run_graph_async(p, duration_s=0.5), 10)
+    report = await asyncio.wait_for(run_async(p, RunConfig(governed=False, duration_s=0.5)), 10)
     assert report.stopped_by == "stop"
     assert 3 <= Flaky.opened <= 15  # reopened every 50 ms, not 300 000 times a second
 
@@ -219,7 +223,7 @@ async def test_source_timeout_turns_a_silent_stall_into_a_restart() -> None:
     p = Pipeline()
     policy = ErrorPolicy(OnError.RESTART, backoff_initial_s=0.01)
     p.sink("out", out, inputs=p.source("src", Stalls(), timeout_s=0.1, on_error=policy))
-    report = await asyncio.wait_for(run_graph_async(p, duration_s=0.6), 10)
+    report = await asyncio.wait_for(run_async(p, RunConfig(governed=False, duration_s=0.6)), 10)
     assert Stalls.opened >= 3
     assert report.stats.node("src").errors >= 2
 
@@ -253,7 +257,7 @@ async def test_a_source_learns_how_many_items_each_consumer_can_hold() -> None:
     p.sink("two_step", TwoStep(), inputs=src, policy="latest", queue_size=1)
     p.sink("restarting", TwoStep(), inputs=src, policy="latest", queue_size=1, on_error="restart")
     p.sink("batched", Batched(), inputs=src, queue_size=8)
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     assert holds == [(2, 4, 2, 12)]
 
 
@@ -275,7 +279,7 @@ def test_a_sync_start_hook_knows_its_node_and_its_cpu_is_the_nodes_setup() -> No
 
     p = Pipeline()
     p.sink("writer", Sink(), inputs=p.source("src", FakeSource([1])))
-    run_graph(p)
+    run(p, RunConfig(governed=False))
     assert seen == ["writer"]
     ended, accounts = cputime.collect()
     setup = ended.get(("writer", cputime.SETUP), 0) + sum(
@@ -302,7 +306,7 @@ async def test_a_node_knows_its_pipeline_and_the_states_of_the_sources_upstream(
     mid = p.stage("mid", Probe(), inputs=p.source("camera", camera))
     p.sink("out", Probe(), inputs=[mid, p.source("plain", FakeSource([3]))])  # no status: not listed
     p.sink("alone", Probe(), inputs="plain")
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     assert seen == {  # old code: no pipeline, no sources (they were passed to each node by hand)
         "mid": ("probe", {"camera": status}),
         "out": ("probe", {"camera": status}),  # through "mid": every source upstream

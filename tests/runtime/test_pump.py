@@ -13,7 +13,7 @@ from edgepipe import Pipeline
 from edgepipe.core.context import current_node
 from edgepipe.core.lease import Leased
 from edgepipe.graph.pipeline import Input
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -53,7 +53,7 @@ async def test_a_frame_flood_never_makes_a_lossless_results_lane_drop() -> None:
     p.sink(
         "annotate", annotate, inputs={"frames": Input(camera, "latest", 1), "results": found}, queue_size=2
     )
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     detected = report.stats.node("detect").items_out
     assert detected > 20
     assert annotate.results == sorted(annotate.results)
@@ -80,7 +80,7 @@ async def test_handlers_that_take_a_lane_get_its_name_in_every_mode() -> None:
     p.sink("thread", on_thread, inputs={"L": left, "R": right})
     p.sink("async", on_loop, inputs={"L": left, "R": right})
     p.sink("inline", inline, inputs={"L": left, "R": right}, on_loop=True)
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     for mode in seen:
         assert seen[mode] == {("l1", "L"), ("l2", "L"), ("r1", "R")}, mode
 
@@ -95,7 +95,7 @@ async def test_a_stream_stage_reads_the_lane_from_its_context() -> None:
     a = p.source("a", FakeSource(["x"]))
     b = p.source("b", FakeSource(["y"]))
     p.sink("out", out, inputs=p.stage("tag", tag, inputs={"first": a, "second": b}))
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     assert sorted(out.items) == ["first:x", "second:y"]
 
 
@@ -107,7 +107,7 @@ async def test_a_handler_without_a_lane_parameter_gets_the_item_alone() -> None:
 
     p = Pipeline()
     p.sink("take", take, inputs=[p.source("a", FakeSource([1])), p.source("b", FakeSource([2]))])
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     assert sorted(got) == [10, 20]
 
 
@@ -126,7 +126,7 @@ async def test_busy_time_counts_every_call_while_latency_is_sampled() -> None:
         out,
         inputs=p.stage("work", work, inputs=p.source("src", FakeSource(range(calls))), on_loop=True),
     )
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     stats = report.stats.node("work")
     assert len(out.items) == calls
     assert stats.busy_s >= calls * 0.0001
@@ -197,9 +197,9 @@ async def test_a_stop_or_cancel_mid_call_gives_every_lease_back(mode: str, how: 
                    queue_size=2, on_error="restart" if mode == "restart" else "skip")  # fmt: skip
     p.sink("sink", in_thread, inputs=work, queue_size=1)
     if how == "forced stop":
-        await run_graph_async(p, duration_s=0.2, drain_timeout_s=0.1)
+        await run_async(p, RunConfig(governed=False, duration_s=0.2, drain_timeout_s=0.1))
     else:
-        run = asyncio.ensure_future(run_graph_async(p))
+        run = asyncio.ensure_future(run_async(p, RunConfig(governed=False)))
         await asyncio.sleep(0.2)  # mid-call: the first item is in `work`, more are queued
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -227,7 +227,7 @@ async def test_latency_sampling_and_busy_time_go_on_after_a_failure() -> None:
 
     p = Pipeline()
     p.sink("out", ListSink(), inputs=p.stage("flaky", flaky, inputs=p.source("src", FakeSource(range(40)))))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     stats = report.stats.node("flaky")
     assert stats.errors == 1
     assert stats.busy_s >= 0.3 + 36 * 0.01  # the failed call counted too
@@ -256,7 +256,7 @@ async def test_a_restarted_stream_keeps_the_item_it_works_on() -> None:
     out: ListSink[int] = ListSink()
     p = Pipeline()
     p.sink("out", out, inputs=p.stage("s", stream, inputs=p.source("src", source), queue_size=8))
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     assert freed_under_us == []
     assert out.items == [0, 20, 30, 40, 50]
     assert [s.refs for s in made] == [0] * 6
@@ -279,7 +279,7 @@ async def test_a_two_step_stage_on_one_input_gets_its_lane_too() -> None:
     p.sink(
         "out", ListSink(), inputs=p.stage("two", stage, inputs={"cam": p.source("a", FakeSource(range(3)))})
     )
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert report.stats.node("two").errors == 0
     assert stage.seen == [("cam", 0), ("cam", 1), ("cam", 2)]
 
@@ -299,6 +299,6 @@ async def test_sys_exit_in_a_stage_fails_that_item_not_the_process(kind: str) ->
     src = p.source("numbers", FakeSource([1, 2, 3]))
     stage = p.stage("quit", quit_on_two if kind == "sync" else quit_on_two_async, inputs=src)
     p.sink("out", sink, inputs=stage)
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert sink.items == [1, 3]
     assert next(n for n in report.stats.nodes if n.node_id == "quit").errors == 1

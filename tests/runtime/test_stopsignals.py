@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from edgepipe import Pipeline
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime import stopsignals
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from edgepipe.runtime.stopsignals import STOP_SIGNALS, StopRequested, after_run, raise_on_stop, stop_within
 from edgepipe.testing import FakeSource, ListSink
 
@@ -46,7 +46,7 @@ async def test_a_run_puts_back_what_was_there_and_the_start_up_handler_becomes_f
     signal.signal(signal.SIGTERM, stopsignals._raise)
     p = Pipeline("t")
     p.sink("out", ListSink(), inputs=p.source("numbers", FakeSource([1, 2])))
-    await run_graph_async(p, handle_signals=True)
+    await run_async(p, RunConfig(governed=False, handle_signals=True))
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN  # never taken over
     assert signal.getsignal(signal.SIGINT) is own
     assert signal.getsignal(signal.SIGTERM) is stopsignals._finishing  # not "during start-up" any more

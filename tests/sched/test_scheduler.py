@@ -11,7 +11,7 @@ import pytest
 
 from edgepipe import NodeError, Pipeline, RunReport
 from edgepipe.planning.memory import memory_plan
-from edgepipe.runtime.run import run_graph_async
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.sched import EveryKnob, Scheduler, cpu_budget, gate
 from edgepipe.testing import run_pipeline
 
@@ -60,7 +60,7 @@ def burning(headroom: float) -> tuple[Pipeline, Burner]:
 def test_the_governor_slows_a_node_over_the_target_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="edgepipe.sched")
     p, burner = burning(headroom=0.85)  # target 15% of the cores: the burner alone is far over it
-    report = run_pipeline(p, duration_s=4.0, scheduler=Scheduler)
+    report = run_pipeline(p, RunConfig(duration_s=4.0))
     sched = report.stats.sched
     assert sched is not None
     assert sched["governed"]
@@ -86,7 +86,7 @@ def test_the_governor_slows_a_node_over_the_target_and_says_so(caplog: pytest.Lo
 @pytest.mark.slow
 def test_headroom_0_runs_ungoverned_but_still_measures() -> None:
     p, burner = burning(headroom=0.0)
-    report = run_pipeline(p, duration_s=2.5, scheduler=Scheduler)
+    report = run_pipeline(p, RunConfig(duration_s=2.5))
     sched = report.stats.sched
     assert sched is not None
     assert not sched["governed"]
@@ -133,7 +133,7 @@ def test_a_run_that_fails_at_start_leaves_the_process_budget_and_gate_as_they_we
     p = Pipeline("fails", headroom=0.85)
     p.sink("bad", FailsToStart(), inputs=p.source("ticks", ticks), on_error="stop")
     with pytest.raises(NodeError):
-        run_pipeline(p, duration_s=2.0, scheduler=Scheduler)
+        run_pipeline(p, RunConfig(duration_s=2.0))
     assert gate().units is None
     assert cpu_budget() is before
 
@@ -145,9 +145,11 @@ class Sees:
     def __init__(self, run: str) -> None:
         self.run = run
         self.seen: set[tuple[int, int, int]] = set()
+        self.units: set[int | None] = set()
 
     def _note(self) -> None:
         self.seen.add((id(gate()), id(cpu_budget()), id(memory_plan())))
+        self.units.add(gate().units)
 
     def start(self) -> None:
         self._note()
@@ -162,28 +164,26 @@ class Sees:
 def test_two_governed_runs_at_once_in_one_process_each_keep_their_own() -> None:
     before = (gate(), cpu_budget())
     stages: dict[str, Sees] = {}
-    schedulers: dict[str, Scheduler] = {}
 
     async def one(name: str, headroom: float) -> RunReport:
         p = Pipeline(name, headroom=headroom)
         stages[name] = Sees(name)
         p.sink("drop", lambda x: None, inputs=p.stage("see", stages[name], inputs=p.source("items", ticks)))
-        schedulers[name] = Scheduler(p.validate())
-        return await run_graph_async(p, scheduler=schedulers[name], duration_s=0.4)
+        return await run_async(p, RunConfig(duration_s=0.4))
 
     async def both() -> list[RunReport]:
         return await asyncio.gather(one("a", 0.5), one("b", 0.0))
 
     reports = dict(zip("ab", asyncio.run(both()), strict=True))
     for name, report in reports.items():
-        sched = schedulers[name]
         (seen,) = stages[name].seen  # one gate, budget and plan, the same on every thread
-        assert seen[:2] == (id(sched.gate), id(sched.budget))
+        assert seen[:2] != (id(before[0]), id(before[1]))  # the run's own, not the process's
         assert report.stats.memory is not None
         assert [r["what"] for r in report.stats.memory["reservations"]] == [f"buffer of {name}"]
         assert report.stats.node("see").items_in > 20
-    assert schedulers["a"].gate.units is not None
-    assert schedulers["b"].gate.units is None
+    assert stages["a"].seen != stages["b"].seen
+    assert None not in stages["a"].units  # a: governed, its gate holds calls back
+    assert stages["b"].units == {None}  # b: headroom 0, its gate holds nothing back
     assert len({next(iter(s.seen))[2] for s in stages.values()}) == 2  # a memory plan each
     governed = {name: (r.stats.sched or {}).get("governed") for name, r in reports.items()}
     assert governed == {"a": True, "b": False}
@@ -200,7 +200,7 @@ def test_a_failing_scheduler_logs_and_the_run_goes_on_ungoverned(caplog: pytest.
     p = Pipeline("burn", headroom=0.85)
     out = p.stage("burn", BadKnobs(), inputs=p.source("ticks", ticks), policy="latest", queue_size=1)
     p.sink("drop", lambda x: None, inputs=out)
-    report = run_pipeline(p, duration_s=1.5, scheduler=Scheduler)
+    report = run_pipeline(p, RunConfig(duration_s=1.5))
     assert report.stopped_by == "stop"
     assert report.stats.node("drop").items_in > 10
     assert any("scheduler failed" in r.getMessage() for r in caplog.records)
@@ -226,7 +226,7 @@ def test_temperature_is_given_up_only_after_slow_reads_in_a_row(
     caplog.set_level(logging.WARNING, logger="edgepipe.sched")
     p, _ = burning(headroom=0.3)
     # Read about once a second: the fourth read, due at ~3 s, is the one that must not come.
-    run_pipeline(p, duration_s=4.0, scheduler=Scheduler)
+    run_pipeline(p, RunConfig(duration_s=4.0))
     given_up = [r for r in caplog.records if "no longer read" in r.getMessage()]
     assert (len(reads) > slow) is read_on, reads
     assert bool(given_up) is not read_on

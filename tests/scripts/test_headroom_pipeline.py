@@ -9,7 +9,7 @@ import pytest
 import tiny_lm
 
 from edgepipe import Message, load_pipeline
-from edgepipe.sched import Scheduler
+from edgepipe.runner import RunConfig
 from edgepipe.testing import ListSink, run_pipeline
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "headroom_pipeline.py"
@@ -29,8 +29,7 @@ def test_a_timed_run_ends_within_the_drain_while_the_paced_model_writes(
     words: ListSink[Message] = ListSink()
     pipeline.sink("words", words, inputs="describe")
     # A target of 5% of the cores: the governor paces the model to its floor at its first move.
-    report = run_pipeline(pipeline, duration_s=4.0, drain_timeout_s=1.0,
-                          scheduler=lambda graph: Scheduler(graph, headroom=0.95))  # fmt: skip
+    report = run_pipeline(pipeline, RunConfig(duration_s=4.0, drain_timeout_s=1.0, headroom=0.95))
     assert report.stopped_by == "stop"  # not "forced": the drain did not need cancelling
     sched = report.stats.sched
     assert sched is not None

@@ -231,7 +231,7 @@ async def test_a_handler_that_fails_on_bad_input_answers_400_with_one_log_line(
 async def test_a_port_in_use_stops_the_run_with_an_error_naming_the_address() -> None:
     import socket
 
-    from edgepipe.runtime.run import run_graph_async
+    from edgepipe.runner import RunConfig, run_async
     from edgepipe.serve import HttpServer, ServeError
 
     from .conftest import pipeline
@@ -243,5 +243,8 @@ async def test_a_port_in_use_stops_the_run_with_an_error_naming_the_address() ->
         server = HttpServer(ServeConfig(port=port))
         with pytest.raises(ServeError, match=rf"(?i)^http://127\.0\.0\.1:{port}: .*address already in use"):
             await asyncio.wait_for(
-                run_graph_async(pipeline(Camera()), watchers=[server], drain_timeout_s=1.0), 10
+                run_async(
+                    pipeline(Camera()), RunConfig(governed=False, watchers=[server], drain_timeout_s=1.0)
+                ),
+                10,
             )

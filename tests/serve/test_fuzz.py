@@ -20,7 +20,7 @@ import pytest
 
 from edgepipe import Pipeline
 from edgepipe.media.sources.video import VideoSource
-from edgepipe.runtime.run import run_graph_async
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.serve.webrtc_stream import WebRTCStream
 
@@ -40,7 +40,7 @@ async def served(stream: WebRTCStream) -> AsyncIterator[tuple[str, asyncio.Task[
     p.sink("view", stream.video("camera"), inputs=camera, policy="latest", queue_size=1)
     server = HttpServer(ServeConfig(port=0))
     async with asyncio.TaskGroup() as tg:
-        run = tg.create_task(run_graph_async(p, watchers=[server], drain_timeout_s=1.0))
+        run = tg.create_task(run_async(p, RunConfig(governed=False, watchers=[server], drain_timeout_s=1.0)))
         await asyncio.wait_for(server.ready.wait(), 10)
         assert server.url is not None
         try:

@@ -21,8 +21,8 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.media.frame import Frame
 from edgepipe.media.sources.video import VideoSource
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_graph_async
 from edgepipe.serve import HttpServer, ServeConfig, messages
 from edgepipe.serve.webrtc import Viewer
 from edgepipe.serve.webrtc_stream import WebRTCStream
@@ -60,7 +60,9 @@ async def served(stream: WebRTCStream) -> AsyncIterator[tuple[str, Runtime]]:
         runtimes.append(runtime)
 
     async with asyncio.TaskGroup() as tg:
-        run = tg.create_task(run_graph_async(p, watchers=[keep, server], drain_timeout_s=1.0))
+        run = tg.create_task(
+            run_async(p, RunConfig(governed=False, watchers=[keep, server], drain_timeout_s=1.0))
+        )
         await asyncio.wait_for(server.ready.wait(), 10)
         assert server.url is not None
         try:

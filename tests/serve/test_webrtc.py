@@ -14,7 +14,7 @@ from aiortc.rtp import RTCP_PSFB_PLI, RtcpPsfbPacket
 from edgepipe import Pipeline
 from edgepipe.media.frame import Frame, from_rgb
 from edgepipe.media.sources.video import VideoSource
-from edgepipe.runtime.run import run_graph_async
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.serve import messages
 from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
 from edgepipe.serve.webrtc import OfferError, ViewerLimitError, Viewers
@@ -165,7 +165,7 @@ async def test_a_pipeline_feeds_the_encoder_and_the_results_channel() -> None:
     p.sink("results", viewers.publish, inputs=dets)
     client = Client()
     async with asyncio.TaskGroup() as tg:
-        run = tg.create_task(run_graph_async(p, duration_s=6.0))
+        run = tg.create_task(run_async(p, RunConfig(governed=False, duration_s=6.0)))
         await client.connect(viewers)
         received = await client.frames(30)
         await viewers.close_all()

@@ -13,6 +13,7 @@ from edgepipe.core.context import CallLimit
 from edgepipe.core.scope import RunScope, entered
 from edgepipe.infer import SessionConfig
 from edgepipe.media.frame import from_av, from_rgb
+from edgepipe.runner import RunConfig
 from edgepipe.sched.budget import BUDGET, Cores, CpuBudget
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector, Normalize
@@ -155,7 +156,7 @@ def test_runs_past_their_deadline_are_terminated_counted_and_the_pipeline_flows(
     p = Pipeline("t")
     src = p.source("frames", FakeSource(frames_with_bright_every(4, 12)))
     p.sink("out", sink, inputs=p.stage("detect", detector, inputs=src, timeout_s=5.0))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     assert [r.seq for r in sink.items] == [0, 1, 2, 4, 5, 6, 8, 9, 10]
     assert all(len(r) == 1 and r.items[0].label == "thing" for r in sink.items)
     assert report.stats.node("detect").errors == 3
@@ -235,7 +236,7 @@ def test_batching_across_cameras_in_a_pipeline(centerface: Path) -> None:
         for i in range(3)
     ]
     p.sink("out", sink, inputs=p.stage("faces", detector, inputs=cams, queue_size=8))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     assert len(sink.items) == 12
     assert all(len(r) == 1 for r in sink.items)
     assert detector.session is not None

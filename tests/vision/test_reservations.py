@@ -14,6 +14,7 @@ from edgepipe.infer.registry import REGISTRY
 from edgepipe.media import FrameSize, VideoSource
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
+from edgepipe.runner import RunConfig
 from edgepipe.runtime.engine import Runtime
 from edgepipe.runtime.plan import PlanNode, plan_graph
 from edgepipe.testing import ListSink, run_pipeline
@@ -51,7 +52,7 @@ def test_the_plan_has_the_running_detectors_buffers_and_its_weights(
                 return
             await asyncio.sleep(0.01)
 
-    run_pipeline(_pipeline(detector), duration_s=1.0, watchers=[while_it_runs])
+    run_pipeline(_pipeline(detector), RunConfig(governed=False, duration_s=1.0, watchers=[while_it_runs]))
     assert detector.inferred > 0
     assert [e for e in _entries(process_plan) if e[0] == "faces"] == []  # given back at stop
     assert ("faces", "input tensors (3 x 320x256 float32)", 3 * 3 * 320 * 256 * 4) in ran

@@ -21,7 +21,7 @@ from edgepipe.deploy.trace.ort import Profile, read_profile
 from edgepipe.graph.check import Graph
 from edgepipe.infer import loading
 from edgepipe.planning.memory import MemoryPlan, Reservation
-from edgepipe.runner import run
+from edgepipe.runner import RunConfig, run
 from edgepipe.runtime.engine import RunReport
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,15 @@ def run_traced(
         offset = time.time_ns() - time.perf_counter_ns()
         meter.start()
         try:
-            report = run(graph, duration_s=duration_s, handle_signals=True, debug=debug, memory=plan,
-                         spans=recorder, tune_malloc=False)  # fmt: skip
+            options = RunConfig(
+                duration_s=duration_s,
+                handle_signals=True,
+                debug=debug,
+                memory=plan,
+                spans=recorder,
+                tune_malloc=False,
+            )
+            report = run(graph, options)
         finally:
             energies = meter.stop()
             plan.listeners.remove(reserved)

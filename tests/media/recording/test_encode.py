@@ -15,7 +15,7 @@ from edgepipe.media.frame import I420, NV12, Frame, from_av, from_planes, from_r
 from edgepipe.media.recording.encode import Recorder, fill_av_frame, pick_encoder
 from edgepipe.media.sources.synthetic import MATRIX, Scene
 from edgepipe.media.sources.video import VideoSource
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run_async
 from tests.colour_clips import PATCH, first_frame, make_colour_clip, picture, stream_tags
 
 
@@ -26,7 +26,7 @@ async def test_records_live_nv12_to_an_mp4_that_plays(tmp_path: Path) -> None:
     p = Pipeline()
     p.sink("record", recorder, inputs=p.source("cam", VideoSource("synthetic://320x240@30")), policy="latest",
            queue_size=1)  # fmt: skip
-    await run_graph_async(p, duration_s=1.0)
+    await run_async(p, RunConfig(governed=False, duration_s=1.0))
     assert recorder.frames >= 20
     with av.open(str(out)) as container:
         stream = container.streams.video[0]
@@ -42,7 +42,7 @@ async def test_records_i420_from_a_file(clip: Path, tmp_path: Path) -> None:
     recorder = Recorder(out, fps=30)
     p = Pipeline()
     p.sink("record", recorder, inputs=p.source("cam", VideoSource(str(clip))))
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 60
 
@@ -59,7 +59,7 @@ async def test_unwritable_recording_path_names_it(tmp_path: Path) -> None:
     with pytest.raises(
         NodeError, match=r"node 'record': start\(\) failed: OutputError: .*rec\.mp4: cannot record here"
     ):
-        await run_graph_async(p, duration_s=0.5)
+        await run_async(p, RunConfig(governed=False, duration_s=0.5))
 
 
 def test_an_h264_encoder_is_always_found() -> None:

@@ -16,7 +16,7 @@ from edgepipe.media.frame import Frame
 from edgepipe.media.sources import failover
 from edgepipe.media.sources.failover import DecoderWatch
 from edgepipe.media.sources.video import VideoSource
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run_async
 
 
 def _packet(i: int, gop: int = 5) -> Any:
@@ -126,7 +126,7 @@ async def test_a_real_stream_plays_on_without_a_gap_when_its_decoder_breaks_mid_
     p = Pipeline()
     p.sink("look", look, inputs=p.source("cam", source))
     with caplog.at_level(logging.WARNING):
-        report = await run_graph_async(p)
+        report = await run_async(p, RunConfig(governed=False))
     gauges = report.stats.node("cam").gauges
     assert gauges["source"] == "ended"
     assert gauges["decoder_failovers"] == 1

@@ -16,7 +16,7 @@ from edgepipe.media.frame import I420, NV12, Frame
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run_async
 
 
 class FrameLog:
@@ -52,7 +52,7 @@ async def test_file_frames_are_views_of_the_decoders_i420_in_order(clip: Path) -
 
     p = Pipeline()
     p.sink("check", check, inputs=p.source("cam", source))
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     assert [s[0] for s in seen] == list(range(1, 61))  # every frame of a file, in order
     assert {s[1] for s in seen} == {I420}  # software decoders' layout, not converted
     assert {s[2] for s in seen} == {(240, 320)}
@@ -71,7 +71,7 @@ async def test_frames_look_like_the_clip(clip: Path) -> None:
 
     p = Pipeline()
     p.sink("grab", grab, inputs=p.source("cam", VideoSource(str(clip))))
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     with av.open(str(clip)) as container:
         reference = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)][29]
     assert np.abs(frames[0].astype(int) - reference.astype(int)).mean() < 4  # same picture
@@ -111,7 +111,7 @@ async def test_damaged_packets_are_skipped_and_counted(
     damaged = _damage(clean, broken, 0.01)
     assert damaged >= 2
     sink = FrameLog()
-    report = await run_graph_async(pipeline(VideoSource(str(broken)), sink))
+    report = await run_async(pipeline(VideoSource(str(broken)), sink), RunConfig(governed=False))
     cam = report.stats.node("cam")
     assert cam.state == "done"  # decoded to the end, no exception
     assert cam.gauges["source"] == "ended"
@@ -129,7 +129,7 @@ async def test_truncated_file_decodes_what_is_there(
     data = whole.read_bytes()
     cut.write_bytes(data[: len(data) * 6 // 10])
     sink = FrameLog()
-    report = await run_graph_async(pipeline(VideoSource(str(cut)), sink))
+    report = await run_async(pipeline(VideoSource(str(cut)), sink), RunConfig(governed=False))
     assert report.stats.node("cam").state == "done"
     assert 20 < len(sink.seen) < 90
 
@@ -146,7 +146,7 @@ async def test_resolution_change_mid_stream(
     plan = MemoryPlan(limit_bytes=1 << 30)
     monkeypatch.setattr(memory, "_PLAN", plan)
     source = VideoSource(str(joined))
-    await run_graph_async(pipeline(source, sink))
+    await run_async(pipeline(source, sink), RunConfig(governed=False))
     sizes = [(s["w"], s["h"]) for s in sink.seen]
     assert sizes[0] == (320, 240)
     assert sizes[-1] == (640, 360)
@@ -163,7 +163,10 @@ async def test_resolution_change_mid_stream(
 async def test_loop_repeats_a_file_and_realtime_paces_it(clip: Path) -> None:
     sink = FrameLog()
     t0 = time.monotonic()
-    await run_graph_async(pipeline(VideoSource(str(clip), loop=True, realtime=True), sink), duration_s=2.6)
+    await run_async(
+        pipeline(VideoSource(str(clip), loop=True, realtime=True), sink),
+        RunConfig(governed=False, duration_s=2.6),
+    )
     elapsed = time.monotonic() - t0
     n = len(sink.seen)
     assert 60 < n < 90  # about 30 fps for 2.6 s: more than one pass of the 2 s clip
@@ -176,7 +179,9 @@ async def test_a_looped_file_played_as_a_live_camera_keeps_its_pace_and_never_st
     # consumers hold every one (live) instead of waiting for them.
     sink = FrameLog()
     source = VideoSource(str(clip), loop=True, realtime=True, live=True)
-    await run_graph_async(pipeline(source, sink, policy="latest", queue_size=1), duration_s=2.6)
+    await run_async(
+        pipeline(source, sink, policy="latest", queue_size=1), RunConfig(governed=False, duration_s=2.6)
+    )
     n = len(sink.seen)
     assert 60 < n < 90  # about 30 fps, past the end of the 2 s clip
     assert source.reconnects == 0
@@ -187,7 +192,9 @@ async def test_a_looped_file_played_as_a_live_camera_keeps_its_pace_and_never_st
 async def test_slow_consumer_on_a_live_source_drops_old_frames_and_stays_current() -> None:
     sink = FrameLog(delay_s=0.33)  # 10x slower than the 30 fps camera
     source = VideoSource("synthetic://320x240@30")
-    report = await run_graph_async(pipeline(source, sink, policy="latest", queue_size=1), duration_s=3)
+    report = await run_async(
+        pipeline(source, sink, policy="latest", queue_size=1), RunConfig(governed=False, duration_s=3)
+    )
     assert source.pool is not None
     assert source.pool.capacity == 3  # 2 per consumer + 1
     inbox = report.stats.channel("out")
@@ -201,14 +208,16 @@ async def test_slow_consumer_on_a_live_source_drops_old_frames_and_stays_current
 
 async def test_missing_file_fails_at_start_with_its_name(tmp_path: Path) -> None:
     with pytest.raises(NodeError, match=r"node 'cam': SourceError: .*nope\.mp4: no such file"):
-        await run_graph_async(pipeline(VideoSource(str(tmp_path / "nope.mp4")), FrameLog()))
+        await run_async(
+            pipeline(VideoSource(str(tmp_path / "nope.mp4")), FrameLog()), RunConfig(governed=False)
+        )
 
 
 async def test_a_file_that_is_not_video(tmp_path: Path) -> None:
     text = tmp_path / "notes.mp4"
     text.write_text("this is not a video\n" * 100)
     with pytest.raises(NodeError, match=r"notes\.mp4: not a video file FFmpeg can read"):
-        await run_graph_async(pipeline(VideoSource(str(text)), FrameLog()))
+        await run_async(pipeline(VideoSource(str(text)), FrameLog()), RunConfig(governed=False))
 
 
 async def test_a_codec_with_no_decoder(clip: Path, tmp_path: Path) -> None:
@@ -217,7 +226,7 @@ async def test_a_codec_with_no_decoder(clip: Path, tmp_path: Path) -> None:
     odd = tmp_path / "odd.mp4"
     odd.write_bytes(data.replace(b"avc1", b"zzz9"))  # a codec tag FFmpeg has no decoder for
     with pytest.raises(NodeError, match=r"odd\.mp4: its video codec .* has no decoder in this FFmpeg build"):
-        await run_graph_async(pipeline(VideoSource(str(odd)), FrameLog()))
+        await run_async(pipeline(VideoSource(str(odd)), FrameLog()), RunConfig(governed=False))
 
 
 def test_unsupported_url_scheme_fails_when_declared() -> None:
@@ -236,8 +245,9 @@ async def test_unreachable_camera_keeps_retrying_with_a_clear_message(
     url = f"rtsp://127.0.0.1:{free_port()}/cam"
     sink = FrameLog()
     with caplog.at_level("WARNING"):
-        report = await run_graph_async(
-            pipeline(VideoSource(url, timeout_s=0.5, backoff_max_s=0.2), sink), duration_s=1.5
+        report = await run_async(
+            pipeline(VideoSource(url, timeout_s=0.5, backoff_max_s=0.2), sink),
+            RunConfig(governed=False, duration_s=1.5),
         )
     assert report.stopped_by == "stop"  # never hangs, stops on request
     assert report.stats.node("cam").gauges["source"] == "reconnecting"
@@ -256,7 +266,7 @@ async def test_synthetic_scene_moves() -> None:
 
     p = Pipeline()
     p.sink("grab", grab, inputs=p.source("cam", VideoSource("synthetic://160x120@60")))
-    await run_graph_async(p, duration_s=0.3)
+    await run_async(p, RunConfig(governed=False, duration_s=0.3))
     assert len(grabbed) == 2
     assert np.abs(grabbed[0].astype(int) - grabbed[1].astype(int)).max() > 100  # the square moved
 
@@ -279,7 +289,7 @@ async def test_memory_stays_flat_under_a_slow_consumer() -> None:
     p = pipeline(VideoSource("synthetic://1280x720@60"), sink, policy="latest", queue_size=1)
     sampler = asyncio.ensure_future(sample_rss())
     try:
-        await run_graph_async(p, duration_s=4)
+        await run_async(p, RunConfig(governed=False, duration_s=4))
     finally:
         sampler.cancel()
     # Growth, not wobble (the allocator may hand memory back): the peak of the last second is
@@ -300,7 +310,9 @@ async def test_an_explicit_hardware_decoder_that_cannot_work_here_falls_back(
     assert name is not None
     sink = FrameLog()
     with caplog.at_level("WARNING"):
-        report = await run_graph_async(pipeline(VideoSource(str(clip), decoder=name), sink))
+        report = await run_async(
+            pipeline(VideoSource(str(clip), decoder=name), sink), RunConfig(governed=False)
+        )
     if report.stats.node("cam").gauges["decoder"] == name:
         pytest.skip(f"{name} works on this machine")  # a lent GPU box: nothing to fall back from
     assert len(sink.seen) == 60

@@ -13,8 +13,8 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.media.sources.reconnect import Reconnector
 from edgepipe.media.sources.video import VideoSource
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
 from tests.cli_process import start
 from tests.media.sources.test_video import FrameLog, pipeline
 
@@ -35,7 +35,9 @@ async def test_a_skip_source_whose_decode_thread_died_opens_again(
     sink = FrameLog()
     p = Pipeline()
     p.sink("out", sink, inputs=p.source("cam", VideoSource(str(clip)), on_error="skip"))  # type: ignore[arg-type]
-    report = await asyncio.wait_for(run_graph_async(p), 30)  # it used to wait for the dead thread forever
+    report = await asyncio.wait_for(
+        run_async(p, RunConfig(governed=False)), 30
+    )  # it used to wait for the dead thread forever
     cam = report.stats.node("cam")
     assert cam.errors == 1
     assert cam.gauges["source"] == "ended"

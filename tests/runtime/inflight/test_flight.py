@@ -18,6 +18,7 @@ from edgepipe.core.context import current_node
 from edgepipe.core.errors import NodeStuck
 from edgepipe.core.lease import Leased
 from edgepipe.graph.spec import ErrorPolicy
+from edgepipe.runner import RunConfig
 from edgepipe.runtime.engine import Runtime
 from edgepipe.runtime.inflight.flight import MAX_HUNG_THREADS
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
@@ -48,7 +49,7 @@ def run(steps: Steps, count: int, policy: str = "block", timeout_s: float | None
     p = Pipeline()
     src = p.source("src", FakeSource(range(count)))
     p.sink("out", out, inputs=p.stage("steps", steps, inputs=src, policy=policy, timeout_s=timeout_s))
-    return out.items, run_pipeline(p)
+    return out.items, run_pipeline(p, RunConfig(governed=False))
 
 
 @pytest.mark.slow
@@ -66,7 +67,7 @@ def test_runs_go_back_to_back_on_one_thread_even_while_the_loop_is_busy() -> Non
     p = Pipeline()
     src = p.source("src", FakeSource(range(25)))
     p.sink("hog", hog_the_loop, inputs=p.stage("steps", steps, inputs=src), on_loop=True)
-    run_pipeline(p)
+    run_pipeline(p, RunConfig(governed=False))
     assert got == list(range(25))
     assert len(steps.threads) == 1
     gaps = [b[0] - a[1] for a, b in itertools.pairwise(steps.runs)]
@@ -118,7 +119,7 @@ def test_a_run_given_to_an_idle_thread_is_timed_from_then() -> None:
     p = Pipeline()
     p.sink("sink", slow_sink, inputs=p.stage("steps", steps, inputs=p.source("src", source), timeout_s=0.3),
            queue_size=1)  # fmt: skip
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     assert report.stats.node("steps").errors == 0
     assert got == list(range(6))
 
@@ -139,7 +140,7 @@ def test_a_node_whose_runs_keep_hanging_stops_the_run_instead_of_piling_up_threa
     with pytest.raises(
         NodeStuck, match=rf"node 'hangs'.*{MAX_HUNG_THREADS} of its threads have not returned"
     ):
-        run_pipeline(p)
+        run_pipeline(p, RunConfig(governed=False))
     left = [t for t in threading.enumerate() if t not in before and "hangs" in t.name]
     assert MAX_HUNG_THREADS <= len(left) <= MAX_HUNG_THREADS + 1, [t.name for t in left]
 
@@ -162,7 +163,7 @@ def test_a_stall_that_passes_is_ridden_out_by_the_circuit() -> None:
     src = p.source("src", FakeSource(range(300), interval_s=0.01))
     policy = ErrorPolicy(open_after=5, cooldown_s=0.1, cooldown_max_s=3.0)
     p.sink("out", out, inputs=p.stage("det", Stalls(0.005), inputs=src, timeout_s=0.1, on_error=policy))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     assert report.stopped_by == "end"
     assert out.items[-1] == 299
 
@@ -218,7 +219,7 @@ def run_two_lanes(code: Any, count: int, *, instances: int, **stage: Any) -> tup
     p = Pipeline()
     lanes = [p.source("a", a), p.source("b", b)]
     p.sink("out", out, inputs=p.stage("work", code, inputs=lanes, instances=instances, **stage))
-    return out.items, run_pipeline(p), freed
+    return out.items, run_pipeline(p, RunConfig(governed=False)), freed
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -290,7 +291,7 @@ def test_a_stop_while_calls_are_in_flight_loses_and_repeats_nothing() -> None:
     p = Pipeline()
     p.sink("out", out, inputs=p.stage("work", Slow(), inputs=p.source("a", endless), instances=2,
                                       queue_size=4))  # fmt: skip
-    report = run_pipeline(p, duration_s=0.5)
+    report = run_pipeline(p, RunConfig(governed=False, duration_s=0.5))
     assert report.stopped_by == "stop"
     assert out.items == sorted(set(out.items)), "in order, none twice"
     assert sorted(out.items) == sorted(started), "every call that started was collected"
@@ -339,7 +340,7 @@ def test_carried_frames_of_one_camera_never_wait_behind_another_cameras_model_ru
     lanes = [p.source("slow", FakeSource([Item("slow", i, freed) for i in range(8)])),
              p.source("quick", FakeSource([Item("quick", i, freed) for i in range(12)], interval_s=0.002))]  # fmt: skip
     p.sink("out", sink, inputs=p.stage("work", code, inputs=lanes, instances=1))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     assert go.is_set()
     assert report.stats.node("work").errors == 0
     slow = [n for lane, n in out_items if lane == "slow"]

@@ -13,6 +13,7 @@ import pytest
 from edgepipe import NodeError, Pipeline
 from edgepipe.core.lease import Leased
 from edgepipe.graph.types import declared_types
+from edgepipe.runner import RunConfig
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 
 
@@ -100,7 +101,7 @@ def run_two_step(stage: TwoStep, count: int = 8, policy: str = "block", on_error
     p.sink(
         "out", sink, inputs=p.stage("two", stage, inputs=src, policy=policy, queue_size=8, on_error=on_error)
     )
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     return sink.items, freed, report
 
 
@@ -122,7 +123,7 @@ def run_live(stage: TwoStep, count: int, interval_s: float):  # type: ignore[no-
     p = Pipeline("t")
     src = p.source("items", FakeSource([Item(i, freed) for i in range(count)], interval_s=interval_s))
     p.sink("out", sink, inputs=p.stage("two", stage, inputs=src, policy="latest", queue_size=1))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     return sink.items, freed, report
 
 
@@ -187,7 +188,7 @@ def test_a_live_frame_is_prepared_just_in_time_and_every_prepared_one_is_process
     p = Pipeline("t")
     src = p.source("items", frames)
     p.sink("out", sink, inputs=p.stage("two", stage, inputs=src, policy="latest", queue_size=1))
-    run_pipeline(p)
+    run_pipeline(p, RunConfig(governed=False))
     assert len(sink.items) > 15
     assert stage.corrupted == 0
     assert stage.prepared == len(sink.items)  # nothing prepared only to be thrown away
@@ -230,7 +231,7 @@ def test_late_results_of_abandoned_calls_are_released() -> None:
     p = Pipeline("t")
     src = p.source("items", FakeSource([Item(i, freed) for i in range(4)]))
     p.sink("out", ListSink(), inputs=p.stage("two", Late(step_s=0.0), inputs=src, timeout_s=0.1))
-    report = run_pipeline(p)
+    report = run_pipeline(p, RunConfig(governed=False))
     assert report.stats.node("two").errors == 2
     deadline = time.monotonic() + 3
     while sorted(freed) != list(range(4)) and time.monotonic() < deadline:

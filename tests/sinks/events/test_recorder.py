@@ -21,7 +21,7 @@ from edgepipe.core.errors import NodeError
 from edgepipe.media import VideoSource
 from edgepipe.media.frame import Frame, from_rgb
 from edgepipe.media.status import SourceStatus
-from edgepipe.runtime.run import run_graph_async  # the engine alone: ungoverned
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.sinks.events.recorder import EventRecorder
 from edgepipe.sinks.events.trigger import Trigger
 from tests.sinks.paint_events import Events, pipeline
@@ -47,7 +47,9 @@ async def test_a_clip_triggered_mid_stream_plays_from_a_keyframe_and_holds_pre_a
     tmp_path: Path,
 ) -> None:
     p = pipeline(str(tmp_path / "events"), trigger_at=45, pre_s=1.0, post_s=1.0)
-    await run_graph_async(p, duration_s=5.0)  # the trigger at 3 s, the post-roll's end at 4 s
+    await run_async(
+        p, RunConfig(governed=False, duration_s=5.0)
+    )  # the trigger at 3 s, the post-roll's end at 4 s
     start, end = _events(p)
     assert (start["state"], end["state"], end["ended_by"]) == ("start", "end", "post_roll")
     assert end["trigger"] == {"kind": "event", "reason": "frame 45", "source": "camera"}
@@ -77,7 +79,9 @@ async def test_a_trigger_storm_extends_clips_up_to_their_longest(tmp_path: Path)
     # A trigger every 3 frames (0.2 s) from frame 15 to the end of the run: one clip at a time,
     # each extended, cut at max_clip_s on a keyframe, the next carrying on from there.
     p = pipeline(str(tmp_path / "events"), trigger_at=15, every=3, pre_s=0.5, post_s=1.0, max_clip_s=3.0)
-    await run_graph_async(p, duration_s=5.0)  # ~20 triggers: one clip cut at 3 s, the next carrying on
+    await run_async(
+        p, RunConfig(governed=False, duration_s=5.0)
+    )  # ~20 triggers: one clip cut at 3 s, the next carrying on
     ends = [m for m in _events(p) if m["state"] == "end"]
     assert 2 <= len(ends) == len(list((tmp_path / "events").iterdir())) <= 3
     assert sum(m["triggers"] for m in ends) >= 15
@@ -95,7 +99,7 @@ async def test_a_trigger_storm_extends_clips_up_to_their_longest(tmp_path: Path)
 async def test_the_end_of_the_input_finishes_the_clip(make_clip: Any, tmp_path: Path) -> None:
     clip = make_clip("ends.mp4", width=320, height=240, fps=30, seconds=2)
     p = pipeline(str(tmp_path / "events"), source=str(clip), trigger_at=40, pre_s=0.5, post_s=30.0)
-    await run_graph_async(p)
+    await run_async(p, RunConfig(governed=False))
     _start, end = _events(p)
     assert end["ended_by"] == "ended"
     frames, _ = _decode(Path(end["path"]))
@@ -135,7 +139,9 @@ async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_p
     frames = p.source("cam", camera)
     p.sink("log", events, inputs=p.stage("events", recorder, inputs=frames))
     t0 = time.monotonic()
-    await run_graph_async(p, duration_s=4.5)  # frames for 3 s, lost 0.5 s after they stop
+    await run_async(
+        p, RunConfig(governed=False, duration_s=4.5)
+    )  # frames for 3 s, lost 0.5 s after they stop
     assert time.monotonic() - t0 >= 4.0  # the source never ended: the clip was finished while it ran
     start, end = events.messages
     assert start["trigger"] == {
@@ -152,7 +158,7 @@ async def test_a_source_state_triggers_and_a_lost_source_finishes_the_clip(tmp_p
 @pytest.mark.slow
 async def test_no_trigger_no_clip(tmp_path: Path) -> None:
     p = pipeline(str(tmp_path / "events"), trigger_at=10_000)
-    await run_graph_async(p, duration_s=2.0)
+    await run_async(p, RunConfig(governed=False, duration_s=2.0))
     assert _events(p) == []
     assert list((tmp_path / "events").iterdir()) == []
 
@@ -177,7 +183,7 @@ async def test_a_folder_gone_between_declaration_and_start_is_refused_at_start(t
     with pytest.raises(
         NodeError, match=r"start\(\) failed: OutputError: .*event clips: expected a folder path, not a file"
     ):
-        await run_graph_async(p, duration_s=1.0)
+        await run_async(p, RunConfig(governed=False, duration_s=1.0))
 
 
 @pytest.mark.parametrize(

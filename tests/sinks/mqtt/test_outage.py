@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_graph_async
 from tests.sinks.broker import Mosquitto, subscribed
 from tests.sinks.mqtt_pipeline import pipeline
 
@@ -69,7 +69,7 @@ async def test_a_broker_outage_neither_slows_the_camera_nor_grows_memory(tmp_pat
         # A persistent session: what reaches the broker while the subscriber reconnects waits for it.
         async with subscribed(broker.port, (f"{ROOT}/#",), persistent=True) as sub:
             p = pipeline(broker=broker.url, device="cam1", outbox=OUTBOX, backoff_max_s=1.0)
-            report = await run_graph_async(p, watchers=[outage])
+            report = await run_async(p, RunConfig(governed=False, watchers=[outage]))
             await sub.wait_for(
                 lambda: sub.on(f"{ROOT}/status")[-1].payload == b"offline", what="offline at the stop"
             )

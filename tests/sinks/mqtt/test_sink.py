@@ -14,8 +14,8 @@ import pytest
 from edgepipe import Pipeline
 from edgepipe.core.errors import GraphError
 from edgepipe.core.install import install_command
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.run import run_graph_async
 from edgepipe.sinks import MqttSink
 from edgepipe.testing import FakeSource
 from edgepipe.vision import Detection, Detections
@@ -60,7 +60,7 @@ def gauges(report: Any) -> dict[str, Any]:
 async def test_results_arrive_on_their_topics_with_their_qos_and_payloads(mosquitto: Mosquitto) -> None:
     async with subscribed(mosquitto.port) as sub:
         p, _ = results_pipeline(mosquitto.url, results())
-        report = await run_graph_async(p)
+        report = await run_async(p, RunConfig(governed=False))
         await sub.wait_for(lambda: sub.on(f"{ROOT}/status")[-1:] and sub.on(f"{ROOT}/status")[-1].payload == b"offline",
                            what="offline at the stop")  # fmt: skip
     detections = [h.json() for h in sub.on(f"{ROOT}/camera/detections")]
@@ -105,7 +105,7 @@ async def test_msgpack_payloads_carry_the_same_messages(mosquitto: Mosquitto) ->
     async with subscribed(mosquitto.port) as sub:
         p, sink = results_pipeline(mosquitto.url, results(), payload="msgpack")
         assert not sink.discovery  # Home Assistant reads JSON only
-        await run_graph_async(p)
+        await run_async(p, RunConfig(governed=False))
         await sub.wait_for(lambda: len(sub.on(f"{ROOT}/status")) >= 2, what="offline at the stop")
     detections = [msgpack.unpackb(h.payload) for h in sub.on(f"{ROOT}/camera/detections")]
     assert [d["seq"] for d in detections] == [0, 1, 2, 3, 4]
@@ -119,7 +119,7 @@ async def test_a_broker_down_at_the_start_is_retried_until_it_comes(tmp_path: Pa
     p, sink = results_pipeline(broker.url, items, interval_s=0.08, outbox_size=8, backoff_max_s=0.5)
     try:
         async with asyncio.TaskGroup() as group:
-            run = group.create_task(run_graph_async(p))
+            run = group.create_task(run_async(p, RunConfig(governed=False)))
             await asyncio.sleep(1.5)  # the sink retries meanwhile; the results go on (3.2 s of them)
             assert sink.gauges["connected"] == 0
             assert sink.gauges["failures"] >= 2
@@ -145,7 +145,7 @@ async def test_a_password_protected_broker(tmp_path: Path, monkeypatch: pytest.M
             wrong = f"mqtt://cam:wrong@127.0.0.1:{broker.port}"
             p, _ = results_pipeline(wrong, results()[:3], backoff_max_s=0.2)
             with caplog.at_level(logging.DEBUG):
-                report = await run_graph_async(p)
+                report = await run_async(p, RunConfig(governed=False))
             assert gauges(report)["published"] == 0
             assert gauges(report)["failures"] >= 1
             assert "wrong" not in caplog.text
@@ -153,7 +153,7 @@ async def test_a_password_protected_broker(tmp_path: Path, monkeypatch: pytest.M
             monkeypatch.setenv("EDGEPIPE_MQTT_USERNAME", "cam")
             monkeypatch.setenv("EDGEPIPE_MQTT_PASSWORD", "s3cret")
             p, _ = results_pipeline(broker.url, results()[:3])
-            report = await run_graph_async(p)
+            report = await run_async(p, RunConfig(governed=False))
             await sub.wait_for(lambda: len(sub.on(f"{ROOT}/status")) >= 2, what="offline at the stop")
     finally:
         broker.stop()
@@ -211,7 +211,7 @@ async def test_messages_not_delivered_fail_the_run_when_delivery_was_asked_for(
     url = f"mqtt://127.0.0.1:{free_port()}"  # nothing listens there
     items = [frame(n, n % 2) for n in range(6)] + [Message("event", {"source": "camera", "what": "x"})]
     p, _ = results_pipeline(url, items, interval_s=0.01, discovery=False)
-    report = await run_graph_async(p)
+    report = await run_async(p, RunConfig(governed=False))
     # The count (QoS 1, retained: the latest one) and the event (QoS 1) were asked for.
     assert report.failed_sinks == (
         f"sink 'mqtt': 2 messages not delivered to {url} (QoS 1-2: count 1, event 1; 2 still queued at "
@@ -220,7 +220,7 @@ async def test_messages_not_delivered_fail_the_run_when_delivery_was_asked_for(
     assert report.output_failed  # exit 1
     p, _ = results_pipeline(url, items[:6], interval_s=0.01, discovery=False, qos={"count": 0})
     with caplog.at_level(logging.WARNING):
-        report = await run_graph_async(p)
+        report = await run_async(p, RunConfig(governed=False))
     assert report.failed_sinks == ()  # QoS 0 only: said, not a failure
     assert f"7 messages not delivered to {url} (count 1, detections 6: QoS 0, dropped" in caplog.text
 
@@ -239,7 +239,7 @@ async def test_at_the_stop_a_broker_back_meanwhile_gets_what_waits_at_once(tmp_p
 
     try:
         async with asyncio.TaskGroup() as group:
-            run = group.create_task(run_graph_async(p, watchers=[stop_when_listening]))
+            run = group.create_task(run_async(p, RunConfig(governed=False, watchers=[stop_when_listening])))
             await asyncio.sleep(0.3)
             assert sink.gauges["failures"] == 1
             broker.start()

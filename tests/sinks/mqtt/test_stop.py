@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from edgepipe import Pipeline
-from edgepipe.runtime.run import run_graph_async
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.sinks import MqttSink
 from edgepipe.testing import FakeSource
 from edgepipe.vision import Detections
@@ -102,7 +102,7 @@ async def test_a_failing_state_watcher_or_connection_degrades_the_sink_not_the_n
     async with subscribed(mosquitto.port, ("edgepipe/cam1/test/camera/detections",)) as sub:
         fake = FakeSource([frame(n, n % 2) for n in range(60)], interval_s=0.02)
         for sink, source in ((watcher, BrokenCamera()), (connection, fake)):
-            report = await asyncio.wait_for(run_graph_async(run_with(sink, source)), 30)
+            report = await asyncio.wait_for(run_async(run_with(sink, source), RunConfig(governed=False)), 30)
             node = next(n for n in report.stats.nodes if n.node_id == "mqtt")
             assert (node.items_in, node.errors, node.state) == (60, 0, "done"), node
             assert node.gauges["errors"] >= 1, node.gauges

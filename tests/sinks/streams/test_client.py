@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from edgepipe import Message, Pipeline
-from edgepipe.runtime.run import run_graph_async
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.sinks.streams import TcpStream
 from tests.cli_process import edgepipe
 from tests.sinks.waiting import until
@@ -43,7 +43,7 @@ async def test_the_client_prints_json_lines() -> None:
         sys.executable, "-m", "edgepipe.sinks.streams.client", "127.0.0.1", str(stream.port), "--count", "3",
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    await run_graph_async(stream_pipeline(stream, 5))
+    await run_async(stream_pipeline(stream, 5), RunConfig(governed=False))
     out, err = await client.communicate()
     assert client.returncode == 0, err
     lines = [json.loads(line) for line in out.decode().splitlines()]
@@ -76,7 +76,7 @@ async def test_the_documented_client_reads_a_stream() -> None:
     reading = asyncio.create_task(
         asyncio.to_thread(lambda: list(namespace["read_results"]("127.0.0.1", stream.port)))
     )
-    await run_graph_async(stream_pipeline(stream, 4))
+    await run_async(stream_pipeline(stream, 4), RunConfig(governed=False))
     got = await reading
     assert [(m["v"], m["kind"], m["n"]) for m in got] == [(1, "event", i) for i in range(4)]
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from edgepipe import Message, Pipeline
+from edgepipe.runner import RunConfig
 from edgepipe.runtime.engine import RunReport
 from edgepipe.sinks.streams import JsonLines
 from edgepipe.testing import FakeSource, run_pipeline
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.timeout(60)
 def run(sink: JsonLines, items: list[Any], results: Path | None = None) -> RunReport:
     p = Pipeline("jsonl")
     p.sink("log", sink, inputs=p.source("events", FakeSource(items)))
-    return run_pipeline(p, results_path=str(results) if results else None)
+    return run_pipeline(p, RunConfig(governed=False, results_path=str(results) if results else None))
 
 
 def events(n: int, start: int = 0) -> list[Message]:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from edgepipe import Message, Pipeline
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import RunReport
-from edgepipe.runtime.run import run_graph_async
 from edgepipe.sinks.messages import message_of, unpack
 from edgepipe.sinks.streams import TcpStream
 from edgepipe.sinks.streams.client import messages, read_messages
@@ -60,7 +60,7 @@ async def test_two_clients_get_every_message_in_order_framed() -> None:
     stream = TcpStream(port=0)
     first = asyncio.create_task(collect(stream.port))
     raw_reader, raw_writer = await asyncio.open_connection("127.0.0.1", stream.port)
-    report = await run_graph_async(pipeline(stream, numbered(stream, 300, clients=2)))
+    report = await run_async(pipeline(stream, numbered(stream, 300, clients=2)), RunConfig(governed=False))
     got = await first
     raw = await raw_reader.read()  # to the end: the stream closes when the pipeline stops
     raw_writer.close()
@@ -82,7 +82,7 @@ async def test_detections_go_as_the_data_channel_sends_them() -> None:
         yield dets
 
     task = asyncio.create_task(collect(stream.port))
-    await run_graph_async(pipeline(stream, source))
+    await run_async(pipeline(stream, source), RunConfig(governed=False))
     (got,) = await task
     assert got == message_of(dets)
     assert got["boxes"] == [[1.0, 2.0, 30.0, 40.0, 0.9, "face", None]]
@@ -98,7 +98,9 @@ async def test_a_client_that_never_reads_loses_messages_the_other_does_not() -> 
     reader = asyncio.create_task(collect(stream.port))
     n = 3000  # ~3 MB: far more than the stuck client's buffers
     try:
-        report = await run_graph_async(pipeline(stream, numbered(stream, n, clients=2, pad=1000)))
+        report = await run_async(
+            pipeline(stream, numbered(stream, n, clients=2, pad=1000)), RunConfig(governed=False)
+        )
         # The run ended with every message taken by the sink while one client read nothing at
         # all: it never waited for that client.
         assert report.stats.node("tcp").items_in == n
@@ -133,7 +135,7 @@ async def test_a_client_that_leaves_is_dropped_and_the_rest_go_on() -> None:
         left.set()
 
     leaving = asyncio.create_task(leave())
-    report = await run_graph_async(pipeline(stream, source))
+    report = await run_async(pipeline(stream, source), RunConfig(governed=False))
     await leaving
     assert [m["n"] for m in await stayer] == list(range(100))
     tcp = report.stats.node("tcp")
@@ -145,7 +147,7 @@ async def test_a_token_is_asked_of_clients_when_given() -> None:
     wrong_reader, wrong_writer = await asyncio.open_connection("127.0.0.1", stream.port)
     wrong_writer.write(b"not-the-token\n")
     right = asyncio.create_task(collect(stream.port, token="s3cret-token"))
-    report = await run_graph_async(pipeline(stream, numbered(stream, 5, clients=1)))
+    report = await run_async(pipeline(stream, numbered(stream, 5, clients=1)), RunConfig(governed=False))
     assert [m["n"] for m in await right] == list(range(5))
     assert await wrong_reader.read() == b""  # closed, sent nothing
     wrong_writer.close()
@@ -162,7 +164,7 @@ async def test_clients_past_max_clients_are_refused() -> None:
         await until(lambda: stream.refused >= 1)
         yield Message("event", {"n": 0})
 
-    report = await run_graph_async(pipeline(stream, source))
+    report = await run_async(pipeline(stream, source), RunConfig(governed=False))
     assert [m["n"] async for m in read_messages(first_reader)] == [0]
     assert await extra_reader.read() == b""
     first_writer.close()
@@ -196,8 +198,8 @@ def test_a_port_in_use_is_refused_at_declaration() -> None:
 async def test_a_stream_without_clients_packs_nothing_and_restarts_on_its_port() -> None:
     stream = TcpStream(port=0)
     port = stream.port
-    report: RunReport = await run_graph_async(
-        pipeline(stream, [Message("event", {"n": i}) for i in range(3)])
+    report: RunReport = await run_async(
+        pipeline(stream, [Message("event", {"n": i}) for i in range(3)]), RunConfig(governed=False)
     )
     assert report.stats.node("tcp").gauges["sent"] == 0
 
@@ -210,7 +212,7 @@ async def test_a_stream_without_clients_packs_nothing_and_restarts_on_its_port()
                 await asyncio.sleep(0.02)
 
     task = asyncio.create_task(connect_when_listening())
-    await run_graph_async(pipeline(stream, numbered(stream, 2, clients=1)))
+    await run_async(pipeline(stream, numbered(stream, 2, clients=1)), RunConfig(governed=False))
     assert [m["n"] for m in await task] == [0, 1]
     assert stream.port == port
 
@@ -220,7 +222,9 @@ def test_the_stream_runs_on_uvloop_as_edgepipe_run_does() -> None:
     stream = TcpStream(port=0)
     with socket.create_connection(("127.0.0.1", stream.port)) as sock:
         # Ten small messages fit in the socket's buffers: read once the run has ended.
-        report = run_pipeline(pipeline(stream, numbered(stream, 10, clients=1)), loop="uvloop")
+        report = run_pipeline(
+            pipeline(stream, numbered(stream, 10, clients=1)), RunConfig(governed=False, loop="uvloop")
+        )
         data = sock.makefile("rb").read()
     assert report.stats.node("tcp").gauges["sent"] == 10
     assert [m["n"] for m in split(data)] == list(range(10))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from edgepipe import Message, Pipeline
+from edgepipe.runner import RunConfig
 from edgepipe.sinks.messages import message_of, unpack
 from edgepipe.sinks.streams import UdpStream
 from edgepipe.testing import FakeSource, run_pipeline
@@ -39,7 +40,7 @@ def received(sock: socket.socket) -> list[bytes]:
 def run(stream: UdpStream, items: list[Any]) -> Any:
     p = Pipeline("udp")
     p.sink("udp", stream, inputs=p.source("events", FakeSource(items)))
-    return run_pipeline(p)
+    return run_pipeline(p, RunConfig(governed=False))
 
 
 def test_each_message_is_one_datagram(receiver: socket.socket) -> None:
