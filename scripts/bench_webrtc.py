@@ -9,7 +9,7 @@ frame however many viewers) and its ``results`` fed by a stage that makes one fi
 (no model: the figure is about the streaming path, and a detector would take the CPU it
 measures). The viewers (``scripts/webrtc_viewers.py``) are real aiortc peers in a second process
 (one process holding all of them): ``POST /offer``, aiortc decodes the video, and each decoded
-frame is matched by pts (the ``sync`` mapping of :mod:`edgepipe.sinks.messages`) to the
+frame is matched by pts (the ``sync`` mapping of :mod:`edgepipe.wire.messages`) to the
 ``detections`` message of its frame, whose ``t_ms`` is the wall-clock time the frame left the
 camera. Latency = wall-clock time the viewer holds the decoded frame - ``t_ms`` (one machine:
 one clock). Frames without a message are counted (``frames_unmatched``), not guessed. The

@@ -17,6 +17,7 @@ from edgepipe.deploy.power.meter import EnergyMeter, energy_json, energy_lines
 from edgepipe.deploy.quantize.decoder import quantize_decoder
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.bench import (
+    cache_sized_mb,
     description_prompts,
     greedy_run,
     logits_cosine,
@@ -31,8 +32,6 @@ from edgepipe.lm.generate import LanguageModel
 SLOT_COUNTS = (1, 2, 4)
 DESCRIPTION_ROOM = 320
 """Tokens a description prompt may take (byte tokens: under 250 here)."""
-L3_SIZED_MB = 16
-"""This host's L3 (32 MiB) holds this buffer: the cache-resident bandwidth, shown beside DRAM's."""
 
 
 def quantize(src: Path, dst: Path, bits: int, keep_head: bool = False) -> Path:
@@ -102,7 +101,8 @@ def bench_features(folder: Path, cfg: TinyConfig, args: argparse.Namespace) -> d
     # -- the roofline: DRAM-sized buffer and an L3-sized one
     weights = weight_bytes_per_token(folder / "model.onnx")
     dram = memory_bandwidth(size_mb=256)
-    l3 = memory_bandwidth(size_mb=L3_SIZED_MB)
+    cached_mb = cache_sized_mb()
+    l3 = memory_bandwidth(size_mb=cached_mb)
     roofline = {
         "dram_gb_s": round(dram / 1e9, 2), "l3_sized_gb_s": round(l3 / 1e9, 2),
         "weight_mb_per_token": round(weights / 1e6, 1), "best_threads": best_threads,
@@ -112,7 +112,7 @@ def bench_features(folder: Path, cfg: TinyConfig, args: argparse.Namespace) -> d
     }  # fmt: skip
     print(f"  roofline: fp32 {', '.join(f'{t} thread(s) {r:.2f}' for t, r in fp32.items())} tok/s, best "
           f"{best_threads}; {weights / 1e6:.1f} MB a token; DRAM-sized buffer (256 MB) {dram / 1e9:.2f} GB/s "
-          f"-> {roofline['dram_fraction']:.0%} of it; L3-sized buffer ({L3_SIZED_MB} MB) {l3 / 1e9:.2f} GB/s "
+          f"-> {roofline['dram_fraction']:.0%} of it; L3-sized buffer ({cached_mb} MB) {l3 / 1e9:.2f} GB/s "
           f"-> {roofline['l3_fraction']:.0%}", flush=True)  # fmt: skip
     energy = energy_json(meter, energies, timed, "token") if timed else {"measurable": False,
         "reason": "not measurable here (no run of 2+ threads)", "sources": []}  # fmt: skip

@@ -11,7 +11,7 @@ same synthetic scene (:class:`edgepipe.media.sources.synthetic.Scene`), 1280x720
 once per frame and shared by every viewer's track (as aiortc's ``MediaRelay`` shares them). No
 edgepipe pipeline, no shared encoder: what edgepipe's streaming path is compared with.
 
-The data channel speaks the schema of :mod:`edgepipe.sinks.messages` (``sync`` once, then one
+The data channel speaks the schema of :mod:`edgepipe.wire.messages` (``sync`` once, then one
 ``detections`` per frame with its ``pts_90k`` and capture time ``t_ms``), so the same viewers
 measure both servers. ``GET /stats`` says how many frames the camera made and how many the
 viewers' tracks handed to aiortc to encode.
@@ -34,7 +34,8 @@ from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcdatachannel import RTCDataChannel
 
 from edgepipe.media.sources.synthetic import Scene
-from edgepipe.serve import ice, messages
+from edgepipe.serve import ice
+from edgepipe.wire import messages
 
 WIDTH, HEIGHT, FPS = 1280, 720, 30
 TIME_BASE = fractions.Fraction(1, 90_000)

@@ -32,7 +32,8 @@ import aiohttp
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from edgepipe.serve import ice, messages
+from edgepipe.serve import ice
+from edgepipe.wire import messages
 
 CONNECT_DEADLINE_S = 30.0
 """How long a viewer keeps trying the server (it may still be starting) and waits for video."""

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from edgepipe.core.errors import GraphError
+from edgepipe.core.headroom import HEADROOM
 from edgepipe.graph.spec import NodeKind, NodeSpec
 from edgepipe.graph.types import compatible, type_name
 
@@ -23,7 +24,7 @@ class Graph:
     consumers: dict[str, tuple[str, ...]]
     """Producer id -> ids of the nodes that consume its output (fan-out)."""
     warnings: tuple[str, ...]
-    headroom: float = 0.3
+    headroom: float = HEADROOM
     """The share of the process's cores the scheduler keeps free (0: ungoverned)."""
 
     def node(self, node_id: str) -> NodeSpec:
@@ -50,7 +51,7 @@ class Graph:
         return {r: sum(1 for n in self.nodes if n.resource == r) for r in self.resources}
 
 
-def validate(name: str, nodes: Mapping[str, NodeSpec], headroom: float = 0.3) -> Graph:
+def validate(name: str, nodes: Mapping[str, NodeSpec], headroom: float = HEADROOM) -> Graph:
     """Check the whole graph; raise :class:`GraphError` on the first problem found."""
     if not any(n.kind is NodeKind.SOURCE for n in nodes.values()):
         raise GraphError(f"pipeline '{name}' has no source: declare one with p.source(...)")

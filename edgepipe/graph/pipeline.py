@@ -38,6 +38,7 @@ from typing import Any
 
 from edgepipe.core.channel import Policy
 from edgepipe.core.errors import GraphError
+from edgepipe.core.headroom import HEADROOM
 from edgepipe.graph.check import Graph, validate
 from edgepipe.graph.spec import (
     ErrorPolicy,
@@ -110,7 +111,7 @@ def _check_age(value: float | None, what: str) -> None:
 class Pipeline:
     """A graph of nodes joined by bounded channels. Build it, then run it."""
 
-    def __init__(self, name: str = "pipeline", *, headroom: float = 0.3) -> None:
+    def __init__(self, name: str = "pipeline", *, headroom: float = HEADROOM) -> None:
         """``headroom``: the share of this process's cores the scheduler keeps free (0.3: it
         slows low-priority work to stay at 70%); 0 runs ungoverned."""
         if isinstance(headroom, bool) or not (0 <= headroom < 1):

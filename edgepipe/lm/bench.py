@@ -20,8 +20,10 @@ from edgepipe.infer.footprint import read_weights
 from edgepipe.lm.generate import LanguageModel
 from edgepipe.lm.sampling import SamplingParams
 
-L3_SIZED_MB = 16
-"""A buffer a 32 MiB last-level cache holds: its read bandwidth is the cache's, not DRAM's."""
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+"""Where Linux describes the first CPU's caches: ``index*/level`` and ``index*/size``."""
+ASSUMED_L3_BYTES = 32 * 1024 * 1024
+"""The last-level cache taken where the system does not say (not Linux, no sysfs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,28 @@ def memory_bandwidth(size_mb: int = 256, rounds: int = 5) -> float:
     return data.nbytes / best
 
 
+def last_level_cache_bytes(caches: Path = CPU_CACHES) -> int:
+    """The size of this machine's last-level cache: the first CPU's level 3 (or its highest
+    level, where there is no L3), from sysfs; :data:`ASSUMED_L3_BYTES` where it cannot be read."""
+    sizes: dict[int, int] = {}
+    for index in caches.glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+            size = int(text.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        except (OSError, ValueError):
+            continue
+        sizes[level] = max(size, sizes.get(level, 0))
+    return sizes[max(sizes)] if sizes else ASSUMED_L3_BYTES
+
+
+def cache_sized_mb(caches: Path = CPU_CACHES) -> int:
+    """A buffer, in MB (:func:`memory_bandwidth`'s ``size_mb``), that the last-level cache holds
+    with room to spare: half of it (16 MB of a 32 MiB L3), at least 1. Its read bandwidth is the
+    cache's, not DRAM's: shown beside DRAM's."""
+    return max(1, last_level_cache_bytes(caches) // 2 // 1_000_000)
+
+
 def weight_bytes_per_token(model_file: Path) -> int:
     """Bytes of weights one decode step reads: every weight once as stored (fp16 2 bytes, packed
     4-bit half a byte ...), one row of the embedding (:func:`edgepipe.infer.footprint.read_weights`,
@@ -102,7 +126,7 @@ def report(
     """Everything ``edgepipe bench lm`` prints, as one mapping (the JSON line)."""
     figures = measure(lm, contexts, new_tokens, meter=meter)
     bandwidth = memory_bandwidth()  # a buffer larger than the last-level cache: DRAM's
-    cached = memory_bandwidth(size_mb=L3_SIZED_MB)  # fits a 32 MiB L3: shown beside it
+    cached = memory_bandwidth(size_mb=cache_sized_mb())  # fits the last-level cache: shown beside it
     weights = weight_bytes_per_token(lm.runner.session.path)
     rows = []
     for f in figures:

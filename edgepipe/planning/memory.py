@@ -7,11 +7,12 @@ an inference tensor ring) reserves its bytes in the plan first::
     reservation = memory_plan().reserve("describe", "KV cache (gqa, 2048 positions)", nbytes,
                                         holder=cache)
 
-The budget is ``EDGEPIPE_MEMORY_FRAC`` (default 0.7: 30% headroom, like every other resource)
-of the memory this process may use: the machine's RAM, or the container's cgroup limit when
-that is lower. A reservation that would pass it raises :class:`MemoryBudgetError`, naming
-what asked, what the plan already holds and what to do, before anything is allocated. A
-reservation ends with :meth:`Reservation.release`, or when its ``holder`` is garbage-collected.
+The budget is ``EDGEPIPE_MEMORY_FRAC`` (default 0.7: the headroom of every other resource,
+:data:`~edgepipe.core.headroom.HEADROOM`) of the memory this process may use: the machine's
+RAM, or the container's cgroup limit when that is lower. A reservation that would pass it
+raises :class:`MemoryBudgetError`, naming what asked, what the plan already holds and what to
+do, before anything is allocated. A reservation ends with :meth:`Reservation.release`, or when
+its ``holder`` is garbage-collected.
 The runtime logs the plan once every node has started, and each reservation made after that
 (buffers sized by the first frame); ``memory_plan().entries()`` lists it.
 
@@ -42,11 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.core.errors import EdgepipeError
+from edgepipe.core.headroom import HEADROOM
 from edgepipe.core.scope import Slot
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUDGET_FRAC = 0.7
+DEFAULT_BUDGET_FRAC = 1 - HEADROOM
+"""The share of the memory this process may use that the plan holds (``EDGEPIPE_MEMORY_FRAC``)."""
 
 
 class MemoryBudgetError(EdgepipeError, MemoryError):

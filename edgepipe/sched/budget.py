@@ -2,8 +2,8 @@
 
 The cores come from the CPU affinity (``taskset``, cpusets) and the cgroup's quota (cgroup v2
 ``cpu.max``, v1 ``cpu.cfs_quota_us``), whichever is smaller, so ``docker run --cpus=2`` on a
-16-core box gives 2. The target (default 0.70) leaves the rest to the system: the kernel, other
-services, a burst of decode work.
+16-core box gives 2. The target (default ``1 -`` :data:`~edgepipe.core.headroom.HEADROOM`, 0.70)
+leaves the rest to the system: the kernel, other services, a burst of decode work.
 
 Thread pools are sized once from it (ONNX Runtime intra-op threads per session); thread counts
 cannot change on a live session, so what the budget bounds at run time is admission: heavy
@@ -17,9 +17,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgepipe.core.headroom import HEADROOM
 from edgepipe.core.scope import Slot
 
-DEFAULT_TARGET = 0.7
+DEFAULT_TARGET = 1 - HEADROOM
+"""The share of the usable cores a governed run keeps busy at most, unless it says otherwise."""
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 

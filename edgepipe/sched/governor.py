@@ -30,6 +30,16 @@ UNDONE_S = 3.0
 thought); later, the load changed (a spike: a looped clip reopened every 8 s made every step
 down look undone, and the rungs' costs climbed until the CPU sat 10 points under the target)."""
 
+SLACK = 0.02
+"""How far over the target a window may be before the governor climbs (a share of the usable
+cores): a 1 s average sitting on the target wavers by a point or two, and chasing that would
+slow work for nothing."""
+BAND = 0.01
+"""How much room under the target a step down must leave, past what the rung costs."""
+WINDOW = SLACK + BAND
+"""The governor's window between climbing (target + :data:`SLACK`) and stepping down (target -
+:data:`BAND`): a rung that costs about this much lets it settle next to its target."""
+
 RANKS = {"pace": 0, "instances": 0, "every": 1, "thin": 2}
 """Which kind of knob is turned first (then the lower priority first; a node's own knobs in the
 order it gives them: a pinned detector sheds its second call before its pace)."""
@@ -83,8 +93,8 @@ class Governor:
         target: float,
         *,
         settle_s: float = 1.0,
-        band: float = 0.01,
-        slack: float = 0.02,
+        band: float = BAND,
+        slack: float = SLACK,
         hot_c: float = 80.0,
         default_cost: float = 0.05,
         min_cost: float = 0.005,
@@ -95,9 +105,7 @@ class Governor:
         self.settle_s = settle_s
         self.band = band
         self.slack = slack
-        """How far over the target a window may be before the governor climbs: a 1 s average
-        sitting on the target wavers by a point or two, and chasing that would slow work for
-        nothing."""
+        """See :data:`SLACK`."""
         self.hot_c = hot_c
         self.min_cost = min_cost
         self.max_cost = max_cost

@@ -7,45 +7,82 @@
   (the tracker carries the boxes between them).
 - :class:`ThinKnob`: one frame kept in N on a lossy lane (``latest``/``drop_new``); lossless
   (``block``) lanes carry results and are never thinned.
+
+The tables below were tuned with ``scripts/bench_headroom.py`` on 2 cores, for rungs of a few
+points of the CPU each, about the governor's window (:data:`~edgepipe.sched.governor.WINDOW`), so
+that it settles next to its target. What a rung costs depends on the machine only where a
+table paces a fixed number of units (a unit: one core-thread of the budget): token decode and a
+detector's spare units. On more cores such a step is a smaller share of the CPU, so
+:func:`rungs` merges steps up to the window there. A detector's rate is a share of its own
+calls, which are sized from the budget's units, so its tables cost about the same on any core
+count.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from edgepipe.core.channel import Channel, Policy
 from edgepipe.core.context import CallLimit
+from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.gate import Ticket
+from edgepipe.sched.governor import WINDOW
 
 DUTIES = (1.0, 0.6, 0.4, 0.25, 0.15, 0.1, 0.06)
-"""Token decode's share of the time, from unpaced to the floor (it slows, it never stops)."""
+"""Token decode's share of the time, from unpaced to the floor (it slows, it never stops). Its
+calls run one at a time: a step paces one unit (:func:`rungs`)."""
 
 EVERY = (1, 1.05, 1.1, 1.15, 1.2, 1.3, 1.4, 1.5, 1.6, 1.75, 1.9, 2, 2.15, 2.3, 2.45, 2.6, 2.8, 3, 3.2, 3.4,
          3.7, 4, 4.5, 5, 6, 8, 12, 16, 24, 32)  # fmt: skip
 """Frames per model run, per source (times the detector's own ``every``, or what keeping up
 with its cameras needs). Fine steps up to 4, each cutting the model's rate by 4-9%: about 2
-points of the CPU on 2 cores, within the governor's 3-point window between climbing (target +
-2) and stepping down (target - 1), so it can settle next to its target. With steps of 15%
-(1, 1.15, 1.3, ...) a run settled a whole step under it, and where varied from run to run
-(model runs/s 18.5 to 21.8 in three runs of ``scripts/bench_headroom.py``); with 2, 2.5, 3, 4,
-a detector keeping up with 4 or 8 cameras on 2 cores, that the budget held to about half its
-model's rate, swung between the rungs about it by a quarter of its runs and 7 points of CPU."""
+points of the CPU (its calls fill the budget's units, on any core count), within the governor's
+3-point window (:data:`~edgepipe.sched.governor.WINDOW`), so it can settle next to its target.
+With steps of 15% (1, 1.15, 1.3, ...) a run settled a whole step under it, and where varied
+from run to run (model runs/s 18.5 to 21.8 in three runs of ``scripts/bench_headroom.py``);
+with 2, 2.5, 3, 4, a detector keeping up with 4 or 8 cameras on 2 cores, that the budget held
+to about half its model's rate, swung between the rungs about it by a quarter of its runs and 7
+points of CPU."""
 
 PINNED_DUTIES = (1.0, 0.93, 0.87, 0.81, 0.75, 0.7, 0.65, 0.6, 0.5)
 """A pinned detector's share of the time (``Detector(pin_every=True)``), rung by rung: each cuts
-its rate by about 7% (a few points of the CPU on 2 cores, inside the governor's window), then
-its lane is thinned."""
+its rate by about 7% (a few points of the CPU, inside the governor's window, on any core count
+as :data:`EVERY`'s), then its lane is thinned."""
 
 THIN = (1, 2, 3, 4, 6, 8)
 """One frame kept in N."""
 
 SPARE_DUTIES = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05, 0.0)
-"""A second call's share of the spare units, from free to shed. On 2 cores (1.4 of them: one
-main unit and a spare one) a step of 0.05 is about a twentieth of a core while the second call
-would run back to back: 2-3 points of the CPU, inside the governor's window, so it settles next
-to its target. With steps of 0.15 (a tenth of a core and more) face_privacy on a file swung
-between two rungs, 59% and 73% of the cores, a model run's worth apart."""
+"""A second call's share of the spare units, from free to shed. A budget has one spare unit at
+most (its fraction past its whole units): on 2 cores (1.4 of them: one main unit and a spare
+one) a step of 0.05 is about a twentieth of a core while the second call would run back to
+back: 2-3 points of the CPU, inside the governor's window, so it settles next to its target.
+With steps of 0.15 (a tenth of a core and more) face_privacy on a file swung between two rungs,
+59% and 73% of the cores, a model run's worth apart. On more cores the steps are merged
+(:func:`rungs`)."""
+
+
+def rungs(
+    duties: Sequence[float], units: float, cores: float | None = None, window: float = WINDOW
+) -> tuple[float, ...]:
+    """This machine's rungs of a table of ``duties`` (shares of the time, from unpaced down to
+    the floor) that paces ``units`` heavy calls: a step from duty ``a`` to ``b`` costs ``(a -
+    b) x units / cores`` of the usable cores (``cores``: the budget's of the run the caller works
+    for). A duty is skipped while going straight past it to the next costs no more than the
+    governor's ``window``: on 8 cores a step of 0.05 of one unit is 0.6 points, and a climb
+    across four times the rungs, each waiting out the governor's settle time, would shed the
+    same CPU four times slower. The first and last duties are always kept, and on the 2 cores
+    the tables were tuned on every step is kept (two of the finest cost 4.5 points or more)."""
+    usable = cpu_budget().cores.usable if cores is None else cores
+    kept = [duties[0]]
+    for duty, after in itertools.pairwise(duties[1:]):
+        if (kept[-1] - after) * units / usable > window:
+            kept.append(duty)
+    if len(duties) > 1:
+        kept.append(duties[-1])
+    return tuple(kept)
 
 
 class PaceKnob:
@@ -55,12 +92,14 @@ class PaceKnob:
     pinned = False
 
     def __init__(
-        self, node_id: str, priority: int, tickets: Sequence[Ticket], duties: Sequence[float] = DUTIES
+        self, node_id: str, priority: int, tickets: Sequence[Ticket], duties: Sequence[float] | None = None
     ) -> None:
+        """``duties``: the rungs (default: :data:`DUTIES`, as :func:`rungs` of this machine for
+        the tickets' calls, one unit each)."""
         self.node_id = node_id
         self.priority = priority
         self.tickets = list(tickets)
-        self.duties = tuple(duties)
+        self.duties = rungs(DUTIES, max(1, len(self.tickets))) if duties is None else tuple(duties)
         self.levels = len(self.duties)
         self.level = 0
 
@@ -86,13 +125,15 @@ class InstancesKnob:
 
     def __init__(
         self, node_id: str, priority: int, tickets: Sequence[Ticket], calls: CallLimit,
-        duties: Sequence[float] = SPARE_DUTIES,
+        duties: Sequence[float] | None = None,
     ) -> None:  # fmt: skip
+        """``duties``: the rungs (default: :data:`SPARE_DUTIES`, as :func:`rungs` of this machine
+        for the spare unit)."""
         self.node_id = node_id
         self.priority = priority
         self.tickets = list(tickets)
         self.calls = calls
-        self.duties = tuple(duties)
+        self.duties = rungs(SPARE_DUTIES, 1) if duties is None else tuple(duties)
         self.levels = len(self.duties)
         self.level = 0
         self.set(0)

@@ -10,7 +10,7 @@ without H.264: :mod:`~edgepipe.serve.codecs`). Settings are for live viewing, no
 zero-latency tuning, no B-frames, constrained baseline profile, Annex B (SPS/PPS repeated
 before every IDR), an IDR at least every ``keyframe_interval_s`` and soon after
 :meth:`SharedEncoder.request_keyframe` (a viewer joins, lags or sends PLI/FIR). Packets carry
-pts in a 90 kHz time base (:func:`~edgepipe.sinks.messages.pts_90k`), the timeline of the data
+pts in a 90 kHz time base (:func:`~edgepipe.wire.messages.pts_90k`), the timeline of the data
 channel's results.
 
 Threads: :meth:`SharedEncoder.encode` blocks (the CPU budget gate, then libx264) and runs on a
@@ -42,7 +42,7 @@ from edgepipe.media.recording.encode import Colour, to_av_nv12
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
 from edgepipe.sched.ledger import ticket_tag
 from edgepipe.serve.codecs import open_live
-from edgepipe.sinks.messages import pts_90k
+from edgepipe.wire.messages import pts_90k
 
 log = logging.getLogger(__name__)
 

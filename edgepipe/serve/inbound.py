@@ -3,7 +3,7 @@ RTCP keyframe requests (PLI, FIR) go through the same limit (:meth:`ViewerInbox.
 
 The server listens on every data channel of a viewer's peer: its own ``results`` channel and any
 channel the viewer opens. A message is a msgpack map with ``v`` and ``kind``, as on ``results``
-(:mod:`edgepipe.sinks.messages`). One kind is understood:
+(:mod:`edgepipe.wire.messages`). One kind is understood:
 
 ``keyframe``: ``{"v": 1, "kind": "keyframe"}``, or with ``"source": "camera"`` for one track:
     asks the shared encoder of that source (of every source the viewer watches when none is
@@ -30,7 +30,7 @@ from aiortc.rtcdatachannel import RTCDataChannel
 from edgepipe.serve.encoder import SharedEncoder
 from edgepipe.serve.security import LogBudget, printable
 from edgepipe.serve.tracks import PacketTrack
-from edgepipe.sinks import messages
+from edgepipe.wire import messages
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ and ``GET /streams``, the sources it asks the server for before its offer.
 
 The page (``static/``) opens one peer connection with a video m-line per source, in the order
 ``/streams`` gives them, POSTs its offer to ``/offer`` and draws each frame's results over its
-video from the ``results`` data channel (see :mod:`~edgepipe.sinks.messages`).
+video from the ``results`` data channel (see :mod:`~edgepipe.wire.messages`).
 
 The token: a page opened as ``/?token=T`` reads it from its own address and sends it as
 ``Authorization: Bearer T`` on every request it makes; the page's own scripts and style sheet are

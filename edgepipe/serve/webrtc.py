@@ -9,7 +9,7 @@ and :meth:`Viewers.close_all` every one at shutdown. Beyond ``limit`` concurrent
 Video is H.264 when the offer has it (every browser does), else VP8 from the source's fallback
 encoder (:attr:`Viewers.fallback`; aiortc packetizes VP8 packets as it does H.264 ones, so VP8
 viewers share one encode too); an offer with neither raises :class:`OfferError`. Messages on the
-data channel follow :mod:`edgepipe.sinks.messages`; a viewer whose channel has more than
+data channel follow :mod:`edgepipe.wire.messages`; a viewer whose channel has more than
 ``max_buffered_bytes`` waiting loses messages rather than slowing anyone. The runtime's own
 events (a source's state, a node's error) reach every viewer through :meth:`Viewers.hear`, and
 a viewer whose channel opens is sent each source's latest state first.
@@ -34,10 +34,11 @@ from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationEr
 from aiortc.rtcdatachannel import RTCDataChannel
 
 from edgepipe.core.errors import EdgepipeError
-from edgepipe.serve import ice, messages
+from edgepipe.serve import ice
 from edgepipe.serve.encoder import SharedEncoder
 from edgepipe.serve.inbound import ViewerInbox
 from edgepipe.serve.tracks import PacketTrack, forward_keyframe_requests
+from edgepipe.wire import messages
 from edgepipe.wire.results import Message
 
 log = logging.getLogger(__name__)
@@ -309,7 +310,7 @@ class Viewers:
 
     def publish(self, item: Any) -> None:
         """Send one result (a frame's :class:`~edgepipe.vision.Detections`, a ``Message``: any
-        item :func:`~edgepipe.sinks.messages.message_of` takes) to every viewer. Any thread;
+        item :func:`~edgepipe.wire.messages.message_of` takes) to every viewer. Any thread;
         never blocks."""
         loop = self._loop
         if loop is None or not self.viewers:

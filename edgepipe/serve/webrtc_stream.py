@@ -68,7 +68,7 @@ class WebRTCStream:
     @on_loop
     def results(self, item: Any) -> None:
         """A sink sending results (:class:`~edgepipe.vision.Detections`, an LM's ``token`` and
-        ``event`` messages: any result, see :mod:`edgepipe.sinks.messages`) to every viewer;
+        ``event`` messages: any result, see :mod:`edgepipe.wire.messages`) to every viewer;
         never blocks (a viewer whose channel is full loses messages, nobody waits)."""
         viewers = self._viewers
         if viewers is not None:  # no server asked: nobody can be watching

@@ -18,6 +18,9 @@ import numpy as np
 from edgepipe.vision.detection import Detection
 from edgepipe.vision.nms import iou_matrix
 
+MATCH_IOU = 0.3
+"""The overlap a detection needs with a track's (predicted) box to continue it."""
+
 
 @dataclass(slots=True)
 class Track:
@@ -34,7 +37,7 @@ class Track:
 class IouTracker:
     """Tracks of one video source. Not thread-safe (one per source, used by one worker)."""
 
-    def __init__(self, match_iou: float = 0.3, max_missed: int = 2) -> None:
+    def __init__(self, match_iou: float = MATCH_IOU, max_missed: int = 2) -> None:
         self.match_iou = match_iou
         self.max_missed = max_missed
         self.tracks: list[Track] = []

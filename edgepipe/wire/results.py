@@ -2,12 +2,15 @@
 
 Every message a node hands to a sink becomes one line::
 
-    {"t": 1764683001.25, "node": "detect", "kind": "detection", "data": {...}}
+    {"v": 1, "t": 1764683001.25, "node": "detect", "kind": "detection", "data": {...}}
 
-``t`` is wall-clock seconds, ``node`` the node that emitted it, ``kind`` what it is, ``data`` the
-payload. The kind comes from the item: a :class:`Message` says it; a dict's ``"kind"`` key; a
-class's ``kind`` attribute; otherwise the type's name in snake case. Payloads that JSON cannot hold
-as they are (numpy values, dataclasses, enums, bytes, paths) are converted, never dropped.
+``v`` is the format's version (:data:`RESULTS_VERSION`), in every line: a line read alone
+(``tail -f``, ``grep``, a file cut or appended to) says it, and a reader that picks keys by name
+is not disturbed by it. ``t`` is wall-clock seconds, ``node`` the node that emitted it, ``kind``
+what it is, ``data`` the payload. The kind comes from the item: a :class:`Message` says it; a
+dict's ``"kind"`` key; a class's ``kind`` attribute; otherwise the type's name in snake case.
+Payloads that JSON cannot hold as they are (numpy values, dataclasses, enums, bytes, paths) are
+converted, never dropped.
 
 Writing never blocks the event loop: lines collect in memory and a single writer thread flushes
 them in order, at least every :data:`FLUSH_INTERVAL_S`. A writer that falls behind the disk by
@@ -47,6 +50,8 @@ _WRITER = Tag("", RUNTIME)
 """The writer thread's work is the runtime's (the CPU ledger)."""
 log = logging.getLogger(__name__)
 
+RESULTS_VERSION = 1
+"""The ``v`` of every line; raised when a field changes meaning or goes away."""
 FLUSH_BYTES = 256 * 1024
 FLUSH_INTERVAL_S = 0.5
 _ARRAY_INLINE_MAX = 4096
@@ -119,7 +124,10 @@ def encode(item: Any, node_id: str) -> str:
     if isinstance(data, dict | list | str):  # a runtime error's text may quote a camera's URL
         with contextlib.suppress(RecursionError):  # a cycle: kept as (redacted) text below
             data = redact(data)
-    record = {"t": t if t is not None else time.time(), "node": node or node_id, "kind": kind, "data": data}
+    record = {
+        "v": RESULTS_VERSION, "t": t if t is not None else time.time(), "node": node or node_id, "kind": kind,
+        "data": data,
+    }  # fmt: skip
     try:
         return json.dumps(record, default=to_jsonable, separators=(",", ":")) + "\n"
     except Exception as exc:  # a reference cycle, a to_dict() that raises: keep the message, say why

@@ -13,6 +13,9 @@ from edgepipe.cli.main import main
 from edgepipe.infer.footprint import read_weights
 from edgepipe.infer.session import SessionConfig
 from edgepipe.lm.bench import (
+    ASSUMED_L3_BYTES,
+    cache_sized_mb,
+    last_level_cache_bytes,
     logits_cosine,
     memory_bandwidth,
     slot_figures,
@@ -40,6 +43,25 @@ def test_weight_bytes_per_token_are_every_weight_and_one_embedding_row(tiny_mode
 
 def test_memory_bandwidth_is_plausible() -> None:
     assert 1e9 < memory_bandwidth(size_mb=64, rounds=2) < 2e12
+
+
+def test_the_cache_sized_buffer_is_half_the_last_level_cache_read_from_sysfs(tmp_path: Path) -> None:
+    def cache(name: str, level: int, size: str) -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "level").write_text(f"{level}\n")
+        (tmp_path / name / "size").write_text(f"{size}\n")
+
+    assert last_level_cache_bytes(tmp_path) == ASSUMED_L3_BYTES  # nothing to read: the assumed 32 MiB
+    assert cache_sized_mb(tmp_path / "absent") == 16
+    cache("index0", 1, "32K")
+    cache("index1", 1, "64K")
+    cache("index2", 2, "1024K")
+    assert last_level_cache_bytes(tmp_path) == 1 << 20  # no L3 (a Raspberry Pi 4): the L2
+    assert cache_sized_mb(tmp_path) == 1  # at least 1 MB
+    cache("index3", 3, "8192K")
+    (tmp_path / "index4").mkdir()  # a cache whose files cannot be read is skipped
+    assert last_level_cache_bytes(tmp_path) == 8 << 20
+    assert cache_sized_mb(tmp_path) == 4
 
 
 def _lm(folder: Path, **kwargs: int) -> LanguageModel:

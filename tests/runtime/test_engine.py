@@ -358,6 +358,7 @@ async def test_results_file_has_one_line_per_message_reaching_a_sink(tmp_path: P
     errors = [r for r in lines if r["kind"] == "error"]
     assert errors == [
         {
+            "v": 1,
             "t": errors[0]["t"],
             "node": "det",
             "kind": "error",

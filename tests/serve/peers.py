@@ -9,7 +9,7 @@ from typing import Any
 from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamTrack
 
-from edgepipe.serve import messages
+from edgepipe.wire import messages
 
 
 class Peer:

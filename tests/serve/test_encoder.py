@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from edgepipe.media.frame import Frame, from_rgb
-from edgepipe.serve import messages
 from edgepipe.serve.encoder import SharedEncoder
+from edgepipe.wire import messages
 
 pytestmark = pytest.mark.usefixtures("libx264")
 

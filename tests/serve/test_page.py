@@ -20,9 +20,10 @@ import msgpack
 import pytest
 
 from edgepipe.media.frame import Frame
-from edgepipe.serve import ServeConfig, messages
+from edgepipe.serve import ServeConfig
 from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire import messages
 from tests.viewing import camera_pipeline
 from tests.viewing import served as serve
 

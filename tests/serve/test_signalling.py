@@ -11,9 +11,9 @@ import pytest
 from aiortc import RTCSessionDescription
 
 from edgepipe.media.frame import Frame
-from edgepipe.serve import messages
 from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire import messages
 from tests.viewing import camera_pipeline
 from tests.viewing import served as serve
 

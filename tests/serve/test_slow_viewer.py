@@ -23,10 +23,11 @@ from edgepipe.media.frame import Frame
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from edgepipe.serve import HttpServer, ServeConfig, messages
+from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.serve.webrtc import Viewer
 from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire import messages
 
 from .watcher import Watcher
 

@@ -15,10 +15,10 @@ from edgepipe import Pipeline
 from edgepipe.media.frame import Frame, from_rgb
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runner import RunConfig, run_async
-from edgepipe.serve import messages
 from edgepipe.serve.encoder import SharedEncoder, WebRTCOut
 from edgepipe.serve.webrtc import OfferError, ViewerLimitError, Viewers
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire import messages
 
 from .peers import Peer
 

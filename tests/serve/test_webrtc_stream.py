@@ -19,8 +19,8 @@ from edgepipe import Message, Pipeline
 from edgepipe.core.errors import PipelineError
 from edgepipe.media.frame import Frame
 from edgepipe.media.sources.video import VideoSource
-from edgepipe.serve import messages
 from edgepipe.serve.webrtc_stream import WebRTCStream, streams_of
+from edgepipe.wire import messages
 from tests.viewing import camera_pipeline, connect, messages_of
 from tests.viewing import served as serve
 

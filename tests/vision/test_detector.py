@@ -65,7 +65,8 @@ def test_a_detector_runs_one_thread_a_call_unless_it_prefers_latency(centerface:
     assert pinned.session is not None
     assert pinned.session.threads == 2
     # Two calls in flight: the governor sheds the second first, then the interval.
-    every, instances = detector.governor_knobs("faces", 1)
+    with entered(scope):  # the run's rungs: those of its budget's 2 cores
+        every, instances = detector.governor_knobs("faces", 1)
     assert (every.kind, instances.kind) == ("every", "instances")
     instances.set(1)
     assert detector.session.ticket.spare_duty == pytest.approx(0.9)

@@ -45,6 +45,7 @@ def decode(item: object, node: str = "n") -> dict[str, object]:
 def test_kind_comes_from_the_item() -> None:
     assert decode(Message("token", {"text": "hi"}))["kind"] == "token"
     assert decode({"kind": "event", "what": "door"}) | {"t": 0} == {
+        "v": 1,
         "t": 0,
         "node": "n",
         "kind": "event",
@@ -57,7 +58,7 @@ def test_kind_comes_from_the_item() -> None:
 
 def test_message_may_speak_for_another_node_and_carry_its_time() -> None:
     record = decode(Message("source_state", {"state": "live"}, node="camera", t=12.5), node="watcher")
-    assert record == {"t": 12.5, "node": "camera", "kind": "source_state", "data": {"state": "live"}}
+    assert record == {"v": 1, "t": 12.5, "node": "camera", "kind": "source_state", "data": {"state": "live"}}
 
 
 def test_payloads_json_cannot_hold_are_converted_not_dropped() -> None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgepipe.core.headroom import HEADROOM
 from edgepipe.deploy.plan.capacity import (
     KVTerms,
     ModelFacts,
@@ -29,9 +30,6 @@ from edgepipe.media.frame import frame_pool_size
 from edgepipe.media.reservations import pool_capacity
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanReport
-
-HEADROOM = 0.3
-"""Share of the device's RAM the plan keeps free."""
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from edgepipe.core.headroom import HEADROOM
 from edgepipe.deploy.plan.capacity import DTYPE_BYTES, decimal
-from edgepipe.deploy.plan.device_plan import HEADROOM, CapacityPlan, ModelPlan, Target
+from edgepipe.deploy.plan.device_plan import CapacityPlan, ModelPlan, Target
 
 
 def _figure(value: float | None, unit: str, field: str, target: Target) -> str:

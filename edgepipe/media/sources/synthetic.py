@@ -28,6 +28,9 @@ from edgepipe.media.url import SourceURL
 NOISE_VARIANTS = 8
 MATRIX: Matrix = "bt601"
 """What the scene's YUV means (in limited range)."""
+DISC_PATH = (0.5, 0.6, 0.3, 0.25)
+"""The bouncing disc's path, as shares of the scene's width and height: an ellipse centred at
+(0.5, 0.6) of radii 0.3 and 0.25."""
 
 
 class Scene:
@@ -67,8 +70,9 @@ class Scene:
         return x // 2 * 2, y // 2 * 2
 
     def disc_at(self, i: int) -> tuple[int, int]:
-        cx = int(self.width * (0.5 + 0.3 * math.cos(i / 23)))
-        cy = int(self.height * (0.6 + 0.25 * math.sin(i / 11)))
+        x, y, rx, ry = DISC_PATH
+        cx = int(self.width * (x + rx * math.cos(i / 23)))
+        cy = int(self.height * (y + ry * math.sin(i / 11)))
         return cx, cy
 
     def portrait_at(self, i: int) -> tuple[int, int] | None:

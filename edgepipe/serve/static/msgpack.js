@@ -1,4 +1,4 @@
-// A small msgpack decoder for the viewer's data channel (edgepipe.sinks.messages).
+// A small msgpack decoder for the viewer's data channel (edgepipe.wire.messages).
 //
 // edgepipeMsgpack.decode(bytes) -> value, for an ArrayBuffer or Uint8Array holding exactly one
 // msgpack value. Supported: nil, bool, ints (64-bit ones as Number, exact up to 2**53), float

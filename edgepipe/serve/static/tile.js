@@ -1,7 +1,7 @@
 // One source's tile of the viewer page: its <video>, a <canvas> over it with the boxes of the
 // results of the frame on screen, and its figures (fps, latencies, state).
 //
-// Results meet their frame through the sync message (edgepipe.sinks.messages): a frame's pts =
+// Results meet their frame through the sync message (edgepipe.wire.messages): a frame's pts =
 // first_pts_90k + (rtp - rtp_offset - first_pts_90k) mod 2**32 (or, from a server that sends no
 // rtp_offset, first_pts_90k + (rtp - rtp0) mod 2**32 with the RTP timestamp rtp0 of the first
 // frame shown), and the frame shows the latest detections with pts_90k <= its pts. Without

@@ -4,7 +4,7 @@
 // gives), a data channel of our own (the SCTP m-line; the server opens "results" itself), the
 // offer POSTed to /offer once ICE gathering is complete (the server does not trickle).
 //
-// Messages of the results channel (edgepipe.sinks.messages) go to the source's tile (tile.js:
+// Messages of the results channel (edgepipe.wire.messages) go to the source's tile (tile.js:
 // detections, sync, source_state) or to the panels (token, event); unknown kinds are counted.
 //
 // window.edgepipeViewer is a read-only snapshot of what the page received and showed (tests).

@@ -19,13 +19,24 @@ without persistence has forgotten them).
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 from typing import Any
 
 from edgepipe.sinks.mqtt.config import ha_id
 from edgepipe.sinks.mqtt.topics import Publication, Topics
 
-VERSION = "0.1.0"  # edgepipe's; not imported from edgepipe/__init__ (which may export this package)
+
+@functools.cache
+def version() -> str:
+    """edgepipe's version, from the installed package's metadata (what ``pip`` installed; the
+    package's top, which exports this module, is not imported from here); ``unknown`` for a
+    source tree run without installing it."""
+    try:
+        return importlib.metadata.version("edgepipe")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def discovery_publications(
@@ -45,9 +56,9 @@ def discovery_publications(
             "name": f"{source} on {topics.device}",
             "manufacturer": "edgepipe",
             "model": topics.pipeline,
-            "sw_version": VERSION,
+            "sw_version": version(),
         },
-        "origin": {"name": "edgepipe", "sw_version": VERSION},
+        "origin": {"name": "edgepipe", "sw_version": version()},
     }
     count_topic = topics.topic(source, "count")
     entities: list[tuple[str, str, dict[str, Any]]] = [

@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 
 from edgepipe.core.context import SourceState, current_node
 from edgepipe.core.install import missing
-from edgepipe.sinks.messages import SCHEMA_VERSION, message_of
 from edgepipe.sinks.mqtt.config import (
     MqttConfigError,
     checked_level,
@@ -65,6 +64,7 @@ from edgepipe.sinks.mqtt.outbox import Outbox
 from edgepipe.sinks.mqtt.topics import NO_SOURCE, PayloadFormat, Publication, Topics
 from edgepipe.sinks.mqtt.undelivered import best_effort_line, failed_line, undelivered
 from edgepipe.vision.detection import Detections
+from edgepipe.wire.messages import message, message_of
 
 if TYPE_CHECKING:
     from edgepipe.sinks.mqtt.client import Connection
@@ -344,8 +344,7 @@ class MqttSink:
             state, reason = str(info[0]), str(info[1] or "")
             if self._states.get(source_id) == (state, reason) or state == "idle":
                 continue
-            self.put({"kind": "source_state", "v": SCHEMA_VERSION, "node": source_id, "source": source_id,
-                      "state": state, "reason": reason})  # fmt: skip
+            self.put(message("source_state", node=source_id, source=source_id, state=state, reason=reason))
 
     # -- gauges ---------------------------------------------------------------------------------
 

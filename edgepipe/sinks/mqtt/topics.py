@@ -10,7 +10,7 @@ Topics (every level made safe by :func:`~edgepipe.sinks.mqtt.config.topic_level`
 ``source_id``, a message's ``source`` field); a result about no one camera (a description of
 several) goes under :data:`NO_SOURCE`.
 
-Payloads are the messages of the WebRTC data channel (:mod:`edgepipe.sinks.messages`, schema
+Payloads are the messages of the WebRTC data channel (:mod:`edgepipe.wire.messages`, schema
 ``v`` 1): msgpack bytes with ``format="msgpack"``, the same map as JSON text by default, with
 ``t_ms`` (wall-clock Unix milliseconds) added where the message has none. ``engine_state``
 (retained) is a remote language-model engine's circuit, sent by ``Describe`` when it changes.
@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from edgepipe.sinks.messages import SCHEMA_VERSION, message_of, pack
 from edgepipe.sinks.mqtt.config import topic_level
+from edgepipe.wire.messages import message, message_of, pack
 from edgepipe.wire.redact import redact_text
 from edgepipe.wire.results import to_jsonable
 
@@ -147,8 +147,7 @@ class Topics:
         return source, self.publication(self.topic(source, kind), kind, self.encode(message))
 
     def count_message(self, source: str, labels: dict[str, int]) -> dict[str, Any]:
-        return {"v": SCHEMA_VERSION, "kind": "count", "source": source, "count": sum(labels.values()),
-                "labels": labels}  # fmt: skip
+        return message("count", source=source, count=sum(labels.values()), labels=labels)
 
     def encode(self, message: dict[str, Any]) -> bytes:
         if self.payload == "msgpack":

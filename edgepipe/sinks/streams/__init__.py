@@ -8,7 +8,7 @@ message after its 4-byte big-endian length, to every client that connects), :cla
     p.sink("tcp", TcpStream(port=9000), inputs=[faces, events])
     p.sink("log", JsonLines("results.jsonl", max_bytes=10_000_000, backups=5), inputs=faces)
 
-The msgpack maps are the WebRTC data channel's (:mod:`edgepipe.sinks.messages`, schema ``v``
+The msgpack maps are the WebRTC data channel's (:mod:`edgepipe.wire.messages`, schema ``v``
 1). :mod:`edgepipe.sinks.streams.client` reads a TCP stream. Loaded on first use: a pipeline
 that writes JSON lines only never imports msgpack nor the message schema.
 """

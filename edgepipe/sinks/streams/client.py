@@ -19,9 +19,9 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from edgepipe.sinks.messages import unpack
 from edgepipe.sinks.streams.framing import HEADER, MAX_MESSAGE_BYTES
 from edgepipe.wire.exposure import TOKEN_ENV
+from edgepipe.wire.messages import unpack
 from edgepipe.wire.results import to_jsonable
 
 

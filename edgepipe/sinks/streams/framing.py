@@ -2,7 +2,7 @@
 stream is declared, and where a stream's gauges go.
 
 On TCP every message is a 4-byte big-endian length, then that many bytes: one msgpack map of
-the WebRTC data channel's schema (:mod:`edgepipe.sinks.messages`, ``v`` 1). On UDP a datagram
+the WebRTC data channel's schema (:mod:`edgepipe.wire.messages`, ``v`` 1). On UDP a datagram
 is one map, without the length (a datagram has its own).
 """
 

@@ -6,7 +6,7 @@
     p.sink("tcp", stream, inputs=[faces, events])
 
 Each message is a 4-byte big-endian length, then one msgpack map of the WebRTC data channel's
-schema (:mod:`edgepipe.sinks.messages`): a program reads the same messages a viewer gets.
+schema (:mod:`edgepipe.wire.messages`): a program reads the same messages a viewer gets.
 ``python -m edgepipe.sinks.streams.client 127.0.0.1 9000`` prints them as JSON lines.
 
 The pipeline never waits for a client. Each client has a bounded buffer (``buffer_bytes``): a
@@ -37,9 +37,9 @@ import os
 import socket
 from typing import Any, cast
 
-from edgepipe.sinks.messages import message_of, pack
 from edgepipe.sinks.streams.framing import check_host, check_port, framed, is_result, node_gauges
 from edgepipe.wire.exposure import DEFAULT_HOST, TOKEN_ENV, is_loopback
+from edgepipe.wire.messages import message_of, pack
 
 log = logging.getLogger(__name__)
 

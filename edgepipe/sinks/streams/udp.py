@@ -5,7 +5,7 @@
     p.sink("udp", UdpStream("127.0.0.1", 9001), inputs=faces)
 
 Each message is one datagram holding one msgpack map of the WebRTC data channel's schema
-(:mod:`edgepipe.sinks.messages`), without a length (a datagram has its own). UDP is for a
+(:mod:`edgepipe.wire.messages`), without a length (a datagram has its own). UDP is for a
 consumer that prefers the newest result to every result: a datagram can be lost or reordered on
 the way, and nothing is sent again.
 
@@ -32,8 +32,8 @@ import logging
 import socket
 from typing import Any
 
-from edgepipe.sinks.messages import message_of, pack
 from edgepipe.sinks.streams.framing import check_host, check_port, is_result, node_gauges
+from edgepipe.wire.messages import message_of, pack
 
 log = logging.getLogger(__name__)
 

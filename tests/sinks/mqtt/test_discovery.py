@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import re
 
+import edgepipe
 from edgepipe.sinks.mqtt.discovery import discovery_publications
 from edgepipe.sinks.mqtt.topics import Topics
 
@@ -29,6 +30,7 @@ def test_each_camera_gets_a_detected_sensor_a_count_and_its_state() -> None:
         assert (config["payload_available"], config["payload_not_available"]) == ("online", "offline")
         assert config["device"]["identifiers"] == ["edgepipe_cam_1_face_privacy_front_door"]
         assert config["device"]["manufacturer"] == "edgepipe"
+        assert config["device"]["sw_version"] == config["origin"]["sw_version"] == edgepipe.__version__
     unique = {c["unique_id"] for c in configs.values()}
     assert len(unique) == 3
     other = discovery_publications(Topics("cam2", "face_privacy"), "front door")

@@ -5,9 +5,9 @@ import json
 import msgpack
 import pytest
 
-from edgepipe.sinks.messages import message_of
 from edgepipe.sinks.mqtt.topics import NO_SOURCE, Topics
 from edgepipe.vision import Detection, Detections
+from edgepipe.wire.messages import message_of
 from edgepipe.wire.results import Message
 
 

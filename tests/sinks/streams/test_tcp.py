@@ -12,12 +12,12 @@ import pytest
 from edgepipe import Message, Pipeline
 from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import RunReport
-from edgepipe.sinks.messages import message_of, unpack
 from edgepipe.sinks.streams import TcpStream
 from edgepipe.sinks.streams.client import messages, read_messages
 from edgepipe.sinks.streams.framing import HEADER
 from edgepipe.testing import run_pipeline
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire.messages import message_of, unpack
 from tests.sinks.waiting import until
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,9 +10,9 @@ import pytest
 
 from edgepipe import Message, Pipeline
 from edgepipe.runner import RunConfig
-from edgepipe.sinks.messages import message_of, unpack
 from edgepipe.sinks.streams import UdpStream
 from edgepipe.testing import FakeSource, run_pipeline
+from edgepipe.wire.messages import message_of, unpack
 
 pytestmark = pytest.mark.timeout(60)
 

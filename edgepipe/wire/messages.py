@@ -1,4 +1,6 @@
-"""The messages of the WebRTC data channel ``results``: msgpack maps, one per message.
+"""The msgpack messages, schema ``v`` 1: what the WebRTC data channel ``results``, the
+``TcpStream`` and ``UdpStream`` sinks and MQTT's payloads carry, one map per message (the JSON
+lines of ``--results`` are :mod:`edgepipe.wire.results`; ``docs/protocol.md`` describes both).
 
 Every message is a msgpack map with ``v`` (the schema version, :data:`SCHEMA_VERSION`) and
 ``kind``. A client ignores kinds it does not know and refuses a ``v`` it does not know.
@@ -62,16 +64,67 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeGuard
 
 import msgpack
 
-from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire.redact import redact, redact_text
 from edgepipe.wire.results import message_parts, to_jsonable
 
 SCHEMA_VERSION = 1
 """The ``v`` of every message; raised when a field changes meaning or goes away."""
+
+
+class Box(Protocol):
+    """One detection, as a ``detections`` message reads it (a
+    :class:`~edgepipe.vision.detection.Detection`)."""
+
+    @property
+    def box(self) -> tuple[float, float, float, float]:
+        """``(x1, y1, x2, y2)`` in the frame's pixels."""
+        ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def track_id(self) -> int | None: ...
+
+
+class FrameDetections(Protocol):
+    """One frame's results, as a ``detections`` message reads them (a
+    :class:`~edgepipe.vision.detection.Detections`: its class says ``kind = "detections"``)."""
+
+    @property
+    def source_id(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def t_decoded_ns(self) -> int:
+        """When the frame left the decoder (``time.monotonic_ns``; 0: unknown)."""
+        ...
+
+    @property
+    def latency_ms(self) -> float | None: ...
+
+    @property
+    def inferred(self) -> bool: ...
+
+    @property
+    def width(self) -> int: ...
+
+    @property
+    def height(self) -> int: ...
+
+    @property
+    def items(self) -> Sequence[Box]: ...
+
 
 _NS_PER_90K = 1_000_000_000 / 90_000
 
@@ -92,25 +145,29 @@ def wall_ms(t_monotonic_ns: int) -> float:
     return round((time.time_ns() - (time.monotonic_ns() - t_monotonic_ns)) / 1e6, 1)
 
 
-def detections_message(dets: Detections) -> dict[str, Any]:
+def message(kind: str, **fields: Any) -> dict[str, Any]:
+    """A message of the schema: ``{"v": 1, "kind": kind, **fields}``."""
+    return {"v": SCHEMA_VERSION, "kind": kind, **fields}
+
+
+def detections_message(dets: FrameDetections) -> dict[str, Any]:
     """The ``detections`` message of one frame's results (see the module docstring)."""
     latency = dets.latency_ms
-    return {
-        "v": SCHEMA_VERSION,
-        "kind": "detections",
-        "source": redact_text(dets.source_id),
-        "seq": dets.seq,
-        "pts_90k": pts_90k(dets.t_decoded_ns),
-        "t_ms": wall_ms(dets.t_decoded_ns) if dets.t_decoded_ns else None,
-        "latency_ms": round(latency, 1) if latency is not None else None,
-        "inferred": dets.inferred,
-        "w": dets.width,
-        "h": dets.height,
-        "boxes": [_box(d) for d in dets.items],
-    }
+    return message(
+        "detections",
+        source=redact_text(dets.source_id),
+        seq=dets.seq,
+        pts_90k=pts_90k(dets.t_decoded_ns),
+        t_ms=wall_ms(dets.t_decoded_ns) if dets.t_decoded_ns else None,
+        latency_ms=round(latency, 1) if latency is not None else None,
+        inferred=dets.inferred,
+        w=dets.width,
+        h=dets.height,
+        boxes=[_box(d) for d in dets.items],
+    )
 
 
-def _box(d: Detection) -> list[Any]:
+def _box(d: Box) -> list[Any]:
     x1, y1, x2, y2 = d.box
     return [round(x1, 1), round(y1, 1), round(x2, 1), round(y2, 1), round(d.score, 4), d.label, d.track_id]
 
@@ -118,34 +175,40 @@ def _box(d: Detection) -> list[Any]:
 def message_of(item: Any, node_id: str | None = None) -> dict[str, Any]:
     """The data-channel message of any result item (see the module docstring): detections get
     their own shape; everything else keeps the kind and payload of its ``--results`` line."""
-    if isinstance(item, Detections):
+    if _frame_detections(item):
         return detections_message(item)
     node, kind, data, _t = message_parts(item)
-    message: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": kind}
+    fields: dict[str, Any] = message(kind)
     if node or node_id:
-        message["node"] = node or node_id
+        fields["node"] = node or node_id
     if dataclasses.is_dataclass(data) or hasattr(data, "to_dict"):
         data = to_jsonable(data)
     if isinstance(data, dict):
         for key, value in data.items():
-            if isinstance(key, str) and key not in message:
-                message[key] = value
+            if isinstance(key, str) and key not in fields:
+                fields[key] = value
     elif data is not None:
-        message["data"] = data
+        fields["data"] = data
     try:
-        redacted: dict[str, Any] = redact(message)  # no password of a source URL reaches a viewer
+        redacted: dict[str, Any] = redact(fields)  # no password of a source URL reaches a viewer
     except RecursionError:  # a payload that contains itself: say so rather than fail the sink
-        return {"v": SCHEMA_VERSION, "kind": kind, "data": "unencodable (the payload contains itself)"}
+        return message(kind, data="unencodable (the payload contains itself)")
     return redacted
+
+
+def _frame_detections(item: object) -> TypeGuard[FrameDetections]:
+    """A frame's detections: an object whose class says its kind is ``detections``, as the JSON
+    lines read a result's kind (:func:`~edgepipe.wire.results.message_parts`)."""
+    return not isinstance(item, type) and getattr(type(item), "kind", None) == "detections"
 
 
 def sync_message(source_id: str, first_pts_90k: int, rtp_offset: int | None = None) -> dict[str, Any]:
     """The ``sync`` message: the pts of the first packet a viewer was sent on a track, and the
     track's RTP clock offset when known."""
-    message = {"v": SCHEMA_VERSION, "kind": "sync", "source": source_id, "first_pts_90k": first_pts_90k}
+    sync = message("sync", source=source_id, first_pts_90k=first_pts_90k)
     if rtp_offset is not None:
-        message["rtp_offset"] = rtp_offset
-    return message
+        sync["rtp_offset"] = rtp_offset
+    return sync
 
 
 def pack(message: dict[str, Any]) -> bytes:
@@ -167,9 +230,9 @@ def unpack(data: bytes) -> dict[str, Any]:
     """One message from msgpack bytes. Raises ``ValueError`` for anything but a map with a known
     ``v`` (msgpack's own errors are ``ValueError`` subclasses too)."""
     try:
-        message = msgpack.unpackb(data, raw=False)
+        unpacked = msgpack.unpackb(data, raw=False)
     except (msgpack.UnpackException, ValueError, TypeError) as exc:
         raise ValueError(f"not a msgpack message: {exc}") from exc
-    if not isinstance(message, dict) or message.get("v") != SCHEMA_VERSION:
+    if not isinstance(unpacked, dict) or unpacked.get("v") != SCHEMA_VERSION:
         raise ValueError(f"not a version {SCHEMA_VERSION} message")
-    return message
+    return unpacked

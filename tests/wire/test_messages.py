@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgepipe.sinks import messages
 from edgepipe.vision.detection import Detection, Detections
+from edgepipe.wire import messages
 from edgepipe.wire.results import Message
 
 
@@ -54,6 +54,18 @@ def test_empty_detections_are_a_message_too() -> None:
     assert message["boxes"] == []
     # the decode time, not the media time (which restarts when a camera is reconnected)
     assert message["pts_90k"] == 450_000
+
+
+def test_a_frames_detections_are_known_by_their_kind_as_the_json_lines_know_it() -> None:
+    # The schema reads what it needs of them (wire sits below vision): a Detections, or any
+    # object whose class says kind = "detections"; a dict of that kind stays a plain result.
+    dets = Detections(source_id="cam", seq=4, pts=0, time_s=0.0, width=8, height=8, model="m")
+    assert messages.message_of(dets, "faces") == messages.detections_message(dets)
+    assert messages.message_of({"kind": "detections", "n": 1}, "rules") == {
+        "v": 1, "kind": "detections", "node": "rules", "n": 1,
+    }  # fmt: skip
+    assert messages.message("count", source="cam", count=2) == {"v": 1, "kind": "count", "source": "cam",
+                                                                "count": 2}  # fmt: skip
 
 
 @pytest.mark.parametrize("data", [b"", b"\xc1", b"\x93\x01\x02\x03", messages.pack({"v": 99, "kind": "x"})])
