@@ -39,7 +39,8 @@ class RunConfig:
     """How long each node's ``stop()`` hook gets at most (sinks flush there)."""
     handle_signals: bool = False
     """Whether SIGINT, SIGTERM and SIGHUP stop the run (draining), a second one at once; a SIGHUP
-    inherited as ignored (``nohup``) stays ignored, and each handler found before is put back."""
+    inherited as ignored (``nohup``) stays ignored, and each handler found before is put back.
+    Without it Ctrl-C still stops the run that way, unless the program handles SIGINT itself."""
     workers: Mapping[str, int] = field(default_factory=dict)
     """Threads per resource, over the graph's own (``{"cpu": 2}``)."""
     debug: bool = False
