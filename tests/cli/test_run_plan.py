@@ -14,7 +14,7 @@ from edgepipe.cli.main import main
 from edgepipe.planning.memory import format_bytes
 from edgepipe.sched.budget import CpuBudget, usable_cores
 from edgepipe.vision.preprocess import tensor_buffers
-from tests.cli_process import edgepipe
+from tests.support.cli_process import edgepipe
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ import pytest
 
 from edgepipe.cli import run as cli_run
 from edgepipe.cli.main import main
-from tests.cli_process import start
+from tests.support.cli_process import start
 
 CAMERA_URL = "srt://u:Hunter2@127.0.0.1:9000?mode=caller&passphrase=Hunter2&pbkeylen=16"
 SHOWN_URL = "srt://u:***@127.0.0.1:9000?mode=caller&passphrase=***&pbkeylen=16"

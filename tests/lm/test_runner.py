@@ -14,7 +14,7 @@ from edgepipe.lm import (
     SamplingParams,
 )
 from tests.lm.conftest import CONFIG
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 WEIGHTS = tiny_lm.weights(CONFIG)
 TOKENS = [256, *b"Hello, edge world!"]

@@ -16,9 +16,9 @@ from edgepipe import Message, load_pipeline
 from edgepipe.core.install import install_command
 from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
 from edgepipe.testing import ListSink, run_pipeline
-from tests.cli_process import edgepipe
 from tests.lm import bpe
-from tests.viewing import connect, messages_of, served, video_feeds
+from tests.support.cli_process import edgepipe
+from tests.support.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "describe_scene.py"

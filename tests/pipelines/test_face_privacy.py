@@ -13,9 +13,9 @@ from edgepipe.media.frame import from_rgb
 from edgepipe.media.sources.synthetic import Scene
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
-from tests.cli_process import edgepipe
 from tests.serve.webdriver import require_chromium
-from tests.viewing import connect, messages_of, served, video_feeds
+from tests.support.cli_process import edgepipe
+from tests.support.viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
 

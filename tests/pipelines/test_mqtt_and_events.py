@@ -15,8 +15,8 @@ from edgepipe import Message, load_pipeline
 from edgepipe.sinks.mqtt.config import default_device
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections
-from tests.cli_process import start_async
 from tests.sinks.broker import Mosquitto, subscribed
+from tests.support.cli_process import start_async
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import pytest
 from rtsp_camera import RtspServer
 
 from edgepipe import load_pipeline
-from tests.cli_process import edgepipe
-from tests.viewing import connect, messages_of, served, video_feeds
+from tests.support.cli_process import edgepipe
+from tests.support.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "rtsp_to_webrtc.py"

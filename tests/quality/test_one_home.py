@@ -137,7 +137,7 @@ def _runs_the_command(node: ast.AST) -> bool:
 
 def test_tests_start_the_command_through_one_helper() -> None:
     # One place for the command line, the environment the child inherits and its timeout.
-    helper = REPO / "tests" / "cli_process.py"
+    helper = REPO / "tests" / "support" / "cli_process.py"
     elsewhere = [
         f"{path.relative_to(REPO)}:{node.lineno}"  # type: ignore[attr-defined]
         for path in sorted((REPO / "tests").rglob("*.py"))
@@ -145,5 +145,7 @@ def test_tests_start_the_command_through_one_helper() -> None:
         for node in ast.walk(parse(path))
         if _runs_the_command(node)
     ]
-    assert not elsewhere, f"edgepipe started in a child process without tests/cli_process.py: {elsewhere}"
+    assert not elsewhere, (
+        f"edgepipe started in a child process without tests/support/cli_process.py: {elsewhere}"
+    )
     assert any(_runs_the_command(node) for node in ast.walk(parse(helper)))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from make_doctor_samples import make
 
-from tests.cli_process import edgepipe
+from tests.support.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow

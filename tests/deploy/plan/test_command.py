@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import tiny_lm
 
-from tests.cli_process import Command, in_process
 from tests.deploy.conftest import CONFIG
+from tests.support.cli_process import Command, in_process
 
 REPO = Path(__file__).resolve().parents[3]
 

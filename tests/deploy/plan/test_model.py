@@ -8,7 +8,7 @@ from edgepipe.deploy.plan.model import cache_positions, read_model
 from edgepipe.infer.errors import ModelNotFound
 from edgepipe.lm import DecoderLayoutError
 from tests.deploy.conftest import CONFIG
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 
 @pytest.mark.parametrize("layout", ["concat", "gqa"])

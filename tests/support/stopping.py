@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from tests import cli_process
+from tests.support import cli_process
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DRAIN_S = 1.0
 """``--drain-timeout`` of every run here: short, so that a hung stage costs one second."""
 SLACK_S = 0.5

@@ -22,7 +22,7 @@ from unittest import mock
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EDGEPIPE = (sys.executable, "-m", "edgepipe")
 Command = Callable[..., subprocess.CompletedProcess[str]]
 """A command of ``edgepipe`` with its first words given: the rest of its arguments in, how it ended out."""

@@ -27,7 +27,7 @@ Adaptations, each keeping what the command means:
 
 - ``edgepipe run`` gets ``--duration 2`` (4 when it reads the RTSP stand-in; a longer one is
   shortened; ``--plan`` and ``--help`` get none) and a heartbeat file (``--health-file``): a run the README shows working must have
-  moved input (an item out of a stage or into a sink: tests/readme_checks.py); a run that saw
+  moved input (an item out of a stage or into a sink: tests/support/readme_checks.py); a run that saw
   nothing (a camera it never reached) fails, whatever its exit code;
 - ``rtsp://`` at a documentation address (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24,
   ``example.com``) becomes the test's RTSP server on 127.0.0.1, in the command and in the files
@@ -81,7 +81,7 @@ DOC_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.1
 DOC_HOSTS = ("example.com", "example.org", "example.net")
 ADD_A_MARKER = (
     "add `<!-- readme-test: skip (REASON) -->` on the line before its block, or make it a "
-    "command the suite can run (see tests/readme_commands.py)"
+    "command the suite can run (see tests/support/readme_commands.py)"
 )
 
 

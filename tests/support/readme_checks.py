@@ -1,4 +1,4 @@
-"""What a README command's run must show besides its exit code (tests/readme_commands.py finds
+"""What a README command's run must show besides its exit code (tests/support/readme_commands.py finds
 and adapts the commands; tests/test_readme_commands.py runs them): the output lines the README
 shows under a ``$ `` line, and, for a run, that input moved.
 
