@@ -1,4 +1,4 @@
-"""Each concern defined once in the package (issue 25), and the tests' own one-of-each rules."""
+"""Each concern defined once in the package, and the tests' own one-of-each rules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.quality.source import PACKAGE, REPO, imports, module_name, parse
 
-# One of each (issue 25): each of these is defined once in the package, where the layers let
+# One of each: each of these is defined once in the package, where the layers let
 # every user reach it, and its users import it. Each rule reads the source (AST), so a copy pasted
 # back is caught. concern -> (its one home, the name it defines there, the modules that use it).
 ONE_HOME: dict[str, tuple[str, str, tuple[str, ...]]] = {
