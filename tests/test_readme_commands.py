@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import tiny_lm
-from rtsp_camera import free_port
+
+from scripts import tiny_lm
+from scripts.rtsp_camera import free_port
 
 from .support import readme_checks as checks
 from .support import readme_commands as rc

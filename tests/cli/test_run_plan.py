@@ -8,12 +8,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe.cli.main import main
 from edgepipe.planning.memory import format_bytes
 from edgepipe.sched.budget import CpuBudget, usable_cores
 from edgepipe.vision.preprocess import tensor_buffers
+from scripts import tiny_lm
 from tests.support.cli_process import edgepipe
 
 

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe import load_pipeline
 from edgepipe.runtime.run import run_graph
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.wire.results import FLUSH_INTERVAL_S
+from scripts import tiny_lm
 from tests.quality.source import parse
 from tests.support.stopping import BUDGET_S, DRAIN_S, REPO, start
 

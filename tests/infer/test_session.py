@@ -178,7 +178,7 @@ def test_threads_default_to_the_budget(tmp_path: Path, caplog: pytest.LogCapture
         )
     assert session.threads == cpu_budget().threads
     assert session.ticket.units == session.threads
-    # The log says what each run used (scripts/bench_headroom.py reads it for its bare loops).
+    # The log says what each run used (scripts/bench/headroom/bench.py reads it for its bare loops).
     threads = cpu_budget().threads
     loaded = [r.getMessage() for r in caplog.records if ": loaded in " in r.getMessage()]
     assert loaded[0].endswith(f"on CPUExecutionProvider, {threads} thread{'' if threads == 1 else 's'}")

@@ -10,12 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe import Message, load_pipeline
 from edgepipe.core.install import install_command
 from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
 from edgepipe.testing import ListSink, run_pipeline
+from scripts import tiny_lm
 from tests.lm import bpe
 from tests.support.cli_process import edgepipe
 from tests.support.viewing import connect, messages_of, served, video_feeds

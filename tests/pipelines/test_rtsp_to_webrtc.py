@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rtsp_camera import RtspServer
 
 from edgepipe import load_pipeline
+from scripts.rtsp_camera import RtspServer
 from tests.support.cli_process import edgepipe
 from tests.support.viewing import connect, messages_of, served, video_feeds
 

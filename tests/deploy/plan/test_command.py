@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
+from scripts import tiny_lm
 from tests.deploy.conftest import CONFIG
 from tests.support.cli_process import Command, in_process
 
