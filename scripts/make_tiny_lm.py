@@ -16,9 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from tiny_lm import KV_DTYPES, TinyConfig, add_size_flags, config_from_flags, write
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run by path: the checkout, for scripts.tiny_lm
 
 from edgepipe.core.install import missing
+from scripts.tiny_lm import KV_DTYPES, TinyConfig, add_size_flags, config_from_flags, write
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ installs them); ``--check`` prints "ok" or what is missing.
 
 From the project's own Python (no PyGObject there), :class:`RtspServer` starts it as a
 subprocess, kills it and starts it again on the same port: the tests' fixture and
-``scripts/soak.py`` both use it. ``gi`` is imported only by the server itself.
+``scripts/bench/soak.py`` both use it. ``gi`` is imported only by the server itself.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ A ``tokenizer.json`` (byte-level: 256 byte tokens, then <bos>, <eos>, <pad>) and
 
 Test support, not part of the installed package: building needs the ``onnx`` package (a dev
 dependency); running the result needs only ONNX Runtime. ``scripts/make_tiny_lm.py`` is the
-command line for it, ``scripts/bench_lm.py`` and the tests import it (``tests/conftest.py``
+command line for it, ``scripts/bench/lm.py`` and the tests import it (``tests/conftest.py``
 puts ``scripts/`` on ``sys.path``). The weights are untrained: the text is noise, the machinery
 is real.
 """
@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tiny_tokenizer import byte_tokenizer_json
+
+from scripts.tiny_tokenizer import byte_tokenizer_json
 
 BYTE_TOKENS = 256
 BOS, EOS, PAD = 256, 257, 258

@@ -1,7 +1,7 @@
 """Debian's headless Chromium, driven through ``chromedriver`` over the W3C WebDriver protocol
 (plain HTTP, urllib): no selenium, whose "Selenium Manager" may try to download a browser.
 The viewer page's tests (``tests/serve/webdriver.py`` loads this file) and
-``scripts/bench_webrtc.py`` drive it.
+``scripts/bench/webrtc/bench.py`` drive it.
 
 ::
 

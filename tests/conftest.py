@@ -9,7 +9,6 @@ checksums, extraction) offline, and every test and subprocess sees the same priv
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,22 +16,10 @@ from typing import Any
 
 import pytest
 
+from scripts import make_sample_clip
+
 REPO = Path(__file__).resolve().parents[1]
 WHEELHOUSE = REPO / ".cache" / "wheels"
-
-
-def _load_clip_script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "make_sample_clip", REPO / "scripts" / "make_sample_clip.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_sample_clip = _load_clip_script()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -97,7 +84,11 @@ def rtsp_server() -> Iterator[Any]:
     """GStreamer's RTSP server (Debian's, run by the system Python) on 127.0.0.1 at a free port."""
     import shutil
 
-    from rtsp_camera import SYSTEM_PYTHON, RtspServer, free_port  # scripts/, shared with scripts/soak.py
+    from scripts.rtsp_camera import (  # scripts/, shared with scripts/bench/soak.py
+        SYSTEM_PYTHON,
+        RtspServer,
+        free_port,
+    )
 
     if not Path(SYSTEM_PYTHON).exists() or shutil.which("gst-inspect-1.0") is None:
         pytest.fail("GStreamer's RTSP server is not installed: run scripts/test.sh (it installs python3-gi and "

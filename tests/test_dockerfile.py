@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import image_requirements
 import pytest
+
+from scripts import image_requirements
 
 REPO = Path(__file__).resolve().parents[1]
 

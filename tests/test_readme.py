@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_process import edgepipe
+from tests.support.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

@@ -1,11 +1,11 @@
 """Every command the README, ``docs/*.md``, CONTRIBUTING.md and ``pipelines/*.md`` show runs as
 written, in a fresh working folder.
 
-tests/readme_commands.py says what counts as a command, which lines need a
+tests/support/readme_commands.py says what counts as a command, which lines need a
 ``<!-- readme-test: skip (REASON) -->`` marker, and how a command is adapted to the suite (a
 short ``--duration``, the test's RTSP server for a documentation address, a free port, a
 generated clip and a tiny language model for inputs the reader would bring), and what a run
-must show besides its exit code (tests/readme_checks.py). Each command runs in a temporary
+must show besides its exit code (tests/support/readme_checks.py). Each command runs in a temporary
 folder holding copies of ``pipelines/`` and ``scripts/``, ``.venv`` (a link to the suite's
 environment), a home folder and a model cache (``EDGEPIPE_CACHE_DIR``, always set) of its own
 seeded from the suite's offline one, so nothing is written into the repository, the shared
@@ -22,11 +22,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import tiny_lm
-from rtsp_camera import free_port
 
-from . import readme_checks as checks
-from . import readme_commands as rc
+from scripts import tiny_lm
+from scripts.rtsp_camera import free_port
+
+from .support import readme_checks as checks
+from .support import readme_commands as rc
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [

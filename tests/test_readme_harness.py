@@ -1,4 +1,4 @@
-"""The README-commands harness (tests/readme_commands.py, tests/readme_checks.py) on small
+"""The README-commands harness (tests/support/readme_commands.py, tests/support/readme_checks.py) on small
 documents: what it finds, how it adapts a command, what it refuses."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from . import readme_checks as checks
-from . import readme_commands as rc
+from .support import readme_checks as checks
+from .support import readme_commands as rc
 
 
 class FakeStandIns:

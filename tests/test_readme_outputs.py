@@ -1,6 +1,6 @@
 """What a reader's commands leave in the checkout (the documents' ``trace.json``, ``camera.toml``,
 ``blurred.mp4``, ``events/``) is ignored by git and changes no test's verdict: each test works in
-a folder of its own (issue 27, item 1)."""
+a folder of its own."""
 
 from __future__ import annotations
 

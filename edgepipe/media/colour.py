@@ -9,7 +9,7 @@
 Used by the tensor preprocessing (:mod:`edgepipe.media.tensor`), :meth:`Frame.to_rgb
 <edgepipe.media.frame.Frame.to_rgb>`, :func:`~edgepipe.media.frame.from_rgb`, the drawing
 colours (:mod:`edgepipe.media.draw`) and the ONNX preprocessing graph of
-``scripts/bench_detect.py``, so that all of them make the same picture.
+``scripts/bench/detect.py``, so that all of them make the same picture.
 
 Which set a frame uses comes from its own tags (the decoder's ``colorspace`` and
 ``color_range``); :func:`guess_matrix` is the default for a frame that says nothing.

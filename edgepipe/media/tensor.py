@@ -13,7 +13,7 @@ No full-resolution RGB image is ever made. Two ways:
   into the tensor. Filtered, so less aliasing on large downscales; it needs a decoder frame
   behind the :class:`Frame` (not synthetic video, not copies).
 
-``scripts/bench_detect.py`` measures both, an ONNX preprocessing graph, and OpenCV's
+``scripts/bench/detect.py`` measures both, an ONNX preprocessing graph, and OpenCV's
 ``cvtColor`` + ``resize``: numpy was the fastest on the machines measured so far, so ``auto``
 uses it for every frame (one code path, the same tensor for the same picture whatever its
 source); swscale is there for those who want filtering.

@@ -173,7 +173,7 @@ class CpuBudget:
         :attr:`threads`, and the spare units' too when the run has them to give: one model and
         fewer video streams than cores. CenterFace at 640x480 took 54 ms a run on one thread and
         28 ms on two, for 5% more CPU a run on quiet cores and 15-20% more where other work
-        shares them (issue 27): it halves the latency, and costs frames, so it is never the
+        shares them: it halves the latency, and costs frames, so it is never the
         default. Its runs still hold one unit at the gate, so encodes and token decode keep the
         spare one; the governor holds the process to its target over time."""
         if self.spare_units and self.model_nodes == 1 and self.video_streams < self.cores.usable:

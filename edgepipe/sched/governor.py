@@ -113,7 +113,7 @@ class Governor:
         rungs are made a few points each, and a 1 s window of model runs of 160 ms swings by 5-10
         points by itself (a clip that loops, a run more or less in the window). A rung once
         thought to cost a spike's worth kept the CPU 10-15 points under the target for 15 s and
-        more (``scripts/bench_headroom.py`` on 2 cores), waiting for room it would never see."""
+        more (``scripts/bench/headroom/bench.py`` on 2 cores), waiting for room it would never see."""
         """A rung that seemed to save nothing (its effect hidden by noise, or by work that was
         waiting anyway) is still taken to save this much, so a climb across such rungs ends."""
         self.ladder: list[tuple[Knob, int]] = []

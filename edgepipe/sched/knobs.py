@@ -41,7 +41,7 @@ with its cameras needs). Fine steps up to 4, each cutting the model's rate by 4-
 points of the CPU (its calls fill the budget's units, on any core count), within the governor's
 3-point window (:data:`~edgepipe.sched.governor.WINDOW`), so it can settle next to its target.
 With steps of 15% (1, 1.15, 1.3, ...) a run settled a whole step under it, and where varied
-from run to run (model runs/s 18.5 to 21.8 in three runs of ``scripts/bench_headroom.py``);
+from run to run (model runs/s 18.5 to 21.8 in three runs of ``python -m scripts.bench.headroom``);
 with 2, 2.5, 3, 4, a detector keeping up with 4 or 8 cameras on 2 cores, that the budget held
 to about half its model's rate, swung between the rungs about it by a quarter of its runs and 7
 points of CPU."""

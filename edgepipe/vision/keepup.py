@@ -44,7 +44,7 @@ from edgepipe.sched.gate import Ticket
 
 BUSY = 0.95
 """The share of its time the detector may be busy: the rest absorbs the jitter of runs and
-arrivals (its lanes hold a burst of frames). In ``scripts/bench_headroom.py`` (4 cameras, quiet
+arrivals (its lanes hold a burst of frames). In ``scripts/bench/headroom/bench.py`` (4 cameras, quiet
 machine): 0.85 and 0.9 gave a median of 18.9 model runs/s, 0.95 gave 20.0-20.6/s, with the same
 steadiness of each camera's results (``rate_cv`` 0.05-0.075 in all three)."""
 SETTLE_S = 0.5

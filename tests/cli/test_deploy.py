@@ -15,9 +15,9 @@ import pytest
 
 from edgepipe.cli import deploy as cli_deploy
 from edgepipe.cli.main import _parser, main
-from tests.cli_process import start
-from tests.disks import full_device, small_tmpfs
-from tests.onnx_builders import add_model
+from tests.support.cli_process import start
+from tests.support.disks import full_device, small_tmpfs
+from tests.support.onnx_builders import add_model
 
 
 @pytest.mark.parametrize("command", cli_deploy.COMMANDS)

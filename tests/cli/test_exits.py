@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_process import REPO, edgepipe, start
+from tests.support.cli_process import REPO, edgepipe, start
 
 pytestmark = pytest.mark.slow
 

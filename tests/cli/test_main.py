@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_process import edgepipe, start
-from tests.disks import full_device
+from tests.support.cli_process import edgepipe, start
+from tests.support.disks import full_device
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.cli.main import main
-from tests.cli_process import edgepipe, in_process
+from tests.support.cli_process import edgepipe, in_process
 
 Models = Callable[..., subprocess.CompletedProcess[str]]
 

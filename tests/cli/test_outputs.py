@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_main import ENDLESS, edgepipe, write
-from tests.cli_process import start
+from tests.support.cli_process import start
 
 pytestmark = pytest.mark.slow
 

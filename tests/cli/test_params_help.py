@@ -14,7 +14,7 @@ from edgepipe.cli.params_help import add_parameters
 from edgepipe.core.errors import PipelineFileError
 from edgepipe.pipefile.loader import Param, PipelineFunction
 from tests.cli.test_main import BAD_FILES, write
-from tests.cli_process import Command, in_process
+from tests.support.cli_process import Command, in_process
 
 PIPELINE = '''\
     from __future__ import annotations

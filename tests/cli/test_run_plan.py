@@ -8,13 +8,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe.cli.main import main
 from edgepipe.planning.memory import format_bytes
 from edgepipe.sched.budget import CpuBudget, usable_cores
 from edgepipe.vision.preprocess import tensor_buffers
-from tests.cli_process import edgepipe
+from scripts import tiny_lm
+from tests.support.cli_process import edgepipe
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

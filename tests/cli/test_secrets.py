@@ -1,4 +1,4 @@
-"""Secrets in URLs never shown by the ``edgepipe`` command (issue 24, case 3): the error line of
+"""Secrets in URLs never shown by the ``edgepipe`` command: the error line of
 a pipeline file whose error quotes its camera's URL, ``--help`` on such a file, an internal
 error and its ``--debug`` traceback, ``graph --format json`` and ``--plan`` in-process
 (:func:`edgepipe.cli.main`); a run with its log lines, results, heartbeat, ``/graph`` and
@@ -17,7 +17,7 @@ import pytest
 
 from edgepipe.cli import run as cli_run
 from edgepipe.cli.main import main
-from tests.cli_process import start
+from tests.support.cli_process import start
 
 CAMERA_URL = "srt://u:Hunter2@127.0.0.1:9000?mode=caller&passphrase=Hunter2&pbkeylen=16"
 SHOWN_URL = "srt://u:***@127.0.0.1:9000?mode=caller&passphrase=***&pbkeylen=16"
@@ -93,7 +93,7 @@ def test_graph_json_and_the_plan_show_the_source_url_masked(
 
 @pytest.mark.slow
 def test_a_run_shows_its_cameras_secrets_nowhere(tmp_path: Path) -> None:
-    """The issue's run: a camera that cannot be reached, served on a port, with results and a
+    """A camera that cannot be reached, served on a port, with results and a
     heartbeat: its log lines, ``source_state`` results, ``/graph``, ``/health`` and the
     heartbeat name the URL, masked."""
     path = _write(tmp_path, CAMERA)

@@ -1,7 +1,7 @@
 """Stopping within the budget: every shipped pipeline, and a run with a hung stage, a results
 writer nobody reads, a source stuck opening or a dead pipe, exits within ``--drain-timeout`` +
 1 s of SIGTERM (``--duration D``: D + drain + 1 s), and leaves no thread that would keep the
-process alive. Real subprocesses, timed from the signal (see tests/stopping.py)."""
+process alive. Real subprocesses, timed from the signal (see tests/support/stopping.py)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe import load_pipeline
 from edgepipe.runner import RunConfig, run
 from edgepipe.serve import HttpServer, ServeConfig
 from edgepipe.wire.results import FLUSH_INTERVAL_S
+from scripts import tiny_lm
 from tests.quality.source import parse
-from tests.stopping import BUDGET_S, DRAIN_S, REPO, start
+from tests.support.stopping import BUDGET_S, DRAIN_S, REPO, start
 
 pytestmark = pytest.mark.slow
 

@@ -143,7 +143,7 @@ def _hints() -> list[tuple[str, str, str]]:
     ``missing(module, extra, what)``, ``require(module, extra, what)`` and ``install_command(extra)``
     (a call that only passes its own parameters on, as ``require`` does to ``missing``, is left out)."""
     found = []
-    for path in sorted([*(REPO / "edgepipe").rglob("*.py"), *(REPO / "scripts").glob("*.py")]):
+    for path in sorted([*(REPO / "edgepipe").rglob("*.py"), *(REPO / "scripts").rglob("*.py")]):
         text = path.read_text()
         if path.name == "install.py" or not ("edgepipe.core.install import" in text or "require(" in text):
             continue

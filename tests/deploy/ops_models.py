@@ -6,7 +6,7 @@ from pathlib import Path
 
 from onnx import TensorProto, helper
 
-from tests.onnx_builders import save
+from tests.support.onnx_builders import save
 
 FLOAT = TensorProto.FLOAT
 

@@ -12,11 +12,11 @@ import pytest
 
 from edgepipe.core.errors import os_reason
 from edgepipe.deploy.files import PathError, check_input, check_model, check_output, replacing, write_output
-from tests.disks import full_device, small_tmpfs
+from tests.support.disks import full_device, small_tmpfs
 
 
 def specials(tmp_path: Path) -> dict[str, Path]:
-    """A FIFO, a socket and a folder in ``tmp_path`` (a device comes from tests/disks.py)."""
+    """A FIFO, a socket and a folder in ``tmp_path`` (a device comes from tests/support/disks.py)."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     sock = tmp_path / "sock"

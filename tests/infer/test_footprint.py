@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from edgepipe.infer import SessionConfig
 from edgepipe.infer.errors import ModelLoadError, ModelNotFound
 from edgepipe.infer.footprint import device_label, read_io, read_weights, session_device, weights_bytes
-from tests.onnx_builders import add_model, save
+from tests.support.onnx_builders import add_model, save
 
 
 def test_weights_are_counted_inside_the_file_or_in_its_external_data(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.infer import Session, SessionConfig, loading
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 
 def test_a_profiled_model_named_by_its_path_writes_its_profile_in_the_folder(

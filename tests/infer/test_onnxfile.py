@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 
 from edgepipe.infer.onnxfile import OnnxFormatError, external_data, free_image_dims, graph_io, with_io_dims
-from tests.onnx_builders import add_model, constant_detector
+from tests.support.onnx_builders import add_model, constant_detector
 
 
 def test_reads_declared_inputs_and_outputs(tmp_path: Path) -> None:

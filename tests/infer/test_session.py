@@ -21,7 +21,7 @@ from edgepipe.infer import (
 )
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
-from tests.onnx_builders import add_model, slow_when_bright, unsupported_op
+from tests.support.onnx_builders import add_model, slow_when_bright, unsupported_op
 
 NO_CACHE = SessionConfig(cache_optimized=False, threads=1)
 
@@ -72,7 +72,7 @@ def test_an_operator_without_a_kernel_is_named_with_the_provider(tmp_path: Path)
 def test_an_unknown_operator_is_named(tmp_path: Path) -> None:
     from onnx import TensorProto, helper
 
-    from tests.onnx_builders import save
+    from tests.support.onnx_builders import save
 
     graph = helper.make_graph(
         [helper.make_node("Frobnicate", ["x"], ["y"])], "g",
@@ -178,7 +178,7 @@ def test_threads_default_to_the_budget(tmp_path: Path, caplog: pytest.LogCapture
         )
     assert session.threads == cpu_budget().threads
     assert session.ticket.units == session.threads
-    # The log says what each run used (scripts/bench_headroom.py reads it for its bare loops).
+    # The log says what each run used (scripts/bench/headroom/bench.py reads it for its bare loops).
     threads = cpu_budget().threads
     loaded = [r.getMessage() for r in caplog.records if ": loaded in " in r.getMessage()]
     assert loaded[0].endswith(f"on CPUExecutionProvider, {threads} thread{'' if threads == 1 else 's'}")

@@ -3,7 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tiny_lm
+
+from scripts import tiny_lm
 
 CONFIG = tiny_lm.TinyConfig(max_seq_len=64)
 

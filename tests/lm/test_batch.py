@@ -4,10 +4,10 @@ import logging
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe.lm import LanguageModel, SamplingParams
 from edgepipe.lm.batch import Request
+from scripts import tiny_lm
 from tests.lm.conftest import CONFIG
 
 GREEDY = SamplingParams(max_new_tokens=12, ignore_eos=True)

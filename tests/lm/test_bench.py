@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe.cli.main import main
 from edgepipe.infer.footprint import read_weights
@@ -24,6 +23,7 @@ from edgepipe.lm.bench import (
     weight_bytes_per_token,
 )
 from edgepipe.lm.generate import LanguageModel
+from scripts import tiny_lm
 from tests.lm.conftest import CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
@@ -159,10 +159,10 @@ def test_bench_lm_command_prints_every_context(
 @pytest.mark.slow
 def test_bench_lm_script_runs_and_ends_with_its_json_line() -> None:
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "bench_lm.py"), "--hidden", "64", "--layers", "2", "--heads", "4",
+        [sys.executable, "-m", "scripts.bench.lm", "--hidden", "64", "--layers", "2", "--heads", "4",
          "--kv-heads", "2", "--ffn", "128", "--vocab", "300", "--contexts", "256,1024", "--tokens", "6", "--rounds", "1", "--spec-prompts", "2",
          "--spec-tokens", "12", "--verify-reps", "3"],
-        capture_output=True, text=True, timeout=300,
+        cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stderr
     figures = json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_tokenizer import byte_tokenizer_json
 
 from edgepipe import Pipeline
 from edgepipe.lm import Describe, LanguageModel, SamplingParams
@@ -18,6 +17,7 @@ from edgepipe.runner import RunConfig
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire.results import Message
+from scripts.tiny_tokenizer import byte_tokenizer_json
 from tests.lm import bpe
 from tests.lm.chat_templates import CASES, QWEN25, TODAY, USER
 

@@ -72,22 +72,42 @@ class StallingSource:
 
 
 @pytest.mark.slow
-def test_describe_reports_on_time_when_input_stops(tiny_models: dict[str, Path]) -> None:
-    sink: ListSink[Message] = ListSink()
-    p = Pipeline("t")
-    src = p.source("faces", StallingSource())
+async def test_describe_reports_on_time_when_input_stops(tiny_models: dict[str, Path]) -> None:
+    # Driven directly, three reports taken and no more: however long the machine takes to write
+    # one, the next comes every_s after it began, input or not.
     describe = Describe(tiny_models["gqa"], template="{state}|{frames}", every_s=0.3, window_s=0.25,
                         stale_s=0.2, params=SamplingParams(max_new_tokens=2, ignore_eos=True))  # fmt: skip
-    p.sink("out", sink, inputs=p.stage("describe", describe, inputs=src, policy="latest", queue_size=4))
-    run_pipeline(p, RunConfig(governed=False, duration_s=2.5))
-    events = [m.data for m in sink.items if m.kind == "event"]
-    assert len(events) >= 3, events
+    events: list[dict[str, Any]] = []
+    await describe.start()
+    try:
+        async with aclosing(describe.process(aiter(StallingSource()))) as messages:
+            async for message in messages:
+                if message.kind == "event":
+                    events.append(message.data)
+                if len(events) == 3:
+                    break
+    finally:
+        await describe.stop()
     assert events[0]["prompt"].startswith("cam: live")
     assert events[0]["prompt"].endswith("|2") or events[0]["prompt"].endswith("|1")
-    last = events[-1]
+    last = events[-1]  # 0.6 s after the first report, the first frame's: past stale_s
     assert re.fullmatch(r"cam: silent, no frames for \d+ s\|0", last["prompt"]), last["prompt"]
     assert last["sources"]["cam"]["state"] == "silent"
     assert last["sources"]["cam"]["last_frame_s"] > 0.2  # stale_s
+
+
+def test_a_report_says_when_a_quiet_source_went_silent(tiny_models: dict[str, Path]) -> None:
+    # What each report of the one above says, at the times it is written (the window's clock).
+    describe = Describe(tiny_models["gqa"], template="{state}|{frames}", every_s=0.3, window_s=0.25,
+                        stale_s=0.2)  # fmt: skip
+    for seq in range(2):
+        describe.observe(frame_detections(seq, 1), now=100.0)
+    reports = [100.0 + k * describe.every_s for k in range(3)]
+    assert describe.prompt(now=reports[0]) == "cam: live, 2 frames analysed|2"
+    assert describe.prompt(now=reports[2]) == "cam: silent, no frames for 1 s|0"
+    [state] = describe.window.source_states(reports[2])
+    assert state.to_dict()["state"] == "silent"
+    assert state.to_dict()["last_frame_s"] == pytest.approx(0.6)
 
 
 def test_describe_refuses_bad_settings(tiny_models: dict[str, Path]) -> None:

@@ -12,7 +12,7 @@ from edgepipe.lm.reservations import plan_language_model
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 
 def _entries(plan: MemoryPlan) -> list[tuple[str, str, int, str]]:

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tiny_lm
 
 from edgepipe.lm import (
     ContextOverflow,
@@ -13,8 +12,9 @@ from edgepipe.lm import (
     LanguageModel,
     SamplingParams,
 )
+from scripts import tiny_lm
 from tests.lm.conftest import CONFIG
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 WEIGHTS = tiny_lm.weights(CONFIG)
 TOKENS = [256, *b"Hello, edge world!"]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rtsp_camera import SYSTEM_PYTHON, RtspServer, free_port  # the server's own module, in scripts/
+from scripts.rtsp_camera import SYSTEM_PYTHON, RtspServer, free_port  # the server's own module, in scripts/
 
 REPO = Path(__file__).resolve().parents[2]
 __all__ = [

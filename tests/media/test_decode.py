@@ -16,7 +16,7 @@ from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.frame import from_av
 from edgepipe.media.hw import DecoderChoice
 from edgepipe.media.url import parse
-from tests.colour_clips import make_colour_clip
+from tests.support.colour_clips import make_colour_clip
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 
 from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import from_av, from_planes, from_rgb
-from tests.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip, picture, stream_tags
+from tests.support.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip, picture, stream_tags
 
 CLIPS = [("bt709", True, 1280, 720), ("bt601", False, 640, 480), ("bt709", False, 1920, 1080),
          ("bt601", True, 640, 360)]  # fmt: skip

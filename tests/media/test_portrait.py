@@ -11,7 +11,7 @@ from edgepipe.media.portrait import PICTURE, Portrait, picture_rgb
 
 
 def test_the_shipped_picture_is_the_scripts_crop_of_the_public_domain_photo() -> None:
-    import make_portrait  # scripts/, on the tests' path
+    from scripts import make_portrait
 
     shipped = picture_rgb()
     assert shipped.shape == (*make_portrait.SIZE, 3)

@@ -10,7 +10,7 @@ import skimage.data
 from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import from_av, from_rgb
 from edgepipe.media.tensor import Letterbox, Preprocessor, TensorFormat
-from tests.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip
+from tests.support.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip
 
 
 def av_frame(rgb: np.ndarray):  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from edgepipe.pipefile.params import (
     check_writable_folder,
     not_a_file,
 )
-from tests.disks import small_tmpfs
+from tests.support.disks import small_tmpfs
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 from edgepipe import Message, load_pipeline
 from edgepipe.runner import RunConfig
 from edgepipe.testing import ListSink, run_pipeline
-from tests.viewing import connect, messages_of, served, video_feeds
+from tests.support.viewing import connect, messages_of, served, video_feeds
 
 DEMO = Path(__file__).resolve().parents[2] / "pipelines" / "demo.py"
 

@@ -10,16 +10,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
 from edgepipe import Message, load_pipeline
 from edgepipe.core.install import install_command
 from edgepipe.lm.tokenizer import HFTokenizer, load_tokenizer
 from edgepipe.runner import RunConfig
 from edgepipe.testing import ListSink, run_pipeline
-from tests.cli_process import edgepipe
+from scripts import tiny_lm
 from tests.lm import bpe
-from tests.viewing import connect, messages_of, served, video_feeds
+from tests.support.cli_process import edgepipe
+from tests.support.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "describe_scene.py"

@@ -14,9 +14,9 @@ from edgepipe.media.sources.synthetic import Scene
 from edgepipe.runner import RunConfig
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
-from tests.cli_process import edgepipe
 from tests.serve.webdriver import require_chromium
-from tests.viewing import connect, messages_of, served, video_feeds
+from tests.support.cli_process import edgepipe
+from tests.support.viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
 
@@ -154,13 +154,13 @@ async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -
 async def test_the_viewer_page_times_every_frame_a_person_sees(centerface: Path) -> None:
     # What a person sees, read from the page itself over 20 s in headless Chromium: every frame
     # shown timed from capture to display, the pipeline's share and the browser's beside it.
-    # How low the latency is, is a target of scripts/bench_webrtc.py, not asserted here.
+    # How low the latency is, is a target of scripts/bench/webrtc/bench.py, not asserted here.
     require_chromium()
-    import browser_viewer
+    from scripts.bench.webrtc import browser
 
     async with served(load_pipeline(PIPELINE, ["--output", ""])) as run:  # the default camera
         before = run.runtime.snapshot()
-        seen = await asyncio.to_thread(browser_viewer.watch, f"{run.url}/", 20.0, 1.0)
+        seen = await asyncio.to_thread(browser.watch, f"{run.url}/", 20.0, 1.0)
         after = run.runtime.snapshot()
     # The camera's 15 fps, thinned at most by the budget (to 5 fps on a 2-core Zen 1): the page
     # shows nearly every frame the pipeline blurred meanwhile.

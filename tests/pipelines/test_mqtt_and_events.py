@@ -9,15 +9,15 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-import tiny_lm
 
 from edgepipe import Message, load_pipeline
 from edgepipe.runner import RunConfig
 from edgepipe.sinks.mqtt.config import default_device
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections
-from tests.cli_process import start_async
+from scripts import tiny_lm
 from tests.sinks.broker import Mosquitto, subscribed
+from tests.support.cli_process import start_async
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rtsp_camera import RtspServer
 
 from edgepipe import load_pipeline
-from tests.cli_process import edgepipe
-from tests.viewing import connect, messages_of, served, video_feeds
+from scripts.rtsp_camera import RtspServer
+from tests.support.cli_process import edgepipe
+from tests.support.viewing import connect, messages_of, served, video_feeds
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "rtsp_to_webrtc.py"

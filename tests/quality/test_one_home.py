@@ -1,4 +1,4 @@
-"""Each concern defined once in the package (issue 25), and the tests' own one-of-each rules."""
+"""Each concern defined once in the package, and the tests' own one-of-each rules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.quality.source import PACKAGE, REPO, imports, module_name, parse
 
-# One of each (issue 25): each of these is defined once in the package, where the layers let
+# One of each: each of these is defined once in the package, where the layers let
 # every user reach it, and its users import it. Each rule reads the source (AST), so a copy pasted
 # back is caught. concern -> (its one home, the name it defines there, the modules that use it).
 ONE_HOME: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -137,7 +137,7 @@ def _runs_the_command(node: ast.AST) -> bool:
 
 def test_tests_start_the_command_through_one_helper() -> None:
     # One place for the command line, the environment the child inherits and its timeout.
-    helper = REPO / "tests" / "cli_process.py"
+    helper = REPO / "tests" / "support" / "cli_process.py"
     elsewhere = [
         f"{path.relative_to(REPO)}:{node.lineno}"  # type: ignore[attr-defined]
         for path in sorted((REPO / "tests").rglob("*.py"))
@@ -145,5 +145,7 @@ def test_tests_start_the_command_through_one_helper() -> None:
         for node in ast.walk(parse(path))
         if _runs_the_command(node)
     ]
-    assert not elsewhere, f"edgepipe started in a child process without tests/cli_process.py: {elsewhere}"
+    assert not elsewhere, (
+        f"edgepipe started in a child process without tests/support/cli_process.py: {elsewhere}"
+    )
     assert any(_runs_the_command(node) for node in ast.walk(parse(helper)))

@@ -18,8 +18,8 @@ from edgepipe.runner import RunConfig
 from edgepipe.runtime.engine import Snapshot
 from edgepipe.runtime.heartbeat import IDLE_MARGIN_S, Progress, check
 from edgepipe.runtime.metrics import NodeStats
-from tests.cli_process import edgepipe, in_process
-from tests.cli_process import start as start_edgepipe
+from tests.support.cli_process import edgepipe, in_process
+from tests.support.cli_process import start as start_edgepipe
 
 # A source at 20 items/s; `work` passes them on, or (hang=1) sleeps past its deadline on every
 # one: the process, the loop and the heartbeat are all fine, and nothing moves.

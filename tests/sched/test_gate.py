@@ -4,10 +4,33 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from edgepipe.sched.gate import AdmissionCancelled, AdmissionTimeout, Gate, Ticket
+
+
+class StillClock:
+    """A gate's clock that moves only when the test moves it: a pace or a deadline then never
+    ends by itself, and the times a test reads are exact."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """Wait for another thread to get somewhere (a bound on a hang, not a measurement)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the other thread never got there"
+        time.sleep(0.001)
 
 
 def busy(seconds: float) -> None:
@@ -128,32 +151,35 @@ def test_a_wide_call_is_not_overtaken_forever_by_narrow_ones() -> None:
 
 
 def test_a_waiter_that_deferred_to_another_is_woken_when_that_one_starts() -> None:
-    gate = Gate(5)
+    clock = StillClock()
+    gate = Gate(5, clock=clock)
     big = Ticket("faces", "detect", 1, units=5)
     first, second = Ticket("c", "encode", 2), Ticket("d", "encode", 2)
     second.vtime = 1.0  # ``first`` goes first; both fit once ``big`` is done
-    holding = threading.Event()
-    waited: dict[str, float] = {}
+    started: dict[str, float] = {}
+    second_in = threading.Event()
 
-    def hold() -> None:
-        with gate.admit(big):
-            holding.set()
-            time.sleep(0.05)
-
-    def call(t: Ticket, work: float) -> None:
-        holding.wait()
-        t0 = time.monotonic()
+    def call(t: Ticket) -> None:
+        t0 = clock()
         with gate.admit(t):
-            waited[t.owner] = time.monotonic() - t0
-            time.sleep(work)
+            started[t.owner] = clock() - t0
+            if t is first:  # its 0.3 s of work begins once the other is in beside it (or never came)
+                second_in.wait(5)
+                clock.advance(0.3)
+            else:
+                second_in.set()
 
-    threads = [threading.Thread(target=hold), threading.Thread(target=call, args=(first, 0.3)),
-               threading.Thread(target=call, args=(second, 0.01))]  # fmt: skip
+    held = gate.enter(big)
+    threads = [threading.Thread(target=call, args=(t,)) for t in (first, second)]
     for th in threads:
         th.start()
+    until(lambda: gate.stats().waits == 2)  # both wait behind ``big``
+    clock.advance(0.05)
+    gate.leave(big, held)
     for th in threads:
         th.join()
-    assert waited["d"] - waited["c"] < 0.1
+    # ``second`` started beside ``first`` when that one started, not once it was done (0.3 s on).
+    assert started == {"c": pytest.approx(0.05), "d": pytest.approx(0.05)}
 
 
 def test_the_pace_wait_does_not_count_against_the_runs_deadline() -> None:
@@ -170,16 +196,19 @@ def test_the_pace_wait_does_not_count_against_the_runs_deadline() -> None:
     assert lm.calls == 2
 
 
-def waiting_call(gate: Gate, ticket: Ticket) -> tuple[threading.Thread, dict[str, object]]:
-    """``ticket``'s next call on a thread of its own; what became of it, and when, in the dict."""
+def waiting_call(
+    gate: Gate, ticket: Ticket, clock: Callable[[], float] = time.monotonic
+) -> tuple[threading.Thread, dict[str, object]]:
+    """``ticket``'s next call on a thread of its own; what became of it, and when by ``clock``,
+    in the dict."""
     out: dict[str, object] = {}
 
     def call() -> None:
         try:
             with gate.admit(ticket):
-                out["ran_at"] = time.monotonic()
+                out["ran_at"] = clock()
         except AdmissionCancelled as exc:
-            out["cancelled_at"] = time.monotonic()
+            out["cancelled_at"] = clock()
             out["error"] = exc
 
     th = threading.Thread(target=call)
@@ -188,23 +217,24 @@ def waiting_call(gate: Gate, ticket: Ticket) -> tuple[threading.Thread, dict[str
 
 
 def test_cancelling_a_ticket_ends_its_pace_wait_at_once_and_the_call_does_not_run() -> None:
-    gate = Gate(None)
+    clock = StillClock()
+    gate = Gate(None, clock=clock)
     cancel = threading.Event()
     lm = Ticket("describe", "lm", 0, duty=0.06, cancel=cancel)
-    lm.next_at = time.monotonic() + 30  # paced: a 2 s step at 6% waits ~30 s for the next
-    th, out = waiting_call(gate, lm)
-    time.sleep(0.1)
+    lm.next_at = clock() + 30  # paced: a 2 s step at 6% waits ~30 s for the next
+    th, out = waiting_call(gate, lm, clock)
+    until(lambda: gate.stats().waits == 1)
+    clock.advance(0.1)
     assert out == {}  # still waiting for its pace
     cancel.set()
-    t_cancel = time.monotonic()
+    t_cancel = clock()
     gate.wake()
     th.join(5)
     assert "ran_at" not in out
-    assert isinstance(out["cancelled_at"], float)
-    assert out["cancelled_at"] - t_cancel < 0.1  # woken, not at its next 0.5 s look
+    assert out["cancelled_at"] == t_cancel  # the cancel ended it: its pace had 29.9 s to go
     assert "describe: cancelled while waiting" in str(out["error"])
     assert lm.calls == 0
-    assert lm.waited_s >= 0.1
+    assert lm.waited_s == pytest.approx(0.1)
 
 
 def test_cancelling_a_ticket_ends_its_wait_for_the_budget_and_the_gate_stays_usable() -> None:
@@ -227,16 +257,17 @@ def test_cancelling_a_ticket_ends_its_wait_for_the_budget_and_the_gate_stays_usa
 
 
 def test_unpace_ends_every_pace_wait_and_the_call_runs() -> None:
-    gate = Gate(1)
+    clock = StillClock()
+    gate = Gate(1, clock=clock)
     lm = Ticket("describe", "lm", 0, duty=0.06)
-    lm.next_at = time.monotonic() + 30
-    th, out = waiting_call(gate, lm)
-    time.sleep(0.1)
-    t_unpace = time.monotonic()
+    lm.next_at = clock() + 30
+    th, out = waiting_call(gate, lm, clock)
+    until(lambda: gate.stats().waits == 1)
+    clock.advance(0.1)
+    t_unpace = clock()
     gate.unpace()
     th.join(5)
-    assert isinstance(out["ran_at"], float)
-    assert out["ran_at"] - t_unpace < 0.1
+    assert out["ran_at"] == t_unpace  # unpace ended it: its pace had 29.9 s to go
     assert lm.duty == 1.0
     with gate.admit(lm, timeout_s=0.5):  # no longer paced after it
         pass

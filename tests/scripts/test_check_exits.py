@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import check_exits
-
 from edgepipe.cli.exits import TABLE
+from scripts import check_exits
 
 COMMAND_LINE = Path(__file__).resolve().parents[2] / "docs" / "command-line.md"
 

@@ -6,7 +6,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from image_requirements import RequirementsError, read_pins, requirements
+
+from scripts.image_requirements import RequirementsError, read_pins, requirements
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "image_requirements.py"

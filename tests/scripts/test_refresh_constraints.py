@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from refresh_constraints import RefreshError, header, render
+
+from scripts.refresh_constraints import RefreshError, header, render
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "refresh_constraints.py"

@@ -12,7 +12,7 @@ from edgepipe import Pipeline
 from edgepipe.core.context import current_node
 from edgepipe.runtime.engine import Runtime
 from edgepipe.serve import ServeConfig
-from tests.viewing import served
+from tests.support.viewing import served
 
 
 class Camera:

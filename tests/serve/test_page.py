@@ -24,8 +24,8 @@ from edgepipe.serve import ServeConfig
 from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire import messages
-from tests.viewing import camera_pipeline
-from tests.viewing import served as serve
+from tests.support.viewing import camera_pipeline
+from tests.support.viewing import served as serve
 
 from .webdriver import Browser, require_chromium
 

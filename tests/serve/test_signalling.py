@@ -14,8 +14,8 @@ from edgepipe.media.frame import Frame
 from edgepipe.serve.webrtc_stream import WebRTCStream
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.wire import messages
-from tests.viewing import camera_pipeline
-from tests.viewing import served as serve
+from tests.support.viewing import camera_pipeline
+from tests.support.viewing import served as serve
 
 from .peers import Peer
 

@@ -21,8 +21,8 @@ from edgepipe.media.frame import Frame
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.serve.webrtc_stream import WebRTCStream, streams_of
 from edgepipe.wire import messages
-from tests.viewing import camera_pipeline, connect, messages_of
-from tests.viewing import served as serve
+from tests.support.viewing import camera_pipeline, connect, messages_of
+from tests.support.viewing import served as serve
 
 from .peers import Peer
 

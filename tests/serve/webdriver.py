@@ -1,10 +1,11 @@
-"""The WebDriver client of ``scripts/webdriver.py`` (shared with ``scripts/bench_webrtc.py``),
+"""The WebDriver client of ``scripts/webdriver.py`` (shared with ``scripts/bench/webrtc/bench.py``),
 and a skip for the tests when Chromium is not installed."""
 
 from __future__ import annotations
 
 import pytest
-from webdriver import Browser, WebDriverError, missing
+
+from scripts.webdriver import Browser, WebDriverError, missing
 
 __all__ = ["Browser", "WebDriverError", "require_chromium"]
 

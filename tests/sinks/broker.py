@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
-from rtsp_camera import free_port  # scripts/: one free loopback port
+
+from scripts.rtsp_camera import free_port  # scripts/: one free loopback port
 
 INSTALL = "Mosquitto is not installed: run scripts/test.sh (it installs it), or apt-get install mosquitto"
 

@@ -12,7 +12,7 @@ from edgepipe.infer import SessionConfig
 from edgepipe.media.frame import from_rgb
 from edgepipe.vision import AdapterError, Detector
 from edgepipe.vision.adapters import decode, guess
-from tests.onnx_builders import constant_detector
+from tests.support.onnx_builders import constant_detector
 
 FRAME = from_rgb(np.zeros((480, 640, 3), np.uint8))
 # In the 320x320 input: box (140, 150)-(180, 170); in the 640x480 frame: (280, 220)-(360, 260).

@@ -8,7 +8,7 @@ import numpy as np
 from edgepipe.infer import SessionConfig
 from edgepipe.vision.batching import BatchRunner
 from edgepipe.vision.model import load_model
-from tests.onnx_builders import constant_detector
+from tests.support.onnx_builders import constant_detector
 
 NO_CACHE = SessionConfig(cache_optimized=False, threads=1)
 # yolo-nms rows: image index, box, score, class. Images 0, 1, 0.

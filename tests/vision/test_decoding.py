@@ -11,7 +11,7 @@ from edgepipe.media.tensor import Letterbox
 from edgepipe.vision import adapters
 from edgepipe.vision.decoding import DEFAULT_SCORE, DetectionDecoder
 from edgepipe.vision.model import LoadedModel, load_model
-from tests.onnx_builders import constant_detector
+from tests.support.onnx_builders import constant_detector
 
 SHAPE = (1, 3, 320, 320)
 BOX = Letterbox.fit(640, 480, 320, 320, center=True)  # scale 0.5, 40 px border on top

@@ -18,8 +18,8 @@ from edgepipe.sched.budget import BUDGET, Cores, CpuBudget
 from edgepipe.testing import FakeSource, ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector, Normalize
 from edgepipe.vision.nms import iou_matrix
-from tests.cli_process import edgepipe
-from tests.onnx_builders import slow_when_bright
+from tests.support.cli_process import edgepipe
+from tests.support.onnx_builders import slow_when_bright
 
 REPO = Path(__file__).resolve().parents[2]
 # Checked by eye on skimage.data.astronaut() (512x512): cheeks at x 183 and 265, hairline at

@@ -8,7 +8,7 @@ import pytest
 from edgepipe.infer import SessionConfig
 from edgepipe.vision.labels import COCO80
 from edgepipe.vision.model import load_model, round_to_stride
-from tests.onnx_builders import add_model, constant_detector
+from tests.support.onnx_builders import add_model, constant_detector
 
 NO_CACHE = SessionConfig(cache_optimized=False, threads=1)
 

@@ -12,8 +12,8 @@ from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import from_av, from_rgb
 from edgepipe.vision.model import LoadedModel, load_model
 from edgepipe.vision.preprocess import Normalize, Prepared, TensorCache
-from tests.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip
-from tests.onnx_builders import constant_detector
+from tests.support.colour_clips import BACKGROUND, PATCH, first_frame, make_colour_clip
+from tests.support.onnx_builders import constant_detector
 
 OUTPUTS = {"output0": np.zeros((1, 7, 100), np.float32)}
 

@@ -19,7 +19,7 @@ from edgepipe.runtime.engine import Runtime
 from edgepipe.runtime.plan import PlanNode, plan_graph
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detector
-from tests.onnx_builders import constant_detector
+from tests.support.onnx_builders import constant_detector
 
 
 def _entries(plan: MemoryPlan) -> list[tuple[str, str, int]]:

@@ -16,7 +16,7 @@ import pytest
 
 from edgepipe.wire import results
 from edgepipe.wire.results import Message, ResultsWriter, encode
-from tests.disks import full_device
+from tests.support.disks import full_device
 
 
 @dataclass

@@ -29,7 +29,7 @@ ENCODER_OPTIONS: dict[str, dict[str, str]] = {
 """Per encoder. A keyframe asked for (``pict_type`` I) is an IDR frame, which starts a fragment.
 Zero latency: each frame leaves the encoder as it goes in (no lookahead, no B-frames), so a kill
 loses the open fragment only; libx264's default holds ~10 frames (0.7 s at 15 fps, 2 s at 5 fps)
-that a kill would lose too (docs/recording.md; ``scripts/bench_recording.py``)."""
+that a kill would lose too (docs/recording.md; ``scripts/bench/recording.py``)."""
 
 _working: dict[tuple[int, int], str] = {}
 _lock = threading.Lock()

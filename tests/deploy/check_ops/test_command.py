@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from edgepipe.deploy.check_ops.check import read_nodes
-from tests.cli_process import Command, in_process
 from tests.deploy.ops_models import neg_between_relus
+from tests.support.cli_process import Command, in_process
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -10,8 +10,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.cli_process import edgepipe
-from tests.onnx_builders import save
+from tests.support.cli_process import edgepipe
+from tests.support.onnx_builders import save
 
 WEIGHTS = np.random.default_rng(7).standard_normal((8, 4)).astype(np.float32)
 

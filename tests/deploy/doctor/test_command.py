@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from make_doctor_samples import make
 
-from tests.cli_process import edgepipe
+from scripts.make_doctor_samples import make
+from tests.support.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow

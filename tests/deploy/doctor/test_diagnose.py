@@ -5,9 +5,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from make_doctor_samples import NOTES
 
 from edgepipe.deploy.doctor.diagnose import diagnose, walk
+from scripts.make_doctor_samples import NOTES
 
 
 def test_walk_is_recursive_sorted_and_skips_hidden_names(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from make_doctor_samples import encode_image, photo
 
 from edgepipe.deploy.doctor.magic import claimed_kind, read_vint, same_family, sniff
+from scripts.make_doctor_samples import encode_image, photo
 
 
 def encoded(codec: str, fmt: str) -> bytes:

@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from make_doctor_samples import encode_image, photo, write_clip
 
 from edgepipe.deploy.doctor import media as doctor_media
 from edgepipe.deploy.doctor.media import decode_check, decoders_here
 from edgepipe.deploy.doctor.report import Diagnosis
+from scripts.make_doctor_samples import encode_image, photo, write_clip
 
 pytestmark = pytest.mark.slow  # a decoder process per file
 

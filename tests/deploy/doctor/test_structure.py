@@ -5,11 +5,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from make_doctor_samples import encode_image, photo, write_clip
 
 from edgepipe.deploy.doctor.magic import sniff
 from edgepipe.deploy.doctor.report import Diagnosis
 from edgepipe.deploy.doctor.structure import check
+from scripts.make_doctor_samples import encode_image, photo, write_clip
 
 
 def diagnosed(data: bytes, name: str = "x") -> Diagnosis:

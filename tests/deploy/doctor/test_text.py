@@ -5,11 +5,11 @@ import os
 from pathlib import Path
 
 import pytest
-from make_doctor_samples import NOTES
 
 from edgepipe.deploy.doctor.diagnose import diagnose
 from edgepipe.deploy.doctor.text import TextGuess, guess, looks_like_text
 from edgepipe.deploy.quoting import shell_arg
+from scripts.make_doctor_samples import NOTES
 
 # Real text in each script, with its full-width punctuation.
 TRADITIONAL = (

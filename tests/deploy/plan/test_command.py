@@ -5,10 +5,10 @@ import json
 from pathlib import Path
 
 import pytest
-import tiny_lm
 
-from tests.cli_process import Command, in_process
+from scripts import tiny_lm
 from tests.deploy.conftest import CONFIG
+from tests.support.cli_process import Command, in_process
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -8,7 +8,7 @@ from edgepipe.deploy.plan.model import cache_positions, read_model
 from edgepipe.infer.errors import ModelNotFound
 from edgepipe.lm import DecoderLayoutError
 from tests.deploy.conftest import CONFIG
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 
 @pytest.mark.parametrize("layout", ["concat", "gqa"])
@@ -43,10 +43,9 @@ def test_what_is_not_a_decoder_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_float16_cache_is_planned_as_the_runner_allocates_it(tmp_path: Path) -> None:
-    import tiny_lm
-
     from edgepipe.deploy.plan.capacity import kv_terms
     from edgepipe.lm import DecoderRunner
+    from scripts import tiny_lm
 
     folder = tiny_lm.write(tmp_path / "fp16", CONFIG, "gqa", "float16").parent
     facts = read_model(folder)

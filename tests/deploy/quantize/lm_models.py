@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import tiny_lm
+
+from scripts import tiny_lm
 
 CONFIG = tiny_lm.TinyConfig(max_seq_len=64)
 OUTLIER_FACTOR = 20.0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from edgepipe.core.install import install_command
-from tests.cli_process import edgepipe
+from tests.support.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -119,7 +119,7 @@ def test_without_the_onnx_package_it_names_the_extra(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_model_that_is_no_detector_is_exit_2_naming_the_adapter_flag(tmp_path: Path, clip: Path) -> None:
-    from tests.onnx_builders import add_model
+    from tests.support.onnx_builders import add_model
 
     model = add_model(tmp_path / "add.onnx", shape=(1, 3, "H", "W"))
     done = quantize(model, "--calib", clip, "--frames", "2", "--held-out", "1", cwd=tmp_path)
@@ -134,7 +134,7 @@ def test_an_output_that_cannot_be_written_is_exit_2_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from edgepipe.cli.main import main
-    from tests.onnx_builders import add_model
+    from tests.support.onnx_builders import add_model
 
     model = add_model(tmp_path / "add.onnx", shape=(1, 3, "H", "W"))
     out = tmp_path / ("m" * 300 + ".onnx")  # a name no Linux file system takes; root gets it too
@@ -261,7 +261,7 @@ def test_a_language_model_folder_that_cannot_be_quantized_is_one_line_and_exit_2
     tmp_path: Path, tiny_lm_folder: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     from edgepipe.cli.main import main
-    from tests.onnx_builders import add_model
+    from tests.support.onnx_builders import add_model
 
     (tmp_path / "add").mkdir()
     add_model(tmp_path / "add" / "model.onnx")

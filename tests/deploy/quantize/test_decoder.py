@@ -16,7 +16,7 @@ from edgepipe.deploy.quantize.decoder import (
 from edgepipe.infer import onnxfile
 from edgepipe.infer.footprint import read_weights
 from tests.deploy.quantize.lm_models import tiny_decoder
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from edgepipe.deploy.quantize.model import (
     head_nodes,
     prepare,
 )
-from tests.onnx_builders import add_model
+from tests.support.onnx_builders import add_model
 
 
 def test_a_folder_gives_its_model_onnx_or_its_only_onnx(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_process import Command, edgepipe, in_process
+from tests.support.cli_process import Command, edgepipe, in_process
 
 REPO = Path(__file__).resolve().parents[3]
 

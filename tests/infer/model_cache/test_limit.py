@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.infer.model_cache import limit as cache_limit
 from edgepipe.infer.model_cache.limit import OPTIMIZED, PULLED, entries, parse_size
-from tests.cli_process import edgepipe
+from tests.support.cli_process import edgepipe
 
 MIB = 1 << 20
 CACHED = SessionConfig(threads=1)  # cache_optimized is on by default

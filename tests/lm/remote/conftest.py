@@ -7,9 +7,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import llama_server
 import pytest
-import tiny_gguf
+
+from scripts import llama_server, tiny_gguf
 
 
 @pytest.fixture(scope="session")

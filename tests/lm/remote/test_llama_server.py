@@ -8,7 +8,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import llama_server
 import pytest
 
 from edgepipe.lm.remote.circuit import CLOSED, OPEN
@@ -18,6 +17,7 @@ from edgepipe.lm.remote.engines import Engines, Written
 from edgepipe.lm.remote.errors import EngineConfigError, EngineRequestError, EngineUnavailable
 from edgepipe.lm.sampling import SamplingParams
 from edgepipe.lm.worker import LMWorker
+from scripts import llama_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -16,7 +16,7 @@ from edgepipe.media.recording.encode import Recorder, fill_av_frame, pick_encode
 from edgepipe.media.sources.synthetic import MATRIX, Scene
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runner import RunConfig, run_async
-from tests.colour_clips import PATCH, first_frame, make_colour_clip, picture, stream_tags
+from tests.support.colour_clips import PATCH, first_frame, make_colour_clip, picture, stream_tags
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """A recording on a disk that fills (before its first frame, in the middle, at its last
 fragment) or whose folder is removed: no crash, the frame that broke it raises once, the file
 keeps what is whole (or is gone), and the recorder says what was lost. Real full disks: a small
-tmpfs (tests/disks.py, root only)."""
+tmpfs (tests/support/disks.py, root only)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from edgepipe.media.frame import Frame, from_planes, nv12_views
 from edgepipe.media.recording.encode import Recorder
 from edgepipe.media.recording.file import RecordingFile, RecordingFileError
 from edgepipe.media.sources.synthetic import MATRIX, Scene
-from tests.disks import small_tmpfs
+from tests.support.disks import small_tmpfs
 
 FPS = 15
 

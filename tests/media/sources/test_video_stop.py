@@ -15,8 +15,8 @@ from edgepipe.media.sources.reconnect import Reconnector
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runner import RunConfig, run_async
 from edgepipe.runtime.engine import Runtime
-from tests.cli_process import start
 from tests.media.sources.test_video import FrameLog, pipeline
+from tests.support.cli_process import start
 
 
 async def test_a_skip_source_whose_decode_thread_died_opens_again(

@@ -19,7 +19,7 @@ import pytest
 from edgepipe.media.frame import from_rgb
 from edgepipe.sinks.events.recorder import EventRecorder
 from edgepipe.wire.results import Message
-from tests.disks import small_tmpfs
+from tests.support.disks import small_tmpfs
 
 NO_SPACE = "cannot write: no space left on device"
 

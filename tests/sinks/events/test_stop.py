@@ -12,7 +12,7 @@ from pathlib import Path
 import av
 import pytest
 
-from tests.stopping import REPO, start
+from tests.support.stopping import REPO, start
 
 pytestmark = pytest.mark.slow
 

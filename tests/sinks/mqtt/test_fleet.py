@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import cli_process
 from tests.sinks.broker import Mosquitto, Subscriber, subscribed
+from tests.support import cli_process
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[3]

@@ -20,8 +20,8 @@ from edgepipe.sinks import MqttSink
 from edgepipe.testing import FakeSource
 from edgepipe.vision import Detection, Detections
 from edgepipe.wire.results import Message
-from tests.cli_process import edgepipe
 from tests.sinks.broker import Mosquitto, free_port, subscribed
+from tests.support.cli_process import edgepipe
 
 pytestmark = pytest.mark.slow
 ROOT = "edgepipe/cam1/test"

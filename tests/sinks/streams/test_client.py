@@ -18,8 +18,8 @@ import pytest
 from edgepipe import Message, Pipeline
 from edgepipe.runner import RunConfig, run_async
 from edgepipe.sinks.streams import TcpStream
-from tests.cli_process import edgepipe
 from tests.sinks.waiting import until
+from tests.support.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -14,7 +14,7 @@ from edgepipe.runner import RunConfig
 from edgepipe.runtime.engine import RunReport
 from edgepipe.sinks.streams import JsonLines
 from edgepipe.testing import FakeSource, run_pipeline
-from tests.disks import full_device
+from tests.support.disks import full_device
 
 pytestmark = pytest.mark.timeout(60)
 
