@@ -8,7 +8,7 @@
 - :class:`ThinKnob`: one frame kept in N on a lossy lane (``latest``/``drop_new``); lossless
   (``block``) lanes carry results and are never thinned.
 
-The tables below were tuned with ``scripts/bench_headroom.py`` on 2 cores, for rungs of a few
+The tables below were tuned with ``python -m scripts.bench.headroom`` on 2 cores, for rungs of a few
 points of the CPU each, about the governor's window (:data:`~edgepipe.sched.governor.WINDOW`), so
 that it settles next to its target. What a rung costs depends on the machine only where a
 table paces a fixed number of units (a unit: one core-thread of the budget): token decode and a

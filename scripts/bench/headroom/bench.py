@@ -60,6 +60,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edgepipe.core.headroom import HEADROOM
 from scripts.bench.child import REPO, edgepipe_run, environ, kill_if_overdue
 from scripts.bench.headroom.figures import (
     Records,
@@ -74,10 +75,8 @@ from scripts.bench.headroom.summary import Targets, governed_summary, judge
 from scripts.bench.proc import machine_busy_s, read_proc, usable_cores
 from scripts.bench.verdict import print_targets, targets_json
 
-GOVERNED_FLAGS = ("--headroom", "0.3")
+GOVERNED_FLAGS = ("--headroom", str(HEADROOM))
 UNGOVERNED_FLAGS = ("--no-governor",)
-DEFAULT_HEADROOM = 0.3
-"""The headroom the target follows when the flags above do not say one."""
 ORDER = ("governed", "ungoverned", "governed", "governed")
 
 TARGETS = Targets(
@@ -97,7 +96,7 @@ SAMPLE_EVERY_S = 1.0
 
 def headroom_target(flags: tuple[str, ...]) -> float:
     """The CPU target the governed flags ask for: 1 - headroom."""
-    headroom = DEFAULT_HEADROOM
+    headroom = HEADROOM  # what a run follows when its flags say none
     if "--headroom" in flags and flags.index("--headroom") + 1 < len(flags):
         headroom = float(flags[flags.index("--headroom") + 1])
     return round(1.0 - headroom, 3)
