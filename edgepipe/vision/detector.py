@@ -40,11 +40,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from edgepipe.core.checks import Range
 from edgepipe.core.context import CallLimit, current_node
 from edgepipe.infer import Session, SessionConfig
 from edgepipe.media.frame import Frame
 from edgepipe.media.tensor import Method, TensorFormat
-from edgepipe.pipefile.params import Range
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
 from edgepipe.sched.budget import cpu_budget
