@@ -14,13 +14,15 @@ from edgepipe.core.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from edgepipe.sinks.events.recorder import EventRecorder
+    from edgepipe.sinks.mqtt.config import MqttConfig
     from edgepipe.sinks.mqtt.sink import MqttSink
     from edgepipe.sinks.streams import JsonLines, TcpStream, UdpStream
 
-__all__ = ["EventRecorder", "JsonLines", "MqttSink", "TcpStream", "UdpStream"]
+__all__ = ["EventRecorder", "JsonLines", "MqttConfig", "MqttSink", "TcpStream", "UdpStream"]
 
 _HOMES = {
     "EventRecorder": "edgepipe.sinks.events.recorder",
+    "MqttConfig": "edgepipe.sinks.mqtt.config",
     "MqttSink": "edgepipe.sinks.mqtt.sink",
     "JsonLines": "edgepipe.sinks.streams",
     "TcpStream": "edgepipe.sinks.streams",

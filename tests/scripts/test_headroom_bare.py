@@ -11,6 +11,7 @@ from headroom_bare import Replayed, bare_tracker, bare_writing, replay_outputs, 
 
 from edgepipe.infer.config import SessionConfig
 from edgepipe.sched import cpu_budget
+from edgepipe.vision.config import DetectorConfig
 from edgepipe.vision.detection import Detection
 
 LOG = (
@@ -22,7 +23,7 @@ LOG = (
 
 
 def _nodes(lm: str = "bench/tiny-lm") -> tuple[SimpleNamespace, SimpleNamespace]:
-    detector = SimpleNamespace(model="centerface", session_config=SessionConfig(timeout_s=2.0))
+    detector = SimpleNamespace(config=DetectorConfig("centerface", session=SessionConfig(timeout_s=2.0)))
     describe = SimpleNamespace(worker=SimpleNamespace(model=Path(lm), session_config=None))
     return detector, describe
 
