@@ -19,7 +19,7 @@ budget allows: half the wait for a result, fewer frames for the CPU.
 
 With ``every=N`` the model sees one frame in N per source and an IoU tracker carries the boxes
 (and track ids) over the others; streams are given different phases across every detector of
-the process (:mod:`edgepipe.sched.stagger`), so that four cameras with ``every=4`` take turns
+the run (:mod:`edgepipe.sched.stagger`), so that four cameras with ``every=4`` take turns
 instead of all hitting the model on the same frame. Under CPU pressure the governor sheds the
 second call first (:class:`~edgepipe.sched.knobs.InstancesKnob`), then raises the interval
 above ``every`` (:class:`~edgepipe.sched.knobs.EveryKnob`) unless ``pin_every`` says the model
