@@ -131,7 +131,7 @@ class DetectorConfig:
         return self.track is not False
 
     @property
-    def calls(self) -> int | Literal["auto"]:
+    def instances_asked(self) -> int | Literal["auto"]:
         """The calls in flight to ask the runtime for: ``instances``, one when preferring latency."""
         return 1 if self.prefer == "latency" else self.instances
 

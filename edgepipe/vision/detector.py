@@ -87,7 +87,7 @@ class Detector:
         """The output decoder: the config's, then the one the model was loaded with (``auto`` chosen)."""
         self.labels = tuple(config.labels) if config.labels is not None else None
         """Class names by index: the config's, then the loaded model's."""
-        self.instances: int | str = config.calls
+        self.instances: int | str = config.instances_asked
         """The calls in flight it asks the runtime for (what the run gives it: :attr:`calls`)."""
         self.calls = 1
         """Its calls in flight in the run (``instances`` resolved by the CPU budget)."""

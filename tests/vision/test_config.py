@@ -34,10 +34,10 @@ def test_what_is_left_unsaid_is_derived() -> None:
     plain = DetectorConfig()
     assert plain.session_config == DEFAULT_SESSION == SessionConfig(timeout_s=2.0)
     assert DetectorConfig(session=SessionConfig(threads=2)).session_config.threads == 2
-    assert (plain.track_ids, plain.may_track, plain.calls) == (False, True, "auto")
+    assert (plain.track_ids, plain.may_track, plain.instances_asked) == (False, True, "auto")
     assert DetectorConfig(every=3).track_ids
     assert not DetectorConfig(track=False).may_track
-    assert DetectorConfig(prefer="latency").calls == 1
+    assert DetectorConfig(prefer="latency").instances_asked == 1
     assert Detector(prefer="latency").instances == 1
 
 
