@@ -8,6 +8,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from edgepipe.core.channel import Channel, Policy
+from edgepipe.core.checks import Range
 from edgepipe.core.errors import (
     EdgepipeError,
     GraphError,
@@ -21,7 +22,7 @@ from edgepipe.core.lazy import lazy_exports as _lazy_exports
 from edgepipe.graph.pipeline import Pipeline
 from edgepipe.graph.spec import ErrorPolicy, Input, OnError, on_loop
 from edgepipe.pipefile.loader import load_pipeline
-from edgepipe.pipefile.params import Range, WritableFile, WritableFolder
+from edgepipe.pipefile.params import WritableFile, WritableFolder
 from edgepipe.runner import RunConfig, run, run_async
 from edgepipe.runtime.engine import RunReport, Snapshot
 from edgepipe.wire.results import Message

@@ -19,11 +19,11 @@ from typing import Any
 from edgepipe.cli import params_help as cli_params
 from edgepipe.cli import run_plan as cli_plan
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from edgepipe.core.checks import check_writable_file, not_a_file
 from edgepipe.core.errors import PipelineError
 from edgepipe.core.units import seconds, whole
 from edgepipe.graph.as_data import graph_dict
 from edgepipe.pipefile.loader import PipelineFunction, read_pipeline
-from edgepipe.pipefile.params import check_writable_file, not_a_file
 from edgepipe.runner import RunConfig, run
 from edgepipe.runtime.engine import Watcher
 from edgepipe.wire.redact import redact_text

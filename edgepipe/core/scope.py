@@ -6,7 +6,9 @@ cores of the split. None of these is passed down through the user's code: each i
 :class:`Slot`, declared by the module that defines the thing (``gate()`` in
 :mod:`edgepipe.sched.gate` reads its slot), and read from the :class:`RunScope` of the run the
 caller works for. Outside any run (a script, a unit test) a slot gives its process default, so
-``gate()`` and ``memory_plan()`` work everywhere.
+``gate()`` and ``memory_plan()`` work everywhere. A slot may also say how a run's own value is
+made (``per_run``): every run then gets one at its first read, without anyone putting it there
+(the stream phases of :mod:`edgepipe.sched.stagger`).
 
 How work finds its run: a context variable. The runtime enters the run's scope in the task that
 runs it (:func:`entered`), so its nodes' tasks, created from there, inherit it; a thread pool runs a
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -38,6 +41,7 @@ class RunScope:
         self.name = name
         """The pipeline's name (logs)."""
         self._values: dict[Slot[Any], Any] = {}
+        self._making = threading.Lock()
 
     def put(self, slot: Slot[T], value: T) -> T:
         """Give this run its own ``value`` of ``slot``; returns it."""
@@ -50,6 +54,15 @@ class RunScope:
         value: T | None = self._values.get(slot)
         return value
 
+    def setdefault(self, slot: Slot[T], make: Callable[[], T]) -> T:
+        """This run's value of ``slot``, made by ``make()`` and put if it has none (several
+        threads of the run asking at once get the one made)."""
+        with self._making:
+            value: T | None = self._values.get(slot)
+            if value is None:
+                value = self._values[slot] = make()
+            return value
+
     def __contains__(self, slot: Slot[T]) -> bool:
         return slot in self._values
 
@@ -61,18 +74,24 @@ class Slot(Generic[T]):
     """One service a run may own, with the process's value outside any run (or when the run has
     none of its own). Reading it costs a context variable's lookup and a dict's."""
 
-    def __init__(self, name: str, process: Callable[[], T]) -> None:
-        """``process`` gives the process's value (the module that declares the slot keeps it)."""
+    def __init__(
+        self, name: str, process: Callable[[], T], *, per_run: Callable[[], T] | None = None
+    ) -> None:
+        """``process`` gives the process's value (the module that declares the slot keeps it);
+        ``per_run``, when given, makes a run's own value at its first read (in the run)."""
         self.name = name
         self._process = process
+        self._per_run = per_run
 
     def get(self) -> T:
-        """The current run's value, else the process's."""
+        """The current run's value (made now if the slot makes one per run), else the process's."""
         scope = _scope.get()
         if scope is not None:
             value: T | None = scope._values.get(self)
             if value is not None:
                 return value
+            if self._per_run is not None:
+                return scope.setdefault(self, self._per_run)
         return self._process()
 
     def __repr__(self) -> str:

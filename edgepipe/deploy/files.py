@@ -22,8 +22,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgepipe.core.checks import kind_of
 from edgepipe.core.errors import os_reason
-from edgepipe.pipefile.params import kind_of
 
 TEMP_SUFFIX = ".part"
 """The temporary file is ``.NAME.RANDOM.part`` beside the target (hidden, and named after it)."""

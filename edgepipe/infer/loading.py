@@ -1,6 +1,7 @@
 """Loading an ONNX model into an ONNX Runtime session: session options (threads, spinning,
-denormals, optimization level), providers with fallback and their defaults, quiet logs, and
-the optimized-model cache.
+denormals, optimization level), providers with fallback and their defaults, quiet logs, the
+optimized-model cache, and, for a traced run (``edgepipe trace``: the run's span recorder has a
+profile prefix, :data:`edgepipe.core.spans.SPANS`), ONNX Runtime's profile of the session's runs.
 
 :func:`load_session` blocks (optimization can take seconds; a cached optimized graph skips it).
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from edgepipe.core import native
+from edgepipe.core.spans import SPANS
 from edgepipe.infer import onnxfile, providers
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.diagnose import load_error
@@ -47,11 +49,6 @@ _OPT_LEVELS = {
 
 _Wanted = Sequence[tuple[str, dict[str, str]]]
 
-profile_prefix: str | None = None
-"""While set (by ``edgepipe trace``), every session loaded profiles its runs (ONNX Runtime
-writes ``PREFIX_<date>.json`` at ``end_profiling()``) and is added to :data:`profiled`."""
-profiled: list[tuple[str, Path, ort.InferenceSession]] = []
-
 
 def load_session(
     path: Path, config: SessionConfig, *, name: str, threads: int
@@ -71,6 +68,13 @@ class _Loader:
         self.config = config
         self.name = name
         self.threads = threads
+        self.tracing = SPANS.get()
+        """The run's span recorder: with a profile prefix (``edgepipe trace``), the session
+        profiles its runs for it; None outside a traced run."""
+
+    @property
+    def profile_prefix(self) -> str | None:
+        return self.tracing.profile_prefix if self.tracing is not None else None
 
     def options(self, level: str) -> ort.SessionOptions:
         options = ort.SessionOptions()
@@ -86,11 +90,12 @@ class _Loader:
         )
         if self.config.denormal_as_zero:
             options.add_session_config_entry("session.set_denormal_as_zero", "1")
-        if profile_prefix is not None:
+        prefix = self.profile_prefix
+        if prefix is not None:
             options.enable_profiling = True
             # a model's name may be its path ("./models/qwen"): one file name, not folders
             safe = re.sub(r"[^\w.-]", "_", self.name).lstrip(".")
-            options.profile_file_prefix = f"{profile_prefix}{safe}"
+            options.profile_file_prefix = f"{prefix}{safe}"
         return options
 
     def provider_list(self) -> list[tuple[str, dict[str, str]]]:
@@ -213,8 +218,8 @@ class _Loader:
                 )
         except Exception as exc:  # ONNX Runtime raises its own pybind types, all plain Exceptions
             raise load_error(exc, self.path, [p for p, _ in wanted]) from exc
-        if profile_prefix is not None:
-            profiled.append((self.name, self.path, session))
+        if self.tracing is not None and self.profile_prefix is not None:
+            self.tracing.profiled.append((self.name, self.path, session))
         got = session.get_providers()
         skipped = [p for p, _ in wanted if p not in got]
         if skipped and wanted[0][0] != providers.CPU and wanted[0][0] not in got:

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgepipe.core.checks import not_a_file
 from edgepipe.core.errors import GraphError, ParameterError, PipelineFileError
 from edgepipe.graph.pipeline import Pipeline
 from edgepipe.pipefile.convert import from_text
 from edgepipe.pipefile.docstring import summary
-from edgepipe.pipefile.params import not_a_file
 from edgepipe.pipefile.params_file import read_param_file
 from edgepipe.pipefile.signature import Param, parameters
 from edgepipe.runtime.stopsignals import stop_within

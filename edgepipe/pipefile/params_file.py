@@ -25,9 +25,9 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from edgepipe.core.checks import not_a_file
 from edgepipe.core.errors import ParameterError
 from edgepipe.pipefile.convert import from_value
-from edgepipe.pipefile.params import not_a_file
 from edgepipe.pipefile.signature import Param
 
 _AT = re.compile(r"\s*\(at line (?P<line>\d+), column (?P<column>\d+)\)$")

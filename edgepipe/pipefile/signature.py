@@ -25,7 +25,7 @@ class Param:
     default: Any
     """``inspect.Parameter.empty`` when required."""
     constraints: tuple[Constraint, ...] = ()
-    """What ``Annotated[...]`` adds to the type: :class:`~edgepipe.pipefile.params.Range` …"""
+    """What ``Annotated[...]`` adds to the type: :class:`~edgepipe.core.checks.Range` …"""
     help: str = ""
     """Its entry in the function's ``Args:`` docstring section; ``""`` when it has none."""
 

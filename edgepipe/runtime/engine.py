@@ -35,7 +35,7 @@ from edgepipe.core.channel import ChannelStats
 from edgepipe.core.errors import first_failure
 from edgepipe.core.executor import Resources
 from edgepipe.core.scope import RunScope, context_of, entered
-from edgepipe.core.spans import SpanRecorder
+from edgepipe.core.spans import SPANS, SpanRecorder
 from edgepipe.graph.check import Graph
 from edgepipe.graph.spec import NodeKind
 from edgepipe.planning.memory import PLAN, MemoryPlan
@@ -147,6 +147,7 @@ class Runtime:
         self.scope = RunScope(graph.name)
         """What its nodes' code reaches through :mod:`edgepipe.core.scope` (plan, budget, gate)."""
         self.memory = self.scope.put(PLAN, memory if memory is not None else MemoryPlan.for_run())
+        self.scope.put(SPANS, spans)  # the models loaded for a traced run profile for it
         if scheduler is not None:
             scheduler.own(self.scope)
         # The run's threads work for it: its pools run them in a context holding its scope.

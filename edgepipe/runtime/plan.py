@@ -1,6 +1,6 @@
 """What a pipeline would reserve, before anything starts: ``edgepipe run FILE --plan``.
 
-A node's code says what it would allocate with an optional method::
+A node's code says what it would allocate with an optional method (:class:`Plannable`)::
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> object | None:
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from edgepipe.core.errors import EdgepipeError, error_text
 from edgepipe.core.scope import RunScope
@@ -87,10 +87,15 @@ class _Instances:
         return {}
 
 
+@runtime_checkable
 class Plannable(Protocol):
-    """A node's code that can say what it would reserve."""
+    """A node's code that can say what it would reserve (see the module docstring): what
+    :func:`plan_graph` looks for, by ``isinstance``."""
 
-    def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> object | None: ...
+    def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> object | None:
+        """Reserve in ``plan`` what :meth:`start` and the first items would; return what the
+        node would produce (a source's frame size), or None."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -169,11 +174,11 @@ def plan_graph(graph: Graph, plan: MemoryPlan | None = None, *, auto_instances: 
             sources=tuple(source_states(graph, spec.node_id)),
             instances=runners[spec.node_id].instances,
         )
-        hook = getattr(spec.target, "plan_memory", None)
+        target = spec.target
         produced[spec.node_id] = None
-        if callable(hook) and not isinstance(spec.target, type):
+        if isinstance(target, Plannable) and not isinstance(target, type):
             try:
-                produced[spec.node_id] = hook(plan, node)
+                produced[spec.node_id] = target.plan_memory(plan, node)
             except Exception as exc:  # one node's failure must not hide the rest of the plan
                 log.debug("[%s] plan_memory() failed", spec.node_id, exc_info=exc)
                 # Our own errors say what is wrong in their message; anything else needs its type.

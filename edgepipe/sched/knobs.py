@@ -29,6 +29,7 @@ from edgepipe.core.context import CallLimit
 from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.gate import Ticket
 from edgepipe.sched.governor import WINDOW
+from edgepipe.sched.hooks import KeepsUp
 
 DUTIES = (1.0, 0.6, 0.4, 0.25, 0.15, 0.1, 0.06)
 """Token decode's share of the time, from unpaced to the floor (it slows, it never stops). Its
@@ -187,7 +188,7 @@ class EveryKnob:
     def describe(self) -> str:
         # A detector that keeps up with its cameras scales what that needs by the rung's factor.
         every = self.steps[self.level]
-        keep = float(getattr(self.target, "keep_up_interval", 1.0))
+        keep = float(self.target.keep_up_interval) if isinstance(self.target, KeepsUp) else 1.0
         if keep > self.base:
             return f"model on 1 frame in {keep * every / self.base:.3g} per source (keeping up: {keep:.3g})"
         return f"model on 1 frame in {every:.3g} per source"

@@ -6,7 +6,8 @@ and split of the cores in the run's scope (:meth:`Scheduler.own`, called by the 
 any node starts; :mod:`edgepipe.core.scope`), so models loaded by the nodes' ``start()`` get
 their thread counts from this run's budget and their runs go through this run's gate, while a
 run beside it in the same process keeps its own. Once every node has started it collects the knobs
-(each node's own, through an optional ``governor_knobs(node_id, priority)`` method, plus one
+(each node's own, through an optional ``governor_knobs(node_id, priority)`` method:
+:class:`~edgepipe.sched.hooks.Governable`, plus one
 per lossy input lane), logs the plan once, and then every 0.1 s samples the load and lets the
 governor act; once a second the CPU ledger (:mod:`~edgepipe.sched.ledger`: where the CPU goes,
 per node and kind of work) reads the threads' clocks, governed or not. Once the run is stopping
@@ -32,6 +33,7 @@ from edgepipe.sched import affinity
 from edgepipe.sched.budget import BUDGET, DEFAULT_TARGET, CpuBudget, usable_cores
 from edgepipe.sched.gate import GATE, Gate
 from edgepipe.sched.governor import Governor, Knob
+from edgepipe.sched.hooks import Governable, loads_model
 from edgepipe.sched.knobs import ThinKnob
 from edgepipe.sched.ledger import CpuLedger
 from edgepipe.sched.limits import Totals, binding
@@ -62,7 +64,7 @@ def run_budget(graph: Graph, headroom: float | None = None, governed: bool = Tru
         raise ValueError(f"headroom must be in [0, 1), got {headroom}")
     target = 1 - headroom if headroom > 0 else DEFAULT_TARGET
     streams = sum(1 for spec in graph.nodes if getattr(spec.target, "decodes_video", False))
-    models = sum(1 for spec in graph.nodes if getattr(spec.target, "loads_model", False))
+    models = sum(1 for spec in graph.nodes if loads_model(spec.target))
     return CpuBudget(
         usable_cores(), target, governed and headroom > 0, video_streams=streams, model_nodes=models
     )
@@ -210,7 +212,7 @@ class Scheduler:
         if not self.governed:  # no budget holds an ungoverned run
             target = float("inf")
         for runner in runtime.runners.values():
-            if runner.inbox is None or not getattr(runner.spec.target, "loads_model", False):
+            if runner.inbox is None or not loads_model(runner.spec.target):
                 continue
             lanes = [c.stats() for c in runner.inbox.channels]
             shed = sum(c.shed for c in lanes)
@@ -228,9 +230,8 @@ class Scheduler:
         knobs: list[Knob] = []
         for runner in runtime.runners.values():
             spec = runner.spec
-            own = getattr(spec.target, "governor_knobs", None)
-            if callable(own):
-                for knob in own(spec.node_id, int(spec.priority)):
+            if isinstance(spec.target, Governable):
+                for knob in spec.target.governor_knobs(spec.node_id, int(spec.priority)):
                     if getattr(knob, "pinned", False):
                         self.pinned.append(f"{spec.node_id} {knob.kind}")
                     else:

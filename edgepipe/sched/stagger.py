@@ -1,10 +1,14 @@
-"""Phases of periodic work, spread across every detector of the process.
+"""Phases of periodic work, spread across every detector of a run.
 
 With an interval of N frames and S streams in all (whatever detector each goes to), stream k
 runs its model on phase ``k·N/S``: four cameras with ``every=4`` take turns, one per frame
 time, instead of all hitting the model on the same frame and leaving three idle frame times.
 Streams are numbered in the order first seen; a detector that is gone (garbage-collected) no
 longer counts.
+
+Each run has its own phases (made at its first read, in the run's scope:
+:mod:`edgepipe.core.scope`): two runs in one process number their streams apart, as each has
+its own CPU budget and gate. Outside any run (a script, a unit test) the process's apply.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+
+from edgepipe.core.scope import Slot
 
 
 class Phases:
@@ -61,7 +67,9 @@ class Phases:
 
 _PHASES = Phases()
 
+PHASES: Slot[Phases] = Slot("stream phases", lambda: _PHASES, per_run=Phases)
+
 
 def phases() -> Phases:
-    """The process's phases (cleared when a run starts)."""
-    return _PHASES
+    """The current run's phases (a new run's are empty), else the process's."""
+    return PHASES.get()

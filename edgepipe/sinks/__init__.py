@@ -15,6 +15,7 @@ from edgepipe.core.lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from edgepipe.sinks.events.recorder import EventRecorder
     from edgepipe.sinks.events.trigger import Trigger
+    from edgepipe.sinks.mqtt.config import MqttConfig
     from edgepipe.sinks.mqtt.sink import MqttSink
     from edgepipe.sinks.mqtt.source import FleetFeed
     from edgepipe.sinks.streams import JsonLines, TcpStream, UdpStream
@@ -24,6 +25,7 @@ __all__ = [
     "EventRecorder",
     "FleetFeed",
     "JsonLines",
+    "MqttConfig",
     "MqttSink",
     "TcpStream",
     "Trigger",
@@ -35,6 +37,7 @@ _HOMES = {
     "EventRecorder": "edgepipe.sinks.events.recorder",
     "FleetFeed": "edgepipe.sinks.mqtt.source",
     "add_mqtt_and_events": "edgepipe.sinks.wiring",
+    "MqttConfig": "edgepipe.sinks.mqtt.config",
     "MqttSink": "edgepipe.sinks.mqtt.sink",
     "JsonLines": "edgepipe.sinks.streams",
     "TcpStream": "edgepipe.sinks.streams",

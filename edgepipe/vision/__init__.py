@@ -4,6 +4,7 @@ SSD), class-aware NMS, an IoU tracker, and the ``Detections`` result."""
 from __future__ import annotations
 
 from edgepipe.vision.adapters import ADAPTERS, AdapterError, Candidates
+from edgepipe.vision.config import DetectorConfig
 from edgepipe.vision.detection import Detection, Detections
 from edgepipe.vision.detector import Detector, Normalize
 from edgepipe.vision.labels import COCO80
@@ -19,6 +20,7 @@ __all__ = [
     "Detection",
     "Detections",
     "Detector",
+    "DetectorConfig",
     "IouTracker",
     "Normalize",
     "Redact",

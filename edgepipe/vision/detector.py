@@ -19,7 +19,7 @@ budget allows: half the wait for a result, fewer frames for the CPU.
 
 With ``every=N`` the model sees one frame in N per source and an IoU tracker carries the boxes
 (and track ids) over the others; streams are given different phases across every detector of
-the process (:mod:`edgepipe.sched.stagger`), so that four cameras with ``every=4`` take turns
+the run (:mod:`edgepipe.sched.stagger`), so that four cameras with ``every=4`` take turns
 instead of all hitting the model on the same frame. Under CPU pressure the governor sheds the
 second call first (:class:`~edgepipe.sched.knobs.InstancesKnob`), then raises the interval
 above ``every`` (:class:`~edgepipe.sched.knobs.EveryKnob`) unless ``pin_every`` says the model
@@ -34,24 +34,23 @@ outputs to boxes in :mod:`~edgepipe.vision.decoding`, tracks in :mod:`~edgepipe.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Self
 
 import numpy as np
 
+from edgepipe.core.configured import configured, keywords
 from edgepipe.core.context import CallLimit, current_node
-from edgepipe.infer import Session, SessionConfig
+from edgepipe.infer import Session
 from edgepipe.media.frame import Frame
-from edgepipe.media.tensor import Method, TensorFormat
-from edgepipe.pipefile.params import Range
+from edgepipe.media.tensor import TensorFormat
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runtime.plan import PlanNode
 from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.governor import Knob
 from edgepipe.sched.knobs import PINNED_DUTIES, EveryKnob, InstancesKnob, PaceKnob
-from edgepipe.vision import adapters
 from edgepipe.vision.batching import BatchRunner
+from edgepipe.vision.config import DetectorConfig
 from edgepipe.vision.decoding import DetectionDecoder
 from edgepipe.vision.detection import Detections
 from edgepipe.vision.model import LoadedModel, load_model
@@ -79,112 +78,22 @@ class Detector:
     loads_model = True
     """The scheduler counts the run's models (:attr:`~edgepipe.sched.budget.CpuBudget.model_nodes`)."""
 
-    def __init__(
-        self,
-        model: str = "centerface",
-        *,
-        adapter: str = "auto",
-        labels: Sequence[str] | None = None,
-        classes: Sequence[str] | None = None,
-        score_threshold: float | None = None,
-        iou_threshold: float | None = None,
-        max_detections: int = 100,
-        input_size: int = 640,
-        every: int = 1,
-        track: bool | None = None,
-        normalize: Normalize | None = None,
-        box_format: adapters.BoxFormat = "yxyx_norm",
-        session: SessionConfig | None = None,
-        preprocess: Method = "auto",
-        keep_frame: bool = False,
-        batch_size: int = 1,
-        pin_every: bool = False,
-        keep_up: bool | None = None,
-        instances: int | Literal["auto"] = "auto",
-        prefer: Literal["throughput", "latency"] = "throughput",
-    ) -> None:
-        """
-        model: registry name (``edgepipe models list``) or path to an ``.onnx`` file.
-        adapter: output decoder (``centerface``, ``yolov5``, ``yolov8``, ``yolo-nms``, ``ssd``)
-            or ``auto`` (chosen from the outputs of a first run).
-        labels: class names by index (default: the registry's, COCO's for 80-class YOLO).
-        classes: keep only these labels.
-        input_size: longest side of the input for models that take any size (fixed-size models
-            use their own), rounded up to a multiple of 32; smaller frames keep their size.
-        every: run the model on one frame in ``every`` per source; the tracker fills the rest.
-        track: assign track ids (default: on when ``every`` > 1).
-        session: providers, threads, run deadline (``timeout_s``), optimization.
-        keep_frame: the results carry the frame (and its lease) for overlays downstream.
-        batch_size: run up to this many waiting frames (several cameras into one inbox) through
-            the model at once, for models whose batch dimension is free; 1 runs them one by one.
-        pin_every: the governor never raises the interval above ``every`` (it thins the
-            frames before this node instead).
-        keep_up: on live input (``latest`` lanes), raise the interval so that every frame
-            gets boxes (the tracker's between model runs) when the model cannot run on each
-            (:mod:`edgepipe.vision.keepup`), each camera's at its rhythm (:attr:`steady`). None:
-            with two live streams or more; one stream keeps the model on the newest frame.
-        instances: model runs in flight at once, one intra-op thread each (``"auto"``: the CPU
-            budget's units, 2 on 2 cores; 1 ungoverned).
-        prefer: ``"throughput"`` or ``"latency"`` (one run at a time on every thread the budget
-            allows: about half the wait for a result, 15-20% more CPU a run beside other work).
-        """
-        if every < 1:
-            raise ValueError(f"every must be at least 1, got {every}")
-        for name, value, allowed in (("input_size", input_size, Range(32, 4096)),
-                                     ("score_threshold", score_threshold, Range(0, 1)),
-                                     ("iou_threshold", iou_threshold, Range(0, 1)),
-                                     ("max_detections", max_detections, Range(1))):  # fmt: skip
-            try:
-                allowed.check(value)
-            except ValueError as exc:
-                raise ValueError(f"{name} must be {exc}, got {value!r}") from None
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if instances != "auto" and (
-            isinstance(instances, bool) or not isinstance(instances, int) or instances < 1
-        ):
-            raise ValueError(f"instances must be a count of at least 1 or 'auto', got {instances!r}")
-        if prefer not in ("throughput", "latency"):
-            raise ValueError(f"prefer must be 'throughput' or 'latency', got {prefer!r}")
-        if prefer == "latency" and instances not in ("auto", 1):
-            raise ValueError(f"prefer='latency' runs one call at a time; instances={instances} asks for "
-                             "several: drop one of them")  # fmt: skip
-        if every > 1 and track is False:
-            raise ValueError(
-                "every > 1 needs the tracker (track=True): it carries the boxes between model runs"
-            )
-        if adapter != "auto" and adapter not in adapters.ADAPTERS:
-            raise ValueError(
-                f"unknown adapter {adapter!r}; use auto or one of {', '.join(adapters.ADAPTERS)}"
-            )
-        self.model = str(model)
-        self.adapter = adapter
-        self.labels = tuple(labels) if labels is not None else None
-        self.classes = frozenset(classes) if classes else None
-        self.score_threshold = score_threshold
-        self.iou_threshold = iou_threshold
-        self.max_detections = max_detections
-        self.input_size = input_size
-        self.every = every
-        self.pin_every = pin_every
-        self.keep_up = keep_up
-        self.track = every > 1 if track is None else track
-        self._may_track = track is not False
-        """The governor may raise the interval: boxes are then carried by the tracker."""
-        self.normalize = normalize
-        self.box_format = box_format
-        self.session_config = session or SessionConfig(timeout_s=2.0)
-        self.preprocess_method = preprocess
-        self.keep_frame = keep_frame
-        self.batch_size = batch_size
-        self.prefer = prefer
-        self.instances: int | str = 1 if prefer == "latency" else instances
+    @configured(DetectorConfig)
+    def __init__(self, config: DetectorConfig) -> None:
+        """The keywords of :class:`~edgepipe.vision.config.DetectorConfig` (each checked: a
+        ``ValueError`` names the one that cannot work). :meth:`from_config` takes one built."""
+        self.config = config
+        self.adapter = config.adapter
+        """The output decoder: the config's, then the one the model was loaded with (``auto`` chosen)."""
+        self.labels = tuple(config.labels) if config.labels is not None else None
+        """Class names by index: the config's, then the loaded model's."""
+        self.instances: int | str = config.instances_asked
         """The calls in flight it asks the runtime for (what the run gives it: :attr:`calls`)."""
         self.calls = 1
         """Its calls in flight in the run (``instances`` resolved by the CPU budget)."""
         self._limit = CallLimit()  # and how many the governor allows now (its node's)
         self.session: Session | None = None
-        self.model_name = self.model
+        self.model_name = config.model
         self.frames = 0
         self.inferred = 0
         self._steps: _Steps | None = None
@@ -193,11 +102,21 @@ class Detector:
         self._gauges: dict[str, Any] = {}
         self._owner = "detector"
         self._priority = 1
-        self.frame_choice = ModelFrames(every, keep_up)
+        self.frame_choice = ModelFrames(config.every, config.keep_up)
         """Which frames the model sees (the governor's interval is its ``every_now``)."""
 
+    @classmethod
+    def from_config(cls, config: DetectorConfig) -> Self:
+        """A detector of ``config`` (its settings checked again: they pass)."""
+        return cls(**keywords(config))
+
     def __repr__(self) -> str:
-        return f"Detector({self.model!r})"
+        return f"Detector({self.config.model!r})"
+
+    @property
+    def batch_size(self) -> int:
+        """Frames per model run at most (the runtime hands it that many waiting ones)."""
+        return self.config.batch_size
 
     @property
     def defers_calls(self) -> bool:  # keeping up, a frame with no call free is carried
@@ -210,7 +129,7 @@ class Detector:
 
     @property
     def prefers_latency(self) -> bool:  # one call at a time, as wide as the budget allows
-        return self.prefer == "latency"
+        return self.config.prefer == "latency"
 
     @property
     def input_format(self) -> TensorFormat | None:
@@ -233,8 +152,9 @@ class Detector:
         self._gauges = self.frame_choice.gauges = ctx.gauges
         self.calls = ctx.calls.instances
         self._limit = ctx.calls
+        config = self.config
         self.frame_choice.keeps_up = (
-            ctx.live_input and self._may_track and not self.pin_every and self.keep_up is not False
+            ctx.live_input and config.may_track and not config.pin_every and config.keep_up is not False
         )
         await ctx.run_blocking(self.open)
 
@@ -243,25 +163,27 @@ class Detector:
         Blocking (a registry model may be fetched)."""
         if self.session is not None and not self.session.closed:
             return
-        config = self.session_config
+        wanted = self.config
+        config = wanted.session_config
         if config.threads is None:
             config = replace(
                 config, threads=cpu_budget().call_threads(self.calls, latency=self.prefers_latency)
             )
-        model = load_model(self.model, config, adapter=self.adapter, labels=self.labels,
-                           input_size=self.input_size, owner=self._owner)  # fmt: skip
+        model = load_model(wanted.model, config, adapter=self.adapter, labels=self.labels,
+                           input_size=wanted.input_size, owner=self._owner)  # fmt: skip
         self.model_name = model.name
         self.adapter = model.adapter
         self.labels = model.labels
         tensors = TensorCache(
-            model, input_size=self.input_size, normalize=self.normalize, method=self.preprocess_method,
-            batch_size=self.batch_size, instances=self.calls, owner=self._owner, gauges=self._gauges,
+            model, input_size=wanted.input_size, normalize=wanted.normalize, method=wanted.preprocess,
+            batch_size=wanted.batch_size, instances=self.calls, owner=self._owner, gauges=self._gauges,
         )  # fmt: skip
         decoder = DetectionDecoder(
-            model, score_threshold=self.score_threshold, iou_threshold=self.iou_threshold,
-            classes=self.classes, max_detections=self.max_detections, box_format=self.box_format,
+            model, score_threshold=wanted.score_threshold, iou_threshold=wanted.iou_threshold,
+            classes=frozenset(wanted.classes) if wanted.classes else None,
+            max_detections=wanted.max_detections, box_format=wanted.box_format,
         )  # fmt: skip
-        runner = BatchRunner(model, batch_size=self.batch_size, gauges=self._gauges)
+        runner = BatchRunner(model, batch_size=wanted.batch_size, gauges=self._gauges)
         self._steps = _Steps(model, tensors, runner, decoder)
         session = self.session = model.session
         session.ticket.set_owner(self._owner, "detect", self._priority)
@@ -287,8 +209,8 @@ class Detector:
         (pinned when ``pin_every``, or without a tracker to carry the boxes between runs).
         Pinned, its runs are paced in fine steps (:data:`PINNED_DUTIES`) before its frames are
         thinned: it settles near the target, not a whole "1 frame in 2" under it."""
-        knob = EveryKnob(node_id, priority, self.frame_choice, self.every)
-        knob.pinned = self.pin_every or not self._may_track
+        knob = EveryKnob(node_id, priority, self.frame_choice, self.config.every)
+        knob.pinned = self.config.pin_every or not self.config.may_track
         tickets = [self.session.ticket] if self.session is not None else []
         knobs: list[Knob] = [knob]
         if self.calls > 1 and tickets:
@@ -299,8 +221,10 @@ class Detector:
 
     def plan_memory(self, plan: MemoryPlan, node: PlanNode) -> None:
         """What :meth:`open` and the first frames would reserve (:mod:`edgepipe.vision.reservations`)."""
-        plan_detector(plan, node, model=self.model, session=self.session_config, input_size=self.input_size,
-                      batch_size=self.batch_size, instances=node.instances)  # fmt: skip
+        config = self.config
+        plan_detector(plan, node, model=config.model, session=config.session_config,
+                      input_size=config.input_size, batch_size=config.batch_size,
+                      instances=node.instances)  # fmt: skip
 
     # -- per frame ----------------------------------------------------------------------------
 
@@ -384,8 +308,8 @@ class Detector:
                 self._gauges["timeouts"] = self.session.stats.timeouts
             if self.frame_choice.keeps_up:
                 self.frame_choice.keep.took(prepared.took_s, (prepared.infer_ms or 0.0) / 1000)
-        items = found if not self._may_track else self._tracks.follow(
-            frame.source_id, found, frame.seq, ids=self.track or self.frame_choice.every_used > 1
+        items = found if not self.config.may_track else self._tracks.follow(
+            frame.source_id, found, frame.seq, ids=self.config.track_ids or self.frame_choice.every_used > 1
         )  # fmt: skip
         assert items is not None, "a frame the model skipped has the tracker's boxes"
         latency_ms = (time.monotonic_ns() - frame.t_decoded_ns) / 1e6
@@ -394,7 +318,7 @@ class Detector:
             items, inferred=run_model, latency_ms=latency_ms, infer_ms=prepared.infer_ms,
             t_decoded_ns=frame.t_decoded_ns,
         )  # fmt: skip
-        if self.keep_frame:
+        if self.config.keep_frame:
             frame.retain()  # released with the detections (Detections._free)
             result.frame = frame
         return result

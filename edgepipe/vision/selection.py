@@ -11,7 +11,7 @@ from typing import Any
 from edgepipe.core.context import CallLimit
 from edgepipe.media.frame import Frame
 from edgepipe.sched.gate import Ticket, gate
-from edgepipe.sched.stagger import phases
+from edgepipe.sched.stagger import Phases, phases
 from edgepipe.vision.keepup import KeepUp
 
 
@@ -42,6 +42,8 @@ class ModelFrames:
         """Per source, the number of the last frame it was asked about."""
         self._counts: dict[str, int] = {}
         """Per source, the frames it was asked about (0 for the first)."""
+        self._phases: Phases | None = None
+        """Where its streams take turns: the run's it first saw a frame in, until it forgets them."""
 
     def opened(self, calls: CallLimit, ticket: Ticket, warmup_s: float) -> None:
         """The detector's model is loaded: its calls in flight, its ticket at the gate (what
@@ -85,7 +87,9 @@ class ModelFrames:
         count = self._counts.get(source, -1) + 1
         self._counts[source] = count
         every = self._interval(frame)
-        phase = phases().phase(self, source, every)  # registers the stream on its first frame
+        if self._phases is None:
+            self._phases = phases()
+        phase = self._phases.phase(self, source, every)  # registers the stream on its first frame
         now, before = (seq, last) if self.keeping_up and last is not None else (count, count - 1)
         want = (
             source in self._owed or last is None or seq <= last or every <= 1
@@ -124,4 +128,6 @@ class ModelFrames:
         self._owed.clear()
         self.keep = KeepUp()
         self.keep.calls = self.calls
-        phases().forget(self)
+        if self._phases is not None:
+            self._phases.forget(self)
+            self._phases = None

@@ -69,3 +69,30 @@ def test_a_pool_s_threads_work_for_the_run_that_uses_it_or_the_one_it_was_made_i
         made_inside.shutdown()
         made_outside.shutdown()
         run_pools.shutdown()
+
+
+def test_a_slot_made_per_run_gives_each_run_its_own_made_once() -> None:
+    made: list[object] = []
+
+    def make() -> object:
+        made.append(object())
+        return made[-1]
+
+    counter: Slot[object] = Slot("counter", lambda: PROCESS, per_run=make)
+    assert counter.get() is PROCESS, "outside a run: the process's, nothing made"
+    first, second = RunScope("a"), RunScope("b")
+    seen: list[object] = []
+    contexts = [context_of(first) for _ in range(8)]  # one a thread: a context is entered once
+    threads = [threading.Thread(target=c.run, args=(lambda: seen.append(counter.get()),)) for c in contexts]
+    for thread in threads:  # the run's threads, asking at once
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with entered(first):
+        mine = counter.get()
+    assert seen == [mine] * 8
+    assert made == [mine], "one made for the run"
+    with entered(second):
+        assert counter.get() is not mine
+    assert made == [mine, second.get(counter)]
+    assert counter.get() is PROCESS

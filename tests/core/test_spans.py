@@ -80,3 +80,22 @@ def test_a_source_s_wait_is_its_own_not_the_downstream_backpressure(recording: s
     assert worked >= 12 * 10_000_000
     # a full queue ahead of the source holds it in emit(): that time is not its "next item"
     assert waited < worked / 4
+
+
+def _looking(seen: list[object]) -> Pipeline:
+    p = Pipeline("t")
+    look = p.stage(
+        "look", lambda n: seen.append(spans.SPANS.get()) or n, inputs=p.source("items", FakeSource([1, 2]))
+    )
+    p.sink("out", ListSink(), inputs=look)
+    return p
+
+
+def test_the_recorder_is_the_runs_own_where_its_code_runs(recording: spans.SpanRecorder) -> None:
+    seen: list[object] = []
+    run_pipeline(_looking(seen), RunConfig(governed=False, spans=recording))
+    assert seen == [recording, recording]
+    seen.clear()
+    run_pipeline(_looking(seen), RunConfig(governed=False))  # a run not traced, and code outside any run: none
+    assert seen == [None, None]
+    assert spans.SPANS.get() is None

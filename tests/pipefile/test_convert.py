@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
+from edgepipe.core.checks import Range
 from edgepipe.pipefile.convert import from_text, from_value
-from edgepipe.pipefile.params import Range
 
 
 class Mode(enum.Enum):

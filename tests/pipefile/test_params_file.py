@@ -8,8 +8,9 @@ from typing import Annotated, Literal
 
 import pytest
 
+from edgepipe.core.checks import Range
 from edgepipe.core.errors import ParameterError
-from edgepipe.pipefile.params import Range, WritableFile
+from edgepipe.pipefile.params import WritableFile
 from edgepipe.pipefile.params_file import read_param_file
 from edgepipe.pipefile.signature import Param, parameters
 

@@ -4,7 +4,8 @@ import inspect
 from pathlib import Path
 from typing import Annotated
 
-from edgepipe.pipefile.params import Range, WritableFile
+from edgepipe.core.checks import Range
+from edgepipe.pipefile.params import WritableFile
 from edgepipe.pipefile.signature import Param, parameters
 
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import gc
 
-from edgepipe.sched.stagger import Phases
+from edgepipe.core.scope import RunScope, entered
+from edgepipe.sched.stagger import Phases, phases
 
 
 class Owner:
@@ -42,3 +43,17 @@ def test_fractional_intervals_spread_the_streams_too() -> None:
         phases.phase(owner, source, 1.3)
     got = [phases.phase(owner, s, 1.3) for s in streams]
     assert got == [0, 1.3 / 4, 2 * 1.3 / 4, 3 * 1.3 / 4], "each stream its own share of the interval"
+
+
+def test_each_run_numbers_its_streams_apart_and_outside_a_run_the_process_does() -> None:
+    one, other = RunScope("one"), RunScope("other")
+    with entered(one):
+        mine = phases()
+        assert phases() is mine
+        mine.phase(Owner(), "cam0", 2)
+    with entered(other):
+        theirs = phases()
+        assert theirs is not mine
+        assert theirs.streams == 0, "a new run's streams start afresh"
+    assert phases() is not mine
+    assert phases() is phases()  # the process's

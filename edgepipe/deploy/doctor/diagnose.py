@@ -15,12 +15,12 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgepipe.core.checks import kind_of
 from edgepipe.deploy.doctor import magic, text
 from edgepipe.deploy.doctor.media import decode_check
 from edgepipe.deploy.doctor.report import Diagnosis
 from edgepipe.deploy.doctor.structure import check as check_structure
 from edgepipe.deploy.quoting import python_literal, shown
-from edgepipe.pipefile.params import kind_of
 
 DEFAULT_FRAMES = 8
 DEFAULT_TIMEOUT_S = 20.0

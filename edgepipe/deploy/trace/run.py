@@ -2,9 +2,10 @@
 buffers reserved during the run, and the energy used, gathered around one ordinary run.
 
 The pipeline runs as under ``edgepipe run`` (:func:`edgepipe.runner.run`, governed); what
-tracing adds is the run's own span recorder (:mod:`edgepipe.core.spans`) and memory plan with a
-listener (:attr:`~edgepipe.planning.memory.MemoryPlan.listeners`), and, switched on for this run
-only and off again after it, :data:`edgepipe.infer.loading.profile_prefix` and an energy meter.
+tracing adds is the run's own span recorder (:mod:`edgepipe.core.spans`), whose profile prefix
+makes the models loaded for this run, and no other, profile their runs
+(:mod:`edgepipe.infer.loading`), the run's own memory plan with a listener
+(:attr:`~edgepipe.planning.memory.MemoryPlan.listeners`), and an energy meter.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from edgepipe.core import spans
 from edgepipe.deploy.power.meter import Energy, EnergyMeter
 from edgepipe.deploy.trace.ort import Profile, read_profile
 from edgepipe.graph.check import Graph
-from edgepipe.infer import loading
 from edgepipe.planning.memory import MemoryPlan, Reservation
 from edgepipe.runner import RunConfig, run
 from edgepipe.runtime.engine import RunReport
@@ -58,7 +58,6 @@ def run_traced(
 ) -> TraceRun:
     """Run ``graph`` for ``duration_s`` (or until its sources end) with tracing on."""
     plan = MemoryPlan.for_run()
-    recorder = spans.SpanRecorder()
     allocations: list[Allocation] = []
 
     def reserved(r: Reservation) -> None:
@@ -66,8 +65,7 @@ def run_traced(
 
     meter = EnergyMeter(energy_root)
     with tempfile.TemporaryDirectory(prefix="edgepipe-trace-") as folder:
-        loading.profile_prefix = str(Path(folder) / "ort_")
-        loading.profiled.clear()
+        recorder = spans.SpanRecorder(profile_prefix=str(Path(folder) / "ort_"))
         plan.listeners.append(reserved)
         offset = time.time_ns() - time.perf_counter_ns()
         meter.start()
@@ -84,20 +82,19 @@ def run_traced(
         finally:
             energies = meter.stop()
             plan.listeners.remove(reserved)
-            loading.profile_prefix = None
-            profiles, notes = _end_profiles()
+            profiles, notes = _end_profiles(recorder)
     return TraceRun(graph, report, recorder.logs, profiles, allocations, energies, meter, offset, notes)
 
 
-def _end_profiles() -> tuple[list[Profile], list[str]]:
+def _end_profiles(recorder: spans.SpanRecorder) -> tuple[list[Profile], list[str]]:
     profiles: list[Profile] = []
     notes: list[str] = []
-    for name, path, session in loading.profiled:
+    for name, path, session in recorder.profiled:
         try:
             start_ns = session.get_profiling_start_time_ns()
             written = session.end_profiling()
             profiles.append(read_profile(name, Path(written), start_ns, path))
         except Exception as exc:  # ONNX Runtime's errors are plain Exceptions
             notes.append(f"model {name}: no profile ({type(exc).__name__}: {exc})")
-    loading.profiled.clear()
+    recorder.profiled.clear()
     return profiles, notes

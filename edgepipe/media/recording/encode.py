@@ -30,6 +30,7 @@ import av.error
 from av.video.frame import PictureType
 
 from edgepipe.core import threadname
+from edgepipe.core.checks import check_writable_file
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.media.frame import Frame
@@ -37,7 +38,6 @@ from edgepipe.media.recording.avframes import Colour, fill_av_frame, to_av_nv12
 from edgepipe.media.recording.clock import RecordingClock
 from edgepipe.media.recording.encoders import ENCODER_OPTIONS, check_encoder, pick_encoder
 from edgepipe.media.recording.file import KEYFRAME_INTERVAL_MS, Kept, RecordingFile, RecordingFileError
-from edgepipe.pipefile.params import check_writable_file
 from edgepipe.runtime.deadlines import HOOK_GRACE_S
 from edgepipe.sched.gate import AdmissionCancelled, AdmissionTimeout, Ticket, gate
 from edgepipe.sched.ledger import ticket_tag

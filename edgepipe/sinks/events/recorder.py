@@ -58,12 +58,12 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from edgepipe.core.checks import check_writable_folder
 from edgepipe.core.context import SourceState, current_node
 from edgepipe.core.errors import OutputError, os_reason
 from edgepipe.core.executor import DaemonThreadPool
 from edgepipe.core.units import check_seconds
 from edgepipe.media.frame import Frame
-from edgepipe.pipefile.params import check_writable_folder
 from edgepipe.sched.gate import Ticket
 from edgepipe.sched.ledger import ticket_tag
 from edgepipe.sinks.events.encode import ClipEncoder

@@ -14,6 +14,10 @@ password masked, so ``edgepipe run`` exits 2 before a camera is opened.
 
 Names that become topic levels (the device, the pipeline, a source) are checked or made safe
 here: :func:`topic_level` for levels, :func:`ha_id` for Home Assistant's stricter ids.
+
+:class:`MqttConfig` is a sink's settings, each checked when it is made: ``MqttSink(url, ...)``
+builds one from its keywords (:func:`~edgepipe.core.configured.configured`), so a broker, a name
+or a setting that cannot work is refused at declaration, before anything runs.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from __future__ import annotations
 import os
 import re
 import socket
+import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from edgepipe.wire.redact import redact_url
@@ -34,6 +40,8 @@ PASSWORD_ENV = "EDGEPIPE_MQTT_PASSWORD"
 _QUERY_KEYS = ("ca",)
 _LEVEL_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _HA_SAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+PayloadFormat = Literal["json", "msgpack"]
 
 
 class MqttConfigError(ValueError):
@@ -179,3 +187,92 @@ def client_id(device: str, pipeline: str) -> str:
     disconnects the older of two clients with one id). MQTT 3.1.1 brokers must accept 23
     characters; Mosquitto and EMQX accept far more, so the id is kept whole."""
     return f"edgepipe-{device}-{pipeline}"
+
+
+def checked_payload(payload: str) -> None:
+    """Raises :class:`MqttConfigError` for a payload format other than json and msgpack."""
+    if payload not in ("json", "msgpack"):
+        raise MqttConfigError(f"MQTT payload format must be 'json' or 'msgpack', not {payload!r}")
+
+
+def checked_qos(qos: Mapping[str, int] | None) -> None:
+    """Raises :class:`MqttConfigError` for a QoS, by kind, outside 0-2."""
+    for kind, level in (qos or {}).items():
+        if level not in (0, 1, 2):
+            raise MqttConfigError(f"MQTT QoS of {kind!r} must be 0, 1 or 2, not {level!r}")
+
+
+def checked_outbox_size(size: int) -> int:
+    """``size`` if it is a whole number of at least 1; raises :class:`MqttConfigError` otherwise."""
+    if not isinstance(size, int) or size < 1:
+        raise MqttConfigError(f"the MQTT outbox size must be an integer of at least 1, not {size!r}")
+    return size
+
+
+@dataclass(frozen=True, slots=True)
+class MqttConfig:
+    """An MQTT sink's settings (see :mod:`edgepipe.sinks.mqtt.sink`). Raises
+    :class:`MqttConfigError` (a ``ValueError``) naming what cannot work; the broker URL as errors
+    and ``repr`` show it, password masked."""
+
+    url: str = field(repr=False)
+    """The broker (see the module docstring); :attr:`broker` is what it names."""
+    device: str | None = None
+    """This camera or box in the topics (None: :func:`default_device`, ``EDGEPIPE_DEVICE`` or the
+    host name); the pipeline's name in them comes from the run."""
+    _: KW_ONLY
+    payload: PayloadFormat = "json"
+    """``json`` or ``msgpack``."""
+    qos: Mapping[str, int] | None = None
+    """QoS by kind of message, over the defaults (:data:`~edgepipe.sinks.mqtt.topics.DEFAULT_POLICIES`)."""
+    retain: Mapping[str, bool] | None = None
+    """Retain flags by kind of message, over the defaults."""
+    outbox_size: int = 1000
+    """Messages held while the broker is away."""
+    detections: bool = True
+    """Publish every frame's detections (the ``count`` topic is published on changes either way)."""
+    discovery: bool | None = None
+    """Home Assistant discovery (None: with JSON payloads, which it reads; True with msgpack is
+    refused)."""
+    discovery_prefix: str = "homeassistant"
+    """The first level of Home Assistant's discovery topics."""
+    object_name: str = "object"
+    """What the detector finds (``face``, ``person``), for entity names."""
+    prefix: str = "edgepipe"
+    """The first level of every topic of the sink."""
+    keepalive_s: int = 30
+    """MQTT keepalive: whole seconds, 5-65535."""
+    backoff_initial_s: float | None = None
+    """The wait after a failed connection attempt (None: 0.5 s, at most ``backoff_max_s``),
+    doubled per failed attempt up to ``backoff_max_s``."""
+    backoff_max_s: float = 30.0
+    """The longest wait between connection attempts."""
+    broker: BrokerConfig = field(init=False)
+    """What :attr:`url` names, credentials from the environment where it has none."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "broker", parse_broker_url(self.url))
+        if self.device is not None:
+            checked_level("device", self.device)
+        checked_level("topic prefix", self.prefix)
+        if self.discovery and self.payload != "json":
+            raise MqttConfigError("Home Assistant discovery needs JSON payloads (it cannot read msgpack)")
+        checked_timing(self.keepalive_s, self.backoff_initial_s, self.backoff_max_s)
+        checked_payload(self.payload)
+        checked_qos(self.qos)
+        checked_outbox_size(self.outbox_size)
+        # Frozen all the way down: a table the caller keeps cannot change the sink's.
+        for name in ("qos", "retain"):
+            table = getattr(self, name)
+            if table is not None:
+                object.__setattr__(self, name, types.MappingProxyType(dict(table)))
+
+    @property
+    def discovers(self) -> bool:
+        """Home Assistant discovery is on: :attr:`discovery`, or JSON payloads when it is not said."""
+        return self.payload == "json" if self.discovery is None else self.discovery
+
+    @property
+    def first_backoff_s(self) -> float:
+        """The wait after a first failed attempt: :attr:`backoff_initial_s` or its default."""
+        return checked_timing(self.keepalive_s, self.backoff_initial_s, self.backoff_max_s)

@@ -19,6 +19,7 @@ import itertools
 import time
 from collections import Counter, deque
 
+from edgepipe.sinks.mqtt.config import checked_outbox_size
 from edgepipe.sinks.mqtt.topics import Publication
 
 
@@ -26,10 +27,9 @@ class Outbox:
     """At most ``size`` publications waiting (see the module docstring)."""
 
     def __init__(self, size: int) -> None:
-        """Raises ``ValueError`` for a size below 1."""
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"the MQTT outbox size must be an integer of at least 1, not {size!r}")
-        self.size = size
+        """Raises :class:`~edgepipe.sinks.mqtt.config.MqttConfigError` (a ``ValueError``) for a
+        size below 1."""
+        self.size = checked_outbox_size(size)
         self._lanes: dict[int, deque[tuple[int, Publication]]] = {}
         """By rank: (order, publication), oldest first."""
         self._order = itertools.count()

@@ -47,21 +47,21 @@ import logging
 import ssl
 from collections import Counter
 from collections.abc import Coroutine, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
+from edgepipe.core.configured import configured, keywords
 from edgepipe.core.context import SourceState, current_node
 from edgepipe.core.install import missing
 from edgepipe.sinks.mqtt.config import (
-    MqttConfigError,
+    BrokerConfig,
+    MqttConfig,
     checked_level,
-    checked_timing,
     client_id,
     default_device,
-    parse_broker_url,
 )
 from edgepipe.sinks.mqtt.discovery import discovery_publications
 from edgepipe.sinks.mqtt.outbox import Outbox
-from edgepipe.sinks.mqtt.topics import NO_SOURCE, PayloadFormat, Publication, Topics
+from edgepipe.sinks.mqtt.topics import NO_SOURCE, Publication, Topics
 from edgepipe.sinks.mqtt.undelivered import best_effort_line, failed_line, undelivered
 from edgepipe.vision.detection import Detections
 from edgepipe.wire.messages import message, message_of
@@ -79,68 +79,30 @@ STATE_POLL_S = 0.5
 class MqttSink:
     """Publishes every result it is given to an MQTT broker (see the module docstring)."""
 
-    def __init__(
-        self,
-        url: str,
-        device: str | None = None,
-        *,
-        payload: PayloadFormat = "json",
-        qos: dict[str, int] | None = None,
-        retain: dict[str, bool] | None = None,
-        outbox_size: int = 1000,
-        detections: bool = True,
-        discovery: bool | None = None,
-        discovery_prefix: str = "homeassistant",
-        object_name: str = "object",
-        prefix: str = "edgepipe",
-        keepalive_s: int = 30,
-        backoff_initial_s: float | None = None,
-        backoff_max_s: float = 30.0,
-    ) -> None:
-        """``url``: the broker (:mod:`~edgepipe.sinks.mqtt.config`). ``device``: this camera or
-        box in the topics (default: the host name); the pipeline's name in them comes from the
-        run (:meth:`start`). ``payload``: ``json
-        or ``msgpack``. ``qos``/``retain``: by kind, over the defaults. ``outbox_size``: messages
-        held while the broker is away. ``detections``: publish every frame's detections (the
-        ``count`` topic is published on changes either way). ``discovery``: Home Assistant
-        discovery (default: with JSON payloads, which it reads; refused with msgpack).
-        ``object_name``: what the detector finds (``face``, ``person``), for entity names.
-        ``backoff_initial_s`` (default 0.5 s, at most ``backoff_max_s``) doubles per failed
-        connection attempt up to ``backoff_max_s``.
+    @configured(MqttConfig)
+    def __init__(self, config: MqttConfig) -> None:
+        """The keywords of :class:`~edgepipe.sinks.mqtt.config.MqttConfig`: ``url``, the broker;
+        ``device``, this camera or box in the topics; the pipeline's name in them comes from the
+        run (:meth:`start`). :meth:`from_config` takes one built.
 
-        Raises ``ImportError`` without aiomqtt, and :class:`MqttConfigError` (a ``ValueError``)
+        Raises ``ImportError`` without aiomqtt, and
+        :class:`~edgepipe.sinks.mqtt.config.MqttConfigError` (a ``ValueError``)
         for a broker URL, name or setting that cannot work: at declaration, before anything runs.
         """
         if importlib.util.find_spec("aiomqtt") is None:
             raise ImportError(missing("aiomqtt", "mqtt", "the MQTT sink"))
-        self.broker = parse_broker_url(url)
-        self.device = default_device() if device is None else checked_level("device", device)
+        self.config = config
+        self.device = default_device() if config.device is None else config.device
+        """This camera or box in the topics: the config's, else the environment's or the host's."""
         self.pipeline = "pipeline"
         """The pipeline's name in the topics: the running pipeline's from :meth:`start` on."""
-        checked_level("topic prefix", prefix)
-        if discovery is None:
-            discovery = payload == "json"
-        elif discovery and payload != "json":
-            raise MqttConfigError("Home Assistant discovery needs JSON payloads (it cannot read msgpack)")
-        backoff_initial_s = checked_timing(keepalive_s, backoff_initial_s, backoff_max_s)
-        try:
-            self.topics = Topics(
-                self.device, self.pipeline, prefix=prefix, payload=payload, qos=qos, retain=retain
-            )
-            self.outbox = Outbox(outbox_size)
-        except ValueError as exc:
-            raise MqttConfigError(str(exc)) from None
+        self.topics = Topics(self.device, self.pipeline, prefix=config.prefix, payload=config.payload,
+                             qos=config.qos, retain=config.retain)  # fmt: skip
+        self.outbox = Outbox(config.outbox_size)
         self.client_id = client_id(self.device, self.pipeline)
         self.sources: Mapping[str, SourceState] = {}
         """The states of the sources upstream, by node id: the node's context's, from
         :meth:`start` on (published as they change)."""
-        self.detections = detections
-        self.discovery = discovery
-        self.discovery_prefix = discovery_prefix
-        self.object_name = object_name
-        self.keepalive_s = keepalive_s
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
         self.flush_s = 2.0
         """At the stop, how long the outbox may take to empty into a connected broker."""
         self.errors = 0
@@ -160,6 +122,16 @@ class MqttSink:
         self._task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
+    @classmethod
+    def from_config(cls, config: MqttConfig) -> Self:
+        """A sink of ``config`` (its settings checked again: they pass)."""
+        return cls(**keywords(config))
+
+    @property
+    def broker(self) -> BrokerConfig:
+        """The broker it publishes to (the config's URL, read)."""
+        return self.config.broker
+
     def __repr__(self) -> str:
         return f"MqttSink({self.broker.shown!r}, device={self.device!r}, pipeline={self.pipeline!r})"
 
@@ -177,10 +149,10 @@ class MqttSink:
             self.sources = ctx.sources
         connection = Connection(
             self.broker, self.client_id, self.topics, self.outbox, self._announcements, node_id=node_id,
-            keepalive_s=self.keepalive_s, backoff_initial_s=self.backoff_initial_s,
-            backoff_max_s=self.backoff_max_s, on_change=self._report,
+            keepalive_s=self.config.keepalive_s, backoff_initial_s=self.config.first_backoff_s,
+            backoff_max_s=self.config.backoff_max_s, on_change=self._report,
         )  # fmt: skip
-        connection.listen_ha = self.discovery
+        connection.listen_ha = self.config.discovers
         if self.broker.tls:
             # Loading CA certificates reads files: on the node's hook threads, off the loop.
             make = functools.partial(ssl.create_default_context, cafile=self.broker.ca_file)
@@ -263,7 +235,7 @@ class MqttSink:
             self._see(source)
         if isinstance(item, Detections):
             self._count(source, Counter(d.label for d in item.items))
-            if self.detections:
+            if self.config.detections:
                 self._queue(pub)
         elif pub.kind == "source_state":
             state = (str(message.get("state")), str(message.get("reason") or ""))
@@ -297,9 +269,9 @@ class MqttSink:
         if not source or source in self._known or len(self._known) >= MAX_SOURCES:
             return
         self._known[source] = None
-        if self.discovery:
-            for pub in discovery_publications(self.topics, source, prefix=self.discovery_prefix,
-                                              object_name=self.object_name):  # fmt: skip
+        if self.config.discovers:
+            for pub in discovery_publications(self.topics, source, prefix=self.config.discovery_prefix,
+                                              object_name=self.config.object_name):  # fmt: skip
                 self._queue(pub)
 
     def _announcements(self) -> Iterator[Publication]:

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from edgepipe.sinks.mqtt.config import topic_level
+from edgepipe.sinks.mqtt.config import PayloadFormat, checked_payload, checked_qos, topic_level
 from edgepipe.wire.messages import message, message_of, pack
 from edgepipe.wire.redact import redact_text
 from edgepipe.wire.results import to_jsonable
 
-PayloadFormat = Literal["json", "msgpack"]
 NO_SOURCE = "all"
 """The ``<source>`` level of a result that names no camera."""
 
@@ -86,16 +86,14 @@ class Topics:
         *,
         prefix: str = "edgepipe",
         payload: PayloadFormat = "json",
-        qos: dict[str, int] | None = None,
-        retain: dict[str, bool] | None = None,
+        qos: Mapping[str, int] | None = None,
+        retain: Mapping[str, bool] | None = None,
     ) -> None:
         """``qos`` and ``retain`` override :data:`DEFAULT_POLICIES` by kind. Raises
-        ``ValueError`` for a QoS outside 0-2 or a format other than json and msgpack."""
-        if payload not in ("json", "msgpack"):
-            raise ValueError(f"MQTT payload format must be 'json' or 'msgpack', not {payload!r}")
-        for kind, level in (qos or {}).items():
-            if level not in (0, 1, 2):
-                raise ValueError(f"MQTT QoS of {kind!r} must be 0, 1 or 2, not {level!r}")
+        :class:`~edgepipe.sinks.mqtt.config.MqttConfigError` (a ``ValueError``) for a QoS outside
+        0-2 or a format other than json and msgpack."""
+        checked_payload(payload)
+        checked_qos(qos)
         self.device = device
         self.prefix = prefix
         self.pipeline = ""

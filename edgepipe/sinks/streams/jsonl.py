@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from edgepipe.pipefile.params import check_writable_file
+from edgepipe.core.checks import check_writable_file
 from edgepipe.sinks.streams.framing import is_result, node_gauges
 from edgepipe.wire.jsonl import LineWriter, WritesLines
 from edgepipe.wire.results import encode

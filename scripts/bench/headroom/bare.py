@@ -117,20 +117,22 @@ def bare_model(
     """``(CPU s per model run, mean wall ms of one session.run, info)``: frames of the clip to
     tensors (edgepipe's step, as the detector makes it), a plain ``session.run`` on the same
     model loaded the same way, outputs to boxes."""
-    config = replace(detector.session_config, threads=threads, spinning=spinning)
-    resolved = resolve(detector.model)
+    wanted = detector.config
+    config = replace(wanted.session_config, threads=threads, spinning=spinning)
+    resolved = resolve(wanted.model)
     if resolved.entry is not None and resolved.entry.free_image_dims:
         config = replace(config, free_image_dims=True)  # as load_model makes it
     # edgepipe's model (for its layout, input type and output names) and the plain session.
-    model = load_model(detector.model, config, adapter=detector.adapter, labels=detector.labels,
-                       input_size=detector.input_size, owner="bare")  # fmt: skip
+    model = load_model(wanted.model, config, adapter=detector.adapter, labels=detector.labels,
+                       input_size=wanted.input_size, owner="bare")  # fmt: skip
     plain, optimized = load_session(resolved.path, config, name=resolved.name, threads=threads)
     try:
-        tensors = TensorCache(model, input_size=detector.input_size, normalize=detector.normalize,
-                              method=detector.preprocess_method, owner="bare")  # fmt: skip
+        tensors = TensorCache(model, input_size=wanted.input_size, normalize=wanted.normalize,
+                              method=wanted.preprocess, owner="bare")  # fmt: skip
         boxes = DetectionDecoder(
-            model, score_threshold=detector.score_threshold, iou_threshold=detector.iou_threshold,
-            classes=detector.classes, max_detections=detector.max_detections, box_format=detector.box_format,
+            model, score_threshold=wanted.score_threshold, iou_threshold=wanted.iou_threshold,
+            classes=frozenset(wanted.classes) if wanted.classes else None,
+            max_detections=wanted.max_detections, box_format=wanted.box_format,
         )  # fmt: skip
         frames = clip_frames(clip, MODEL_FRAMES)
         name = plain.get_inputs()[0].name
@@ -224,11 +226,12 @@ def run_settings(log_text: str, detector: Detector, describe: Describe) -> RunSe
             (v for k, v in models.items() if Path(k).stem == Path(model).stem), None
         )
 
-    found_det, found_lm = line_of(detector.model), line_of(describe.worker.model)
+    found_det, found_lm = line_of(detector.config.model), line_of(describe.worker.model)
+    det_config = detector.config.session_config
     decoders = re.search(r"(\d+) thread\(s\) per video decoder", log_text)
     return RunSettings(
-        detector_threads=found_det["threads"] if found_det else detector.session_config.threads or budget,
-        detector_spinning=found_det["spinning"] if found_det else detector.session_config.spinning,
+        detector_threads=found_det["threads"] if found_det else det_config.threads or budget,
+        detector_spinning=found_det["spinning"] if found_det else det_config.spinning,
         lm_threads=found_lm["threads"] if found_lm else lm_config.threads or budget,
         lm_spinning=found_lm["spinning"] if found_lm else lm_config.spinning,
         decoder_threads=int(decoders.group(1)) if decoders else 0,

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import re
 from pathlib import Path
 
 import pytest
 
+from edgepipe.sinks import MqttSink
 from edgepipe.sinks.mqtt.config import (
+    MqttConfig,
     MqttConfigError,
     checked_level,
     client_id,
@@ -97,3 +102,60 @@ def test_the_device_comes_from_edgepipe_device_then_the_host_name() -> None:
     assert default_device({"EDGEPIPE_DEVICE": ""}) == default_device({})
     with pytest.raises(MqttConfigError, match="EDGEPIPE_DEVICE"):  # set on purpose: never changed
         default_device({"EDGEPIPE_DEVICE": "cam/2"})
+
+
+def test_the_sinks_keywords_are_its_configs_fields() -> None:
+    fields = [f.name for f in dataclasses.fields(MqttConfig) if f.init]
+    assert list(inspect.signature(MqttSink).parameters) == fields
+    sink = MqttSink("mqtt://127.0.0.1:1", "cam1", payload="msgpack", qos={"event": 2})
+    assert sink.config == MqttConfig("mqtt://127.0.0.1:1", "cam1", payload="msgpack", qos={"event": 2})
+    assert MqttSink.from_config(sink.config).config == sink.config
+    assert sink.topics.policy("event").qos == 2
+
+
+def test_a_config_shows_no_password_and_keeps_its_tables_frozen() -> None:
+    qos = {"event": 2}
+    config = MqttConfig("mqtt://cam:s3cret@127.0.0.1:1884", "cam1", qos=qos)
+    qos["event"] = 0
+    assert config.qos == {"event": 2}
+    assert "s3cret" not in repr(config)
+    assert "mqtt://cam:***@127.0.0.1:1884" in repr(config)
+    assert config.broker.password == "s3cret"
+    with pytest.raises(TypeError):
+        config.qos["event"] = 1  # type: ignore[index]
+
+
+def test_discovery_and_the_first_backoff_follow_the_other_settings() -> None:
+    assert MqttConfig("mqtt://h").discovers
+    assert not MqttConfig("mqtt://h", payload="msgpack").discovers
+    assert not MqttConfig("mqtt://h", discovery=False).discovers
+    assert MqttConfig("mqtt://h").first_backoff_s == 0.5
+    assert MqttConfig("mqtt://h", backoff_max_s=0.2).first_backoff_s == 0.2
+    assert MqttConfig("mqtt://h", backoff_initial_s=2, backoff_max_s=4).first_backoff_s == 2.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "tcp://h"}, "the scheme must be mqtt:// or mqtts://"),
+        ({"device": "front/door"}, "MQTT device 'front/door' cannot be a topic level"),
+        ({"prefix": "a/b"}, "MQTT topic prefix 'a/b' cannot be a topic level"),
+        ({"payload": "msgpack", "discovery": True}, "Home Assistant discovery needs JSON payloads"),
+        ({"keepalive_s": 2}, "MQTT keepalive_s must be an integer of 5-65535 seconds, not 2"),
+        (
+            {"backoff_initial_s": 0.5, "backoff_max_s": -1},
+            "MQTT backoff_max_s must be a number of seconds above 0, not -1",
+        ),
+        ({"payload": "xml"}, "MQTT payload format must be 'json' or 'msgpack', not 'xml'"),
+        ({"qos": {"event": 3}}, "MQTT QoS of 'event' must be 0, 1 or 2, not 3"),
+        ({"outbox_size": 0}, "the MQTT outbox size must be an integer of at least 1, not 0"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_at_declaration(
+    kwargs: dict[str, object], message: str
+) -> None:
+    kwargs = {"url": "mqtt://127.0.0.1", **kwargs}
+    with pytest.raises(MqttConfigError, match=re.escape(message)):
+        MqttConfig(**kwargs)  # type: ignore[arg-type]
+    with pytest.raises(MqttConfigError, match=re.escape(message)):
+        MqttSink(**kwargs)  # type: ignore[arg-type]

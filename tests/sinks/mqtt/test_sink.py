@@ -104,7 +104,7 @@ async def test_results_arrive_on_their_topics_with_their_qos_and_payloads(mosqui
 async def test_msgpack_payloads_carry_the_same_messages(mosquitto: Mosquitto) -> None:
     async with subscribed(mosquitto.port) as sub:
         p, sink = results_pipeline(mosquitto.url, results(), payload="msgpack")
-        assert not sink.discovery  # Home Assistant reads JSON only
+        assert not sink.config.discovers  # Home Assistant reads JSON only
         await run_async(p, RunConfig(governed=False))
         await sub.wait_for(lambda: len(sub.on(f"{ROOT}/status")) >= 2, what="offline at the stop")
     detections = [msgpack.unpackb(h.payload) for h in sub.on(f"{ROOT}/camera/detections")]

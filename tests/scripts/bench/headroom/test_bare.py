@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 from edgepipe.infer.config import SessionConfig
 from edgepipe.sched import cpu_budget
+from edgepipe.vision.config import DetectorConfig
 from edgepipe.vision.detection import Detection
 from scripts.bench.headroom.bare import (
     Replayed,
@@ -28,7 +29,7 @@ LOG = (
 
 
 def _nodes(lm: str = "bench/tiny-lm") -> tuple[SimpleNamespace, SimpleNamespace]:
-    detector = SimpleNamespace(model="centerface", session_config=SessionConfig(timeout_s=2.0))
+    detector = SimpleNamespace(config=DetectorConfig("centerface", session=SessionConfig(timeout_s=2.0)))
     describe = SimpleNamespace(worker=SimpleNamespace(model=Path(lm), session_config=None))
     return detector, describe
 
