@@ -32,7 +32,7 @@ from edgepipe.wire.results import Message
 _LAZY = {
     "VideoSource": "edgepipe.media",
     "Frame": "edgepipe.media",
-    "Recorder": "edgepipe.media.recording.encode",
+    "Recorder": "edgepipe.media.recording.recorder",
     "Detector": "edgepipe.vision",
     "Detections": "edgepipe.vision",
     "WebRTCStream": "edgepipe.serve.webrtc_stream",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from edgepipe.media.draw import COLORS, blur_region, draw_box, draw_label, writable_copy
 from edgepipe.media.errors import DecoderError, SourceError
 from edgepipe.media.frame import I420, NV12, Frame, FramePool, FrameSize
-from edgepipe.media.recording.encode import Recorder
+from edgepipe.media.recording.recorder import Recorder
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 

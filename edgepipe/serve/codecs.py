@@ -2,7 +2,7 @@
 
 :func:`open_live` opens one: ``auto`` is the first H.264 encoder that works here (a hardware
 one, NVENC, QSV, V4L2 M2M, VideoToolbox, MediaCodec, through the same trial as the recorder's
-:func:`~edgepipe.media.recording.encode.pick_encoder`), falling back to libx264 when the hardware one
+:func:`~edgepipe.media.recording.recorder.pick_encoder`), falling back to libx264 when the hardware one
 refuses the live settings; ``libvpx`` is VP8, for peers that offer no H.264.
 
 Live settings everywhere: no B-frames (a frame is sent as soon as it is encoded), the lowest
@@ -19,7 +19,7 @@ from typing import Any
 import av
 import av.error
 
-from edgepipe.media.recording.encode import Colour, pick_encoder
+from edgepipe.media.recording.recorder import Colour, pick_encoder
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from edgepipe.core import threadname
 from edgepipe.core.context import current_node
 from edgepipe.core.errors import OutputError
 from edgepipe.media.frame import Frame
-from edgepipe.media.recording.encode import Colour, to_av_nv12
+from edgepipe.media.recording.recorder import Colour, to_av_nv12
 from edgepipe.sched.gate import AdmissionTimeout, Ticket, gate
 from edgepipe.sched.ledger import ticket_tag
 from edgepipe.serve.codecs import open_live

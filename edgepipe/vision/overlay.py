@@ -1,7 +1,7 @@
 """Stages that draw detections onto their frame: :class:`Redact` (pixelate, for privacy) and
 :class:`Annotate` (boxes and labels). Both take :class:`Detections` that carry their frame
 (``Detector(keep_frame=True)``), copy the frame once (decoder frames are read-only) and return
-the copy, ready for a :class:`~edgepipe.media.recording.encode.Recorder` or a video track. The copies are
+the copy, ready for a :class:`~edgepipe.media.recording.recorder.Recorder` or a video track. The copies are
 made into a small pool of buffers, refilled as the frames downstream are released."""
 
 from __future__ import annotations

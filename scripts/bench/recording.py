@@ -56,8 +56,8 @@ import av
 import numpy as np
 
 from edgepipe.media.frame import Frame, from_av, from_planes, nv12_views
-from edgepipe.media.recording.encode import Recorder
 from edgepipe.media.recording.file import KEYFRAME_INTERVAL_MS
+from edgepipe.media.recording.recorder import Recorder
 from edgepipe.media.sources.synthetic import MATRIX, Scene
 
 MAX_LOSS_MS = KEYFRAME_INTERVAL_MS
@@ -216,7 +216,7 @@ def main(argv: list[str]) -> int:
     os.fdatasync = timed_fdatasync
     width, height = (int(v) for v in args.size.split("x"))
     frames = make_frames(width, height, args.fps, args.seconds)
-    from edgepipe.media.recording.encode import ENCODER_OPTIONS
+    from edgepipe.media.recording.recorder import ENCODER_OPTIONS
 
     same = ENCODER_OPTIONS["libx264"] | {"crf": "23"}
     baseline = measure(

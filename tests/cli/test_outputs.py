@@ -87,7 +87,7 @@ VANISHING = """\
     from pathlib import Path
     from edgepipe import Pipeline
     from edgepipe.media import VideoSource
-    from edgepipe.media.recording.encode import Recorder
+    from edgepipe.media.recording.recorder import Recorder
 
     def pipeline(out: str = "x.mp4", frames: str = "synthetic://160x120@30") -> Pipeline:
         folder = Path(out).parent

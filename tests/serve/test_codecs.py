@@ -6,7 +6,7 @@ from fractions import Fraction
 import av
 import pytest
 
-from edgepipe.media.recording.encode import Colour
+from edgepipe.media.recording.recorder import Colour
 from edgepipe.serve import codecs
 
 pytestmark = pytest.mark.usefixtures("libx264")

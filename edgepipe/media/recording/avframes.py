@@ -1,7 +1,7 @@
 """A frame as an encoder takes it: a PyAV ``VideoFrame`` holding its picture, tagged with what its
 pixels mean (:class:`Colour`: FFmpeg's matrix, range, primaries and transfer tags).
 
-Used by every encoder here: the recording (:mod:`edgepipe.media.recording.encode`), the viewers' streams
+Used by every encoder here: the recording (:mod:`edgepipe.media.recording.recorder`), the viewers' streams
 (:mod:`edgepipe.serve.encoder`) and the event clips (:mod:`edgepipe.sinks.events.encode`).
 """
 

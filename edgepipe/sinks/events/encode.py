@@ -28,7 +28,7 @@ from av.video.frame import PictureType
 
 from edgepipe.core import threadname
 from edgepipe.media.frame import NV12, Frame
-from edgepipe.media.recording.encode import Colour, pick_encoder, to_av_nv12
+from edgepipe.media.recording.recorder import Colour, pick_encoder, to_av_nv12
 
 log = logging.getLogger(__name__)
 

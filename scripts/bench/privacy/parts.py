@@ -125,8 +125,8 @@ def bare_pixelate_encode(clip: Path, boxes: dict[int, list[Any]], folder: Path) 
     from edgepipe.media.colour import AVCOL_RANGE_JPEG, AVCOL_RANGE_MPEG, AVCOL_SPC_OF
     from edgepipe.media.draw import blur_region
     from edgepipe.media.frame import I420, Frame, from_av
-    from edgepipe.media.recording.encode import ENCODER_OPTIONS, Colour, Recorder, pick_encoder
     from edgepipe.media.recording.file import LAYOUTS
+    from edgepipe.media.recording.recorder import ENCODER_OPTIONS, Colour, Recorder, pick_encoder
     from edgepipe.vision.overlay import Redact
 
     output = folder / "bare.mp4"

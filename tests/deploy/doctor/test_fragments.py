@@ -14,7 +14,7 @@ from edgepipe.deploy.doctor.magic import sniff
 from edgepipe.deploy.doctor.report import Diagnosis
 from edgepipe.deploy.doctor.structure import check
 from edgepipe.media.frame import from_planes, nv12_views
-from edgepipe.media.recording.encode import Recorder
+from edgepipe.media.recording.recorder import Recorder
 from edgepipe.media.sources.synthetic import MATRIX, Scene
 
 FPS = 15

@@ -1,5 +1,5 @@
 """EventRecorder end to end: the real encoder and muxer, a synthetic camera or a generated clip,
-clips read back with PyAV. (Units: test_events_ring.py, _trigger.py, _retention.py, _encode.py;
+clips read back with PyAV. (Units: test_ring.py, test_trigger.py, test_retention.py, test_encode.py;
 SIGTERM in a real ``edgepipe run``: test_events_stop.py.)"""
 
 from __future__ import annotations

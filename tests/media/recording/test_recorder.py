@@ -12,7 +12,7 @@ from edgepipe import Pipeline
 from edgepipe.core.errors import NodeError
 from edgepipe.media.colour import Matrix
 from edgepipe.media.frame import I420, NV12, Frame, from_av, from_planes, from_rgb, nv12_views
-from edgepipe.media.recording.encode import Recorder, fill_av_frame, pick_encoder
+from edgepipe.media.recording.recorder import Recorder, fill_av_frame, pick_encoder
 from edgepipe.media.sources.synthetic import MATRIX, Scene
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runner import RunConfig, run_async
@@ -116,7 +116,7 @@ def test_nonsense_is_refused_when_the_recorder_is_made(
 def test_an_encoder_that_cannot_start_fails_the_recording_once_and_leaks_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from edgepipe.media.recording.encode import ENCODER_OPTIONS
+    from edgepipe.media.recording.recorder import ENCODER_OPTIONS
 
     fds = len(os.listdir("/proc/self/fd"))
     unknown = Recorder(tmp_path / "unknown.mp4", fps=10)
@@ -155,7 +155,7 @@ def test_a_missing_folder_is_refused_at_start_not_created(tmp_path: Path) -> Non
 
 
 def test_no_frame_no_file_and_no_claim_of_one(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="edgepipe.media.recording.encode")
+    caplog.set_level("INFO", logger="edgepipe.media.recording.recorder")
     out = tmp_path / "rec.mp4"
     recorder = Recorder(out)
     recorder.start()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.media.recording import encode
-from edgepipe.media.recording.encode import Recorder
+from edgepipe.media.recording import recorder as recording
+from edgepipe.media.recording.recorder import Recorder
 from edgepipe.runtime.deadlines import HOOK_GRACE_S
 from edgepipe.sched.gate import Gate, Ticket, gate, set_gate
 from tests.media.recording.test_file import FPS, decoded_s, frames, recorded
@@ -73,7 +73,7 @@ def test_a_frame_waiting_for_the_cpu_budget_at_stop_leaves_at_once_and_is_not_en
 def test_a_write_blocked_at_stop_is_left_alone_and_the_file_kept_at_its_whole_fragments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="edgepipe.media.recording.encode")
+    caplog.set_level(logging.INFO, logger="edgepipe.media.recording.recorder")
     out = tmp_path / "rec.mp4"
     recorder = Recorder(out, fps=FPS)
     fds = _open_fds()
@@ -107,8 +107,8 @@ def test_a_write_blocked_at_stop_is_left_alone_and_the_file_kept_at_its_whole_fr
         worker.join(5)
         monkeypatch.setattr(os, "write", real_write)
     assert elsewhere == []  # stop() never touched the container under the write
-    assert encode.STOP_WAIT_S < HOOK_GRACE_S  # a stop() hook is sure to get this long
-    assert encode.STOP_WAIT_S <= stop_s < encode.STOP_WAIT_S + 0.3
+    assert recording.STOP_WAIT_S < HOOK_GRACE_S  # a stop() hook is sure to get this long
+    assert recording.STOP_WAIT_S <= stop_s < recording.STOP_WAIT_S + 0.3
     assert recorder.failed_output is not None
     assert "cut short (a frame's encode or write was still under way at stop" in recorder.failed_output
     # 31 came: 30 recorded, one still being written.
