@@ -24,7 +24,7 @@ COMMANDS = ("plan", "check-ops", "quantize", "compare", "doctor", "trace")
 
 def _module_name(command: str) -> str:
     """``check-ops`` -> ``edgepipe.deploy.check_ops.command``: each command's folder holds it."""
-    return f"edgepipe.deploy.{command.replace('-', '_')}.command"
+    return f"edgepipe.cli.{command.replace('-', '_')}"
 
 
 def _modules() -> dict[str, ModuleType]:
