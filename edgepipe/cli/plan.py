@@ -19,8 +19,9 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.cli.failures import error
 from edgepipe.core.units import whole
-from edgepipe.deploy.output import POSITIVE, add_format, error, numbers_not_options, print_json
+from edgepipe.deploy.output import POSITIVE, add_format, numbers_not_options, print_json
 
 PIPELINE_SUFFIX = ".py"
 PARAM_COUNT = whole(1, what="a count of parameters: a positive whole number (3e9, 7241732096)")

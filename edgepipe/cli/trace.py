@@ -19,8 +19,9 @@ import json
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.cli.failures import error
 from edgepipe.core.units import number
-from edgepipe.deploy.output import add_format, error, numbers_not_options, print_json, progress
+from edgepipe.deploy.output import add_format, numbers_not_options, print_json, progress
 
 DEFAULT_OUTPUT = "trace.json"
 _SECONDS = number("a finite number of seconds above 0", above=0)

@@ -11,7 +11,7 @@ from edgepipe.deploy.check_ops.check import read_nodes
 from tests.cli_process import Command, in_process
 from tests.deploy.ops_models import neg_between_relus
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from make_doctor_samples import make
 
 from tests.cli_process import edgepipe
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

@@ -10,7 +10,7 @@ import tiny_lm
 from tests.cli_process import Command, in_process
 from tests.deploy.conftest import CONFIG
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

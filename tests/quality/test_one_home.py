@@ -14,7 +14,7 @@ ONE_HOME: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "exit codes": ("cli.exits", "EXIT_PROBLEMS", ("cli.run_plan", "cli.main", "cli.plan")),
     "number parsers": (
         "core.units", "seconds",
-        ("cli.run", "cli.main", "cli.doctor", "runtime.run", "sinks.events.recorder"),
+        ("cli.run", "cli.health", "cli.doctor", "runtime.run", "sinks.events.recorder"),
     ),
     "weight bytes": ("planning.weights", "count", ("infer.footprint",)),
     "a model file's weights": (
