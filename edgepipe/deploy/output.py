@@ -48,9 +48,9 @@ def require(module: str, extra: str, what: str) -> ModuleType:
         raise MissingExtra(missing(module, extra, what)) from exc
 
 
-def add_format(parser: Any) -> None:
-    """The ``--format`` option every command has."""
-    parser.add_argument(
+def add_format(parser: argparse.ArgumentParser) -> argparse.Action:
+    """The ``--format`` option every command has (its action)."""
+    return parser.add_argument(
         "--format",
         choices=("text", "json"),
         default="text",
