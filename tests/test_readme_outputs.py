@@ -15,7 +15,7 @@ import pytest
 from tests.test_readme_commands import all_commands
 
 REPO = Path(__file__).resolve().parents[1]
-TRACE = "tests/deploy/trace/test_command.py"
+TRACE = "tests/cli/test_trace.py"
 LEFT_BY_A_READER = {  # path in the checkout -> what the reader's command wrote (None: a folder)
     "trace.json": '{"traceEvents": []}\n',  # docs/trace.md: edgepipe trace ... (default -o)
     "camera.toml": 'source = "rtsp://192.0.2.10/stream"\n',  # docs/pipelines.md: the reader's own

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from edgepipe.cli.failures import error
 
 
 def add_parser(sub: Any) -> None:
@@ -59,9 +60,7 @@ def main(args: argparse.Namespace) -> int:
         if not contexts or min(contexts) < 1:
             raise ValueError
     except ValueError:
-        print(
-            f"edgepipe: error: --contexts takes numbers like 128,512, not {args.contexts!r}", file=sys.stderr
-        )
+        error(f"--contexts takes numbers like 128,512, not {args.contexts!r}")
         return EXIT_USAGE
     max_seq = args.max_seq_len or max(contexts) + args.tokens + 1
     try:
@@ -76,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
         if args.speculate_prompts > 0:
             figures["speculative"] = speculation(args, max_seq)
     except (InferError, ValueError) as exc:
-        print(f"edgepipe: error: {exc}", file=sys.stderr)
+        error(str(exc))
         return EXIT_FAILED
     # Energy of the timed runs (prefill included), per generated token.
     figures["energy"] = energy_json(meter, meter.energies, args.tokens * len(contexts), "token")

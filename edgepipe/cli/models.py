@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from edgepipe.cli.failures import error, say
 
 
 def add_parser(sub: Any) -> None:
@@ -58,8 +59,9 @@ def main(args: argparse.Namespace) -> int:
             return show_or_clean(args)
         exported = reg.EXPORTED.get(args.name.lower())
         if exported is not None:
-            print(f"edgepipe: error: model {exported.name}: {exported.how}, then pass its folder "
-                  "(describe_scene.py --model DIR)", file=sys.stderr)  # fmt: skip
+            error(
+                f"model {exported.name}: {exported.how}, then pass its folder (describe_scene.py --model DIR)"
+            )
             return EXIT_USAGE
         if _looks_like_path(args.name):  # a local file: nothing to fetch, just checked
             from edgepipe.deploy.files import PathError, check_input
@@ -68,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
                 file = check_input(args.name, f"model {args.name}", give="pass a path to an .onnx file or a "
                                    "registry name (edgepipe models list)")  # fmt: skip
             except PathError as exc:  # a FIFO or a device named for what it is, never "no such file"
-                print(f"edgepipe: error: {exc}", file=sys.stderr)
+                error(str(exc))
                 return EXIT_USAGE
             print(file.resolve())
             return EXIT_OK
@@ -77,13 +79,12 @@ def main(args: argparse.Namespace) -> int:
             print(reg.pull(entry, force=args.force))
             return EXIT_OK
         if not reg.is_cached(entry):
-            print(f"edgepipe: model {entry.name} is not fetched yet; run: edgepipe models pull {entry.name}",
-                  file=sys.stderr)  # fmt: skip
+            say(f"edgepipe: model {entry.name} is not fetched yet; run: edgepipe models pull {entry.name}")
             return EXIT_FAILED
         print(reg.path(entry))
         return EXIT_OK
     except InferError as exc:
-        print(f"edgepipe: error: {exc}", file=sys.stderr)
+        error(str(exc))
         return EXIT_USAGE if exc.__class__.__name__ == "ModelNotFound" else EXIT_FAILED
 
 

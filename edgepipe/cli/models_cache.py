@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from edgepipe.cli.failures import error
 from edgepipe.infer.model_cache import limit as cl
 from edgepipe.infer.model_cache import use as cache_use
 from edgepipe.infer.model_cache.folder import cache_dir
@@ -19,12 +19,12 @@ def show_or_clean(args: argparse.Namespace) -> int:
     """Exit 2 for ``--all`` without ``--clean`` or a bad ``$EDGEPIPE_CACHE_MAX`` (here, where the
     cache is what the user asked about, a bad limit is an error, not a warning)."""
     if args.all and not args.clean:
-        print("edgepipe: error: --all goes with --clean (models cache --clean --all)", file=sys.stderr)
+        error("--all goes with --clean (models cache --clean --all)")
         return EXIT_USAGE
     try:
         limit = cl.max_bytes()
     except ValueError as exc:
-        print(f"edgepipe: error: {exc}", file=sys.stderr)
+        error(str(exc))
         return EXIT_USAGE
     if args.clean:
         return _clean(everything=args.all, as_json=args.format == "json")
@@ -80,7 +80,7 @@ def _clean(*, everything: bool, as_json: bool) -> int:
             try:
                 cl.remove(entry)
             except OSError as exc:  # another user's files, a read-only mount
-                failed.append(f"edgepipe: error: cannot remove {entry.kind} {entry.name}: {exc}")
+                failed.append(f"cannot remove {entry.kind} {entry.name}: {exc}")
                 continue
         gone.append(entry)
     freed = sum(e.size_bytes for e in gone)
@@ -105,5 +105,5 @@ def _clean(*, everything: bool, as_json: bool) -> int:
 
 def _failed(messages: list[str]) -> int:
     for message in messages:
-        print(message, file=sys.stderr)
+        error(message)
     return EXIT_FAILED if messages else EXIT_OK

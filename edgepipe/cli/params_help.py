@@ -1,4 +1,6 @@
-"""A pipeline's own parameters in ``edgepipe run FILE --help`` (and ``graph``): one line each,
+"""A pipeline's own parameters on a command line: told apart from the command's options given
+after FILE (:func:`own_options`), and in ``edgepipe run FILE --help`` (and ``graph``, ``plan``,
+``trace``, :func:`add_parameters`): one line each,
 after the command's options, with its flag, type, what its constraints allow, its default and
 the help text of the ``Args:`` section of ``pipeline()``'s docstring::
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.core.errors import PipelineFileError
+from edgepipe.deploy.output import numbers_not_options
 from edgepipe.pipefile.loader import Param, PipelineFunction, flags_of
 from edgepipe.pipefile.params import WritableFile, WritableFolder
 
@@ -31,6 +34,18 @@ _TYPE_WORDS: dict[Any, tuple[str, str]] = {
     Path: ("PATH", "path"),
 }
 """type → (metavar, the word in the help text)."""
+
+
+def own_options(options: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """What follows FILE (``args.rest``, the command's ``REMAINDER``): the command's own options
+    (``options``: the parser of those a pipeline parameter does not take) are set in ``args``
+    where given with a value other than their default, and the rest is returned: the pipeline's
+    parameters. A negative number is a value there (``--offset -5``), never an option."""
+    given, rest = numbers_not_options(options).parse_known_args(args.rest or [])
+    for key, value in vars(given).items():
+        if value != options.get_default(key):
+            setattr(args, key, value)
+    return rest
 
 
 def add_parameters(parser: argparse.ArgumentParser, spec: PipelineFunction) -> None:

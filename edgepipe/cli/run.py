@@ -19,6 +19,7 @@ from typing import Any
 from edgepipe.cli import params_help as cli_params
 from edgepipe.cli import run_plan as cli_plan
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from edgepipe.cli.failures import error
 from edgepipe.core.checks import check_writable_file, not_a_file
 from edgepipe.core.errors import PipelineError
 from edgepipe.core.units import seconds, whole
@@ -26,12 +27,11 @@ from edgepipe.graph.as_data import graph_dict
 from edgepipe.pipefile.loader import PipelineFunction, read_pipeline
 from edgepipe.runner import RunConfig, run
 from edgepipe.runtime.engine import Watcher
-from edgepipe.wire.redact import redact_text
 
 log = logging.getLogger("edgepipe")
 
 
-def add_parsers(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     """Add ``run`` and ``graph`` to the ``edgepipe`` command's subparsers."""
     run_p = sub.add_parser(
         "run",
@@ -133,6 +133,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, extra: list[str]) -> int:
     """``run`` or ``graph`` (``args.command``), after the command line was parsed."""
+    _setup_logging(args.debug, args.quiet)
     parser: argparse.ArgumentParser = args.command_parser
     if args.help:
         return _help(parser, args)
@@ -157,13 +158,22 @@ def _help(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.print_help()
         sys.stdout.flush()
         where = "" if isinstance(exc, PipelineError) else f"{args.file}: "
-        print(
-            redact_text(f"edgepipe: error: {where}{exc} (so its parameters cannot be listed)"),
-            file=sys.stderr,
-        )
+        error(f"{where}{exc} (so its parameters cannot be listed)")
         return EXIT_USAGE
     parser.print_help()
     return EXIT_OK
+
+
+def _setup_logging(debug: bool, quiet: bool) -> None:
+    level = logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    if not debug:  # ICE logs four lines of candidate checks per viewer: detail, not news
+        logging.getLogger("aioice").setLevel(logging.WARNING)
 
 
 def _headroom(text: str) -> float:
@@ -265,7 +275,7 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
             hint = " (another process listens there: choose another --port, or --port 0 for any free one)"
         elif isinstance(cause, OSError) and cause.errno == errno.EADDRNOTAVAIL:
             hint = " (not an address of this machine: check --host)"
-        print(f"edgepipe: error: --port {args.port}: {exc}{hint}", file=sys.stderr)
+        error(f"--port {args.port}: {exc}{hint}")
         return EXIT_USAGE
     if args.stats:
         from edgepipe.cli.console import print_summary
@@ -284,12 +294,9 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
     # Output that failed as a whole fails the run: exit 0 would say the recording or the
     # results are there.
     if report.results_error is not None:
-        print(
-            redact_text(f"edgepipe: error: {report.results_error} ({report.results_lost} lost)"),
-            file=sys.stderr,
-        )
+        error(f"{report.results_error} ({report.results_lost} lost)")
     for failed in report.failed_sinks:
-        print(redact_text(f"edgepipe: error: {failed}"), file=sys.stderr)
+        error(str(failed))
     return EXIT_FAILED if report.output_failed else EXIT_OK
 
 

@@ -12,6 +12,7 @@ import sys
 from typing import TextIO
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS
+from edgepipe.cli.failures import error
 from edgepipe.graph.check import Graph
 from edgepipe.planning.memory import format_bytes
 from edgepipe.runtime.plan import PlanReport, plan_graph
@@ -24,11 +25,11 @@ def main(graph: Graph, out: TextIO | None = None, *, auto_instances: int = 1) ->
     print_plan(report, out)
     if not report.fits:
         refusal = report.refusal
-        print(f"edgepipe: error: {refusal if refusal is not None else _verdict(report)}", file=sys.stderr)
+        error(str(refusal) if refusal is not None else _verdict(report))
         return EXIT_PROBLEMS
     if report.failures:
         nodes = ", ".join(f"'{node_id}'" for node_id, _ in report.failures)
-        print(f"edgepipe: error: the plan is incomplete: {nodes} could not be planned", file=sys.stderr)
+        error(f"the plan is incomplete: {nodes} could not be planned")
         return EXIT_FAILED
     return EXIT_OK
 

@@ -4,8 +4,9 @@ message naming the extra to install when an optional package is missing.
 
 Conventions:
 
-- exit codes: :mod:`edgepipe.cli.exits` (``EXIT_PROBLEMS`` when the work was done and found
-  problems: a model that diverges, an unsupported operator, a file that will not decode).
+- the commands are the command line's (``edgepipe/cli/NAME.py``): their error lines and exit
+  codes are its own (exit 1 when the work was done and found problems: a model that diverges,
+  an unsupported operator, a file that will not decode).
 - ``--format json`` prints one JSON document on stdout and nothing else there; logs and the
   progress bar go to stderr, so ``edgepipe doctor x --format json | jq`` always parses.
 """
@@ -29,7 +30,6 @@ from rich.table import Table
 
 from edgepipe.core.install import missing
 from edgepipe.core.units import number, whole
-from edgepipe.wire.redact import redact_text
 
 WIDTH = 100
 """Tables are built to fit 100 columns where stdout is not a terminal."""
@@ -48,9 +48,9 @@ def require(module: str, extra: str, what: str) -> ModuleType:
         raise MissingExtra(missing(module, extra, what)) from exc
 
 
-def add_format(parser: Any) -> None:
-    """The ``--format`` option every command has."""
-    parser.add_argument(
+def add_format(parser: argparse.ArgumentParser) -> argparse.Action:
+    """The ``--format`` option every command has (its action)."""
+    return parser.add_argument(
         "--format",
         choices=("text", "json"),
         default="text",
@@ -107,12 +107,6 @@ def table(
     for row in rows:
         t.add_row(*(str(c) for c in row))
     return t
-
-
-def error(message: str) -> None:
-    """``edgepipe: error: MESSAGE`` on stderr, the form every command uses, secrets in URLs
-    masked (``edgepipe plan FILE`` opens the pipeline's cameras)."""
-    print(redact_text(f"edgepipe: error: {message}"), file=sys.stderr)
 
 
 @contextlib.contextmanager

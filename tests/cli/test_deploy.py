@@ -13,14 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from edgepipe.cli import deploy as cli_deploy
-from edgepipe.cli.main import _parser, main
+from edgepipe.cli.main import COMMANDS, _parser, main
 from tests.support.cli_process import start
 from tests.support.disks import full_device, small_tmpfs
 from tests.support.onnx_builders import add_model
 
+DEPLOYMENT = [name for name, command in COMMANDS.items() if command.deployment]
 
-@pytest.mark.parametrize("command", cli_deploy.COMMANDS)
+
+def test_the_deployment_commands_are_the_six() -> None:
+    assert DEPLOYMENT == ["plan", "check-ops", "quantize", "compare", "doctor", "trace"]
+
+
+@pytest.mark.parametrize("command", DEPLOYMENT)
 def test_each_command_has_its_module_and_the_shared_format_option(command: str) -> None:
     sub = next(a for a in _parser()._actions if a.dest == "command")
     parser = sub.choices[command]  # type: ignore[index]

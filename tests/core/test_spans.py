@@ -96,6 +96,8 @@ def test_the_recorder_is_the_runs_own_where_its_code_runs(recording: spans.SpanR
     run_pipeline(_looking(seen), RunConfig(governed=False, spans=recording))
     assert seen == [recording, recording]
     seen.clear()
-    run_pipeline(_looking(seen), RunConfig(governed=False))  # a run not traced, and code outside any run: none
+    run_pipeline(
+        _looking(seen), RunConfig(governed=False)
+    )  # a run not traced, and code outside any run: none
     assert seen == [None, None]
     assert spans.SPANS.get() is None

@@ -25,12 +25,12 @@ from typing import Any
 from rich.progress import Progress, TaskID
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.cli.failures import error
 from edgepipe.core.units import number, whole
 from edgepipe.deploy.output import (
     INPUT_SIDE,
     add_format,
     console,
-    error,
     print_json,
     progress,
     require,

@@ -10,7 +10,7 @@ from scripts import tiny_lm
 from tests.deploy.conftest import CONFIG
 from tests.support.cli_process import Command, in_process
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

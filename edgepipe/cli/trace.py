@@ -19,20 +19,25 @@ import json
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.cli.failures import error
+from edgepipe.cli.params_help import own_options
 from edgepipe.core.units import number
-from edgepipe.deploy.output import add_format, error, numbers_not_options, print_json, progress
+from edgepipe.deploy.output import add_format, print_json, progress
 
 DEFAULT_OUTPUT = "trace.json"
 _SECONDS = number("a finite number of seconds above 0", above=0)
 
 
-def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--duration", type=_SECONDS, metavar="SECONDS", help="how long to run (required)")
-    p.add_argument("-o", "--trace-out", dest="trace_out", default=DEFAULT_OUTPUT, metavar="PATH",
-                   help=f"the Chrome-trace JSON to write (default {DEFAULT_OUTPUT})")  # fmt: skip
-    p.add_argument("--params", metavar="PATH", help="the pipeline's parameters from a TOML file")
-    p.add_argument("--debug", action="store_true", help="full tracebacks")
-    add_format(p)
+def _add_options(p: argparse.ArgumentParser) -> list[argparse.Action]:
+    """``trace``'s options; the actions added (their flags are reserved: :func:`_reserved`)."""
+    return [
+        p.add_argument("--duration", type=_SECONDS, metavar="SECONDS", help="how long to run (required)"),
+        p.add_argument("-o", "--trace-out", dest="trace_out", default=DEFAULT_OUTPUT, metavar="PATH",
+                       help=f"the Chrome-trace JSON to write (default {DEFAULT_OUTPUT})"),
+        p.add_argument("--params", metavar="PATH", help="the pipeline's parameters from a TOML file"),
+        p.add_argument("--debug", action="store_true", help="full tracebacks"),
+        add_format(p),
+    ]  # fmt: skip
 
 
 def add_parser(sub: Any) -> None:
@@ -52,37 +57,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(trace_parser=p)
 
 
-def _split(args: argparse.Namespace) -> list[str]:
-    """Options of ``trace`` given after FILE go to ``args``; the rest is the pipeline's."""
-    options = numbers_not_options(
-        argparse.ArgumentParser(prog="edgepipe trace", add_help=False, allow_abbrev=False)
-    )
-    _add_options(options)
-    flags = options._option_string_actions
-    mine: list[str] = []
-    extra: list[str] = []
-    rest = list(args.rest or [])
-    i = 0
-    while i < len(rest):
-        action = flags.get(rest[i].split("=", 1)[0])
-        if action is None:
-            extra.append(rest[i])
-            i += 1
-            continue
-        takes = 0 if action.nargs == 0 or "=" in rest[i] else 1
-        mine += rest[i : i + 1 + takes]
-        i += 1 + takes
-    later = options.parse_args(mine)
-    for key, value in vars(later).items():
-        if value != options.get_default(key):
-            setattr(args, key, value)
-    return extra
-
-
 def _reserved() -> dict[str, str]:
-    options = argparse.ArgumentParser(add_help=False)
-    _add_options(options)
-    return {flag: "an option of edgepipe trace" for flag in options._option_string_actions}
+    actions = _add_options(argparse.ArgumentParser(add_help=False))
+    return {flag: "an option of edgepipe trace" for action in actions for flag in action.option_strings}
 
 
 def _help(args: argparse.Namespace) -> int:
@@ -108,7 +85,9 @@ def main(args: argparse.Namespace) -> int:
     from edgepipe.deploy.files import PathError, check_input, check_output, write_output
     from edgepipe.deploy.plan.pipeline import load_graph
 
-    extra = _split(args)
+    options = argparse.ArgumentParser(prog="edgepipe trace", add_help=False, allow_abbrev=False)
+    _add_options(options)
+    extra = own_options(options, args)  # options of trace's after FILE; the rest are the pipeline's
     try:
         if args.file is not None:  # before --help reads it: a FIFO would block
             check_input(args.file, args.file, give="give a pipeline file, e.g. pipelines/face_privacy.py")

@@ -14,8 +14,9 @@ import argparse
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.cli.failures import error
 from edgepipe.core.units import number, whole
-from edgepipe.deploy.output import INPUT_SIDE, add_format, console, error, print_json, progress, table
+from edgepipe.deploy.output import INPUT_SIDE, add_format, console, print_json, progress, table
 
 RUN_TIMEOUT_S = 120.0
 _TOLERANCE = number("a number of at least 0", at_least=0)

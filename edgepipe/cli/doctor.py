@@ -16,8 +16,9 @@ import argparse
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.cli.failures import error
 from edgepipe.core.units import number, whole
-from edgepipe.deploy.output import add_format, error, print_json
+from edgepipe.deploy.output import add_format, print_json
 
 _DEADLINE = number("a positive number of seconds, at most 86400", above=0, at_most=86400)
 """A day at most: past ~9e9 s the deadline no longer fits the clock's type (OverflowError)."""

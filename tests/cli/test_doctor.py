@@ -14,7 +14,7 @@ import pytest
 from scripts.make_doctor_samples import make
 from tests.support.cli_process import edgepipe
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

@@ -19,71 +19,80 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from edgepipe.cli.failures import error
+from edgepipe.cli.params_help import own_options
 from edgepipe.core.units import whole
-from edgepipe.deploy.output import POSITIVE, add_format, error, numbers_not_options, print_json
+from edgepipe.deploy.output import POSITIVE, add_format, print_json
 
 PIPELINE_SUFFIX = ".py"
 PARAM_COUNT = whole(1, what="a count of parameters: a positive whole number (3e9, 7241732096)")
 """A parameter count is an integer: ``3.5`` is refused, never planned as 3."""
 
 
-def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--param-count", type=PARAM_COUNT, metavar="N", help="parameters of the model (3e9)")
-    p.add_argument(
+def _add_options(p: argparse.ArgumentParser, theirs: AbstractSet[str] = frozenset()) -> None:
+    """``plan``'s options, less those whose flag is in ``theirs``: a pipeline's parameters have
+    them there (``hello.py``'s ``--fps``). :data:`KEPT_FLAGS` are never theirs."""
+
+    def add(flag: str, **kwargs: Any) -> None:
+        if flag not in theirs:
+            p.add_argument(flag, **kwargs)
+
+    add("--param-count", type=PARAM_COUNT, metavar="N", help="parameters of the model (3e9)")
+    add(
         "--dtype",
         choices=("fp32", "fp16", "bf16", "int8", "int4"),
         help="weight dtype (default: the model file's; fp16 with --param-count)",
     )
-    p.add_argument("--tokens-per-s", type=POSITIVE, metavar="R", help="target decode rate")
-    p.add_argument("--device", metavar="NAME", help="a device of the table (--list-devices)")
-    p.add_argument(
-        "--bandwidth-gb-s", type=POSITIVE, metavar="GB_S", help="memory bandwidth (overrides the table)"
-    )
-    p.add_argument(
-        "--tops", type=POSITIVE, metavar="TOPS", help="peak compute, tera-ops/s (overrides the table)"
-    )
-    p.add_argument("--ram-gb", type=POSITIVE, metavar="GB", help="memory (overrides the table)")
-    p.add_argument(
+    add("--tokens-per-s", type=POSITIVE, metavar="R", help="target decode rate")
+    add("--device", metavar="NAME", help="a device of the table (--list-devices)")
+    add("--bandwidth-gb-s", type=POSITIVE, metavar="GB_S", help="memory bandwidth (overrides the table)")
+    add("--tops", type=POSITIVE, metavar="TOPS", help="peak compute, tera-ops/s (overrides the table)")
+    add("--ram-gb", type=POSITIVE, metavar="GB", help="memory (overrides the table)")
+    add(
         "--max-seq-len",
         type=whole(1),
         metavar="N",
         help="positions per sequence (default: the model's, 2048 with --param-count)",
     )
-    p.add_argument(
-        "--sequences", type=whole(1), default=1, metavar="N", help="concurrent sequences (default 1)"
-    )
-    p.add_argument("--layers", type=whole(1), metavar="N", help="with --param-count: decoder layers")
-    p.add_argument("--kv-heads", type=whole(1), metavar="N", help="with --param-count: KV heads")
-    p.add_argument("--head-dim", type=whole(1), metavar="N", help="with --param-count: head dimension")
-    p.add_argument("--heads", type=whole(1), metavar="N", help="with --param-count: attention heads")
-    p.add_argument("--streams", type=whole(1), metavar="N", help="video streams to decode")
-    p.add_argument(
-        "--resolution", default="1920x1080", metavar="WxH", help="of each stream (default 1920x1080)"
-    )
-    p.add_argument("--fps", type=POSITIVE, default=30.0, help="of each stream (default 30)")
-    p.add_argument("--codec", default="h264", help="of the streams (h264, h265, av1, vp9; default h264)")
-    p.add_argument("--params", metavar="PATH", help="a pipeline's parameters from a TOML file")
-    p.add_argument("--list-devices", action="store_true", help="list the device table and exit")
-    p.add_argument("--debug", action="store_true", help="full tracebacks")
+    add("--sequences", type=whole(1), default=1, metavar="N", help="concurrent sequences (default 1)")
+    add("--layers", type=whole(1), metavar="N", help="with --param-count: decoder layers")
+    add("--kv-heads", type=whole(1), metavar="N", help="with --param-count: KV heads")
+    add("--head-dim", type=whole(1), metavar="N", help="with --param-count: head dimension")
+    add("--heads", type=whole(1), metavar="N", help="with --param-count: attention heads")
+    add("--streams", type=whole(1), metavar="N", help="video streams to decode")
+    add("--resolution", default="1920x1080", metavar="WxH", help="of each stream (default 1920x1080)")
+    add("--fps", type=POSITIVE, default=30.0, help="of each stream (default 30)")
+    add("--codec", default="h264", help="of the streams (h264, h265, av1, vp9; default h264)")
+    add("--params", metavar="PATH", help="a pipeline's parameters from a TOML file")
+    add("--list-devices", action="store_true", help="list the device table and exit")
+    add("--debug", action="store_true", help="full tracebacks")
     add_format(p)
+
+
+DESCRIPTION = (
+    "The sums before choosing hardware: bytes read per token, bandwidth and compute needed, the KV "
+    "cache term by term, the memory plan against the device's RAM with 30% kept free, video decode "
+    "load, and what to change. TARGET is an ONNX decoder (file or folder) or a pipeline file, whose "
+    "own parameters follow it."
+)
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "plan",
         help="capacity sums: bandwidth, compute, KV cache, memory and decode against a device",
-        description="The sums before choosing hardware: bytes read per token, bandwidth and compute "
-        "needed, the KV cache term by term, the memory plan against the device's RAM with 30% kept "
-        "free, video decode load, and what to change. TARGET is an ONNX decoder (file or folder) or "
-        "a pipeline file, whose own parameters follow it.",
+        description=DESCRIPTION,
         allow_abbrev=False,
     )
+    _add_arguments(p)
+
+
+def _add_arguments(p: argparse.ArgumentParser, theirs: AbstractSet[str] = frozenset()) -> None:
     p.add_argument(
         "target", nargs="?", metavar="TARGET", help="model.onnx, a model folder, or pipelines/X.py"
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    _add_options(p)
-    p.set_defaults(plan_parser=p)
+    _add_options(p, theirs)
 
 
 KEPT_FLAGS = ("--params", "--format", "--debug", "--list-devices", "-h", "--help")
@@ -109,32 +118,6 @@ def _pipeline_flags(target: str | None) -> set[str]:
         return set()
 
 
-def _split_rest(
-    rest: list[str], theirs: AbstractSet[str] = frozenset()
-) -> tuple[argparse.Namespace, list[str]]:
-    """Options of ``plan`` given after TARGET, and the rest: the pipeline's own parameters
-    (``theirs``: a flag both have is the pipeline's)."""
-    options = numbers_not_options(
-        argparse.ArgumentParser(prog="edgepipe plan", add_help=False, allow_abbrev=False)
-    )
-    _add_options(options)
-    flags = {f: a for f, a in options._option_string_actions.items() if f not in theirs}
-    mine: list[str] = []
-    extra: list[str] = []
-    i = 0
-    while i < len(rest):
-        flag = rest[i].split("=", 1)[0]
-        action = flags.get(flag)
-        if action is None:
-            extra.append(rest[i])
-            i += 1
-            continue
-        takes = 0 if action.nargs == 0 or "=" in rest[i] else 1
-        mine += rest[i : i + 1 + takes]
-        i += 1 + takes
-    return options.parse_args(mine), extra
-
-
 def main(args: argparse.Namespace) -> int:
     from edgepipe.deploy.files import PathError
     from edgepipe.deploy.plan.devices import UnknownDevice, devices
@@ -145,11 +128,10 @@ def main(args: argparse.Namespace) -> int:
     except PathError as exc:
         error(str(exc))
         return EXIT_USAGE
-    if args.rest:
-        later, extra = _split_rest(args.rest, _pipeline_flags(args.target))
-        for key, value in vars(later).items():
-            if value != _default(key):
-                setattr(args, key, value)
+    if args.rest:  # options of plan's after TARGET; the rest are the pipeline's parameters
+        options = argparse.ArgumentParser(prog="edgepipe plan", add_help=False, allow_abbrev=False)
+        _add_options(options, _pipeline_flags(args.target))  # a flag both have is the pipeline's
+        extra = own_options(options, args)
     if args.list_devices:
         return _list(args, devices())
     is_pipeline = args.target is not None and args.target.endswith(PIPELINE_SUFFIX)
@@ -185,37 +167,23 @@ def _check_target(target: str | None) -> None:
 
 
 def _help(args: argparse.Namespace) -> int:
-    """``edgepipe plan FILE --help``: the options, then the pipeline's parameters."""
+    """``edgepipe plan TARGET --help``: the options, then a pipeline file's parameters (an option
+    of ``plan`` with the flag of one of them is left out: there, the flag is the pipeline's)."""
     from edgepipe.cli import params_help as cli_params
     from edgepipe.core.errors import PipelineError
     from edgepipe.pipefile.loader import read_pipeline
 
-    parser: argparse.ArgumentParser = args.plan_parser
+    parser = argparse.ArgumentParser(prog="edgepipe plan", description=DESCRIPTION, allow_abbrev=False)
+    _add_arguments(parser, _pipeline_flags(args.target))
     if args.target is not None and args.target.endswith(PIPELINE_SUFFIX):
         try:
-            spec = read_pipeline(args.target, reserved=_reserved())
-            theirs = _pipeline_flags(args.target)  # a flag both have is the pipeline's (KEPT_FLAGS)
-            shadowed = [(f, a) for f, a in parser._option_string_actions.items() if f in theirs]
-            parser._handle_conflict_resolve(None, shadowed)  # type: ignore[arg-type]
-            cli_params.add_parameters(parser, spec)
+            cli_params.add_parameters(parser, read_pipeline(args.target, reserved=_reserved()))
         except PipelineError as exc:
             parser.print_help()
             error(f"{exc} (so its parameters cannot be listed)")
             return EXIT_USAGE
     parser.print_help()
     return EXIT_OK
-
-
-def _default(key: str) -> Any:
-    return {
-        "sequences": 1,
-        "resolution": "1920x1080",
-        "fps": 30.0,
-        "codec": "h264",
-        "format": "text",
-        "list_devices": False,
-        "debug": False,
-    }.get(key)
 
 
 def _list(args: argparse.Namespace, table: dict[str, Any]) -> int:

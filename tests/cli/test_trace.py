@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.cli_process import Command, edgepipe, in_process
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def trace(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

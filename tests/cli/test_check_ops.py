@@ -11,7 +11,7 @@ from edgepipe.deploy.check_ops.check import read_nodes
 from tests.deploy.ops_models import neg_between_relus
 from tests.support.cli_process import Command, in_process
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from edgepipe.core.install import install_command
 from tests.support.cli_process import edgepipe
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def quantize(

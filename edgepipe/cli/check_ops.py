@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from edgepipe.deploy.output import add_format, error, print_json
+from edgepipe.cli.failures import error
+from edgepipe.deploy.output import add_format, print_json
 
 
 def add_parser(sub: Any) -> None:
