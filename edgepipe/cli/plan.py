@@ -209,7 +209,7 @@ def _list(args: argparse.Namespace, table: dict[str, Any]) -> int:
 
 
 def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
-    from edgepipe.cli import run_plan as cli_plan
+    from edgepipe.cli import memory_plan
     from edgepipe.core.errors import EdgepipeError
     from edgepipe.deploy.plan import device_plan as planning
     from edgepipe.deploy.plan.decode import CODECS, StreamSet, parse_resolution
@@ -257,7 +257,7 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
         print_json(planning.as_dict(result) | {"notes": notes})
     else:
         print("\n".join(render(result, notes)))
-        cli_plan.print_plan(report)
+        memory_plan.print_plan(report)
         print("\n".join(closing(result)))
     if report.failures:
         return EXIT_PROBLEMS

@@ -16,8 +16,8 @@ import os
 import sys
 from typing import Any
 
+from edgepipe.cli import memory_plan
 from edgepipe.cli import params_help as cli_params
-from edgepipe.cli import run_plan as cli_plan
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.cli.failures import error
 from edgepipe.core.checks import check_writable_file, not_a_file
@@ -235,7 +235,7 @@ def _run(args: argparse.Namespace, spec: PipelineFunction, extra: list[str]) -> 
         from edgepipe.sched.scheduler import run_budget
 
         budget = run_budget(graph, args.headroom, not args.no_governor)
-        return cli_plan.main(graph, auto_instances=budget.instances)
+        return memory_plan.main(graph, auto_instances=budget.instances)
     watchers: list[Watcher] = []
     if args.stats:
         from edgepipe.cli.console import live_stats

@@ -1,5 +1,5 @@
 """``edgepipe trace FILE --duration S``: where a pipeline's time goes (see
-:mod:`edgepipe.deploy.trace.run`).
+:mod:`edgepipe.deploy.trace.traced`).
 
     edgepipe trace pipelines/face_privacy.py --duration 3
     edgepipe trace pipelines/face_privacy.py --duration 10 -o run.json --source clip.mp4
@@ -119,8 +119,8 @@ def main(args: argparse.Namespace) -> int:
         error(str(exc))
         return EXIT_USAGE
     from edgepipe.deploy.trace.chrome import chrome_trace
-    from edgepipe.deploy.trace.run import run_traced
     from edgepipe.deploy.trace.summary import summarize
+    from edgepipe.deploy.trace.traced import run_traced
 
     try:
         with progress(f"tracing {graph.name}", None, enabled=args.format == "text"):  # time elapsed

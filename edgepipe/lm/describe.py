@@ -56,7 +56,7 @@ from edgepipe.lm.scene import FIELDS, SceneWindow
 from edgepipe.lm.stats import GenerationStats
 from edgepipe.lm.worker import LMWorker
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanNode
+from edgepipe.runtime.memory_plan import PlanNode
 from edgepipe.sched.knobs import PaceKnob
 from edgepipe.wire.results import Message
 

@@ -16,7 +16,7 @@ from edgepipe.infer.footprint import device_label, read_io, session_device, weig
 from edgepipe.lm.kv_sizing import cache_length, model_files, reserve_kv_cache, settle_layout, usable_slots
 from edgepipe.lm.layout import InputNames, file_layout
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanNode
+from edgepipe.runtime.memory_plan import PlanNode
 
 
 def plan_language_model(

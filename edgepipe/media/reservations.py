@@ -12,7 +12,7 @@ from edgepipe.media.errors import SourceError
 from edgepipe.media.frame import FrameSize, frame_pool_size
 from edgepipe.media.url import SourceURL
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanNode
+from edgepipe.runtime.memory_plan import PlanNode
 from edgepipe.wire.redact import redact_url
 
 

@@ -24,7 +24,7 @@ would take the process past its budget. Outside a run, ``memory_plan()`` is the 
 A buffer on an accelerator (a KV cache in CUDA memory) is reserved with its ``device``: it is
 named in the plan, but the budget is host memory and it does not count against it. A plan made
 with ``refuse=False`` is a dry run (``edgepipe run FILE --plan``, see
-:mod:`edgepipe.runtime.plan`): it records every reservation, and keeps the error the first one
+:mod:`edgepipe.runtime.memory_plan`): it records every reservation, and keeps the error the first one
 past the budget would have raised.
 """
 

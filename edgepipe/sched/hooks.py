@@ -8,7 +8,7 @@ scheduler checks with ``isinstance`` (structural: a node need not inherit from t
   to keep up with live cameras (the knob says so in its description).
 
 What the memory plan asks of a node (``plan_memory``) is the runtime's:
-:class:`edgepipe.runtime.plan.Plannable`.
+:class:`edgepipe.runtime.memory_plan.Plannable`.
 """
 
 from __future__ import annotations

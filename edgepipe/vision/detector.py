@@ -45,7 +45,7 @@ from edgepipe.infer import Session
 from edgepipe.media.frame import Frame
 from edgepipe.media.tensor import TensorFormat
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanNode
+from edgepipe.runtime.memory_plan import PlanNode
 from edgepipe.sched.budget import cpu_budget
 from edgepipe.sched.governor import Knob
 from edgepipe.sched.knobs import PINNED_DUTIES, EveryKnob, InstancesKnob, PaceKnob

@@ -18,7 +18,7 @@ from edgepipe.infer.registry import ModelEntry, is_cached, looks_like_path, look
 from edgepipe.media.frame import FrameSize
 from edgepipe.media.tensor import tensors_size
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanNode
+from edgepipe.runtime.memory_plan import PlanNode
 from edgepipe.vision.model import read_input
 from edgepipe.vision.preprocess import Normalize, input_format, tensor_buffers
 

@@ -271,7 +271,7 @@ class Camera:
 
 
 def test_four_cameras_get_four_interleaved_descriptions_from_one_model(tiny_models: dict[str, Path]) -> None:
-    from edgepipe.runtime.plan import plan_graph
+    from edgepipe.runtime.memory_plan import plan_graph
 
     sink: ListSink[Message] = ListSink()
     p = Pipeline("four")

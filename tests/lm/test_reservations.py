@@ -11,7 +11,7 @@ from edgepipe.lm import reservations as lm_planning
 from edgepipe.lm.reservations import plan_language_model
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanNode
+from edgepipe.runtime.memory_plan import PlanNode
 from tests.support.onnx_builders import add_model
 
 

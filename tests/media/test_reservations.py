@@ -12,7 +12,7 @@ from edgepipe.media.reservations import pool_capacity, probe_frame_size
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runner import RunConfig
-from edgepipe.runtime.plan import PlanNode, plan_graph
+from edgepipe.runtime.memory_plan import PlanNode, plan_graph
 from edgepipe.testing import ListSink, run_pipeline
 
 

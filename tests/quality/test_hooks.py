@@ -1,5 +1,5 @@
 """The node features the scheduler and the planner look for are protocols, checked with
-``isinstance`` (edgepipe.sched.hooks, edgepipe.runtime.plan.Plannable): never looked up by name,
+``isinstance`` (edgepipe.sched.hooks, edgepipe.runtime.memory_plan.Plannable): never looked up by name,
 where a misspelt hook is silently never called and no type checker sees the contract."""
 
 from __future__ import annotations
@@ -38,5 +38,5 @@ def test_no_node_hook_is_looked_up_by_name() -> None:
     ]
     assert not found, (
         "node hooks looked up by name: check the protocol with isinstance instead "
-        f"(edgepipe.sched.hooks, edgepipe.runtime.plan.Plannable): {found}"
+        f"(edgepipe.sched.hooks, edgepipe.runtime.memory_plan.Plannable): {found}"
     )

@@ -11,7 +11,7 @@ from tests.quality.source import PACKAGE, REPO, imports, module_name, parse
 # every user reach it, and its users import it. Each rule reads the source (AST), so a copy pasted
 # back is caught. concern -> (its one home, the name it defines there, the modules that use it).
 ONE_HOME: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "exit codes": ("cli.exits", "EXIT_PROBLEMS", ("cli.run_plan", "cli.main", "cli.plan")),
+    "exit codes": ("cli.exits", "EXIT_PROBLEMS", ("cli.memory_plan", "cli.main", "cli.plan")),
     "number parsers": (
         "core.units", "seconds",
         ("cli.run", "cli.health", "cli.doctor", "runner.config", "sinks.events.recorder"),

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from edgepipe.runtime.plan import Plannable
+from edgepipe.runtime.memory_plan import Plannable
 from edgepipe.sched.hooks import Governable, KeepsUp, LoadsModel, loads_model
 from edgepipe.sched.knobs import EveryKnob, PaceKnob
 from edgepipe.vision import Detector

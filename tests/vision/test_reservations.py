@@ -16,7 +16,7 @@ from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan
 from edgepipe.runner import RunConfig
 from edgepipe.runtime.engine import Runtime
-from edgepipe.runtime.plan import PlanNode, plan_graph
+from edgepipe.runtime.memory_plan import PlanNode, plan_graph
 from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detector
 from tests.support.onnx_builders import constant_detector

@@ -1,9 +1,9 @@
 """A capacity plan: language models, streams and memory against one device (``edgepipe plan``).
 
 The memory part goes through the same code as ``edgepipe run FILE --plan``
-(:class:`~edgepipe.planning.memory.MemoryPlan`, :class:`~edgepipe.runtime.plan.PlanReport`),
+(:class:`~edgepipe.planning.memory.MemoryPlan`, :class:`~edgepipe.runtime.memory_plan.PlanReport`),
 with the device's RAM as the limit and 30% of it kept free. For a pipeline file, the
-pipeline's own nodes reserve what they would (:func:`~edgepipe.runtime.plan.plan_graph`);
+pipeline's own nodes reserve what they would (:func:`~edgepipe.runtime.memory_plan.plan_graph`);
 otherwise the weights, the KV caches and the streams' frame pools are reserved here.
 """
 
@@ -29,7 +29,7 @@ from edgepipe.deploy.plan.devices import Device
 from edgepipe.media.frame import frame_pool_size
 from edgepipe.media.reservations import pool_capacity
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanReport
+from edgepipe.runtime.memory_plan import PlanReport
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The file is loaded and its parameters read as ``edgepipe run`` does
 (:func:`~edgepipe.pipefile.loader.read_pipeline`); its graph is planned by
-:func:`~edgepipe.runtime.plan.plan_graph`, the code behind ``edgepipe run FILE --plan``, against
+:func:`~edgepipe.runtime.memory_plan.plan_graph`, the code behind ``edgepipe run FILE --plan``, against
 the device's RAM. Its language models (a node holding an :class:`~edgepipe.lm.LMWorker`, as
 :class:`~edgepipe.lm.Describe` does) get the bandwidth sums; its video sources the decode sums,
 at the size and rate the input declares (a synthetic camera is planned as a camera sending
@@ -24,7 +24,7 @@ from edgepipe.media.decode import StreamDecoder
 from edgepipe.media.errors import SourceError
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.pipefile.loader import read_pipeline
-from edgepipe.runtime.plan import PlanReport, plan_graph
+from edgepipe.runtime.memory_plan import PlanReport, plan_graph
 from edgepipe.sched.scheduler import run_budget
 
 

@@ -81,7 +81,7 @@ def model_lines(m: ModelPlan) -> list[str]:
 
 
 def render(result: CapacityPlan, notes: list[str]) -> list[str]:
-    """Everything before the memory plan (printed by :func:`edgepipe.cli.run_plan.print_plan`)."""
+    """Everything before the memory plan (printed by :func:`edgepipe.cli.memory_plan.print_plan`)."""
     lines = target_lines(result.target)
     for m in result.models:
         lines += model_lines(m)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgepipe.core.spans import STEPS
-from edgepipe.deploy.trace.run import TraceRun
+from edgepipe.deploy.trace.traced import TraceRun
 
 NODES_PID = 1
 _ORT_ARGS = ("op_name", "provider", "node_index")

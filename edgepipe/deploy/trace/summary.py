@@ -11,7 +11,7 @@ from typing import Any
 from edgepipe.core.spans import NEXT_ITEM, STEPS
 from edgepipe.deploy.power.meter import energy_json
 from edgepipe.deploy.trace.ort import fusions, operators, providers
-from edgepipe.deploy.trace.run import Allocation, TraceRun
+from edgepipe.deploy.trace.traced import Allocation, TraceRun
 from edgepipe.graph.spec import NodeKind
 
 TOP_OPS = 8

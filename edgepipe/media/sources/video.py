@@ -46,7 +46,7 @@ from edgepipe.media.sources.reconnect import Reconnector
 from edgepipe.media.status import SourceStatus
 from edgepipe.media.url import SYNTHETIC_DEFAULT, SourceURL, parse
 from edgepipe.planning.memory import MemoryPlan
-from edgepipe.runtime.plan import PlanNode
+from edgepipe.runtime.memory_plan import PlanNode
 from edgepipe.sched import affinity
 from edgepipe.wire.redact import redact_text, redact_url
 

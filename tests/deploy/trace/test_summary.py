@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from edgepipe.deploy.trace.run import Allocation
 from edgepipe.deploy.trace.summary import buffer_uses, model_owners
+from edgepipe.deploy.trace.traced import Allocation
 
 
 def test_a_buffer_reserved_again_after_the_start_is_rebuilt() -> None:

@@ -1,5 +1,5 @@
 """``edgepipe run FILE --plan``: what the pipeline would reserve, against the budget, printed
-without running it (see :mod:`edgepipe.runtime.plan`).
+without running it (see :mod:`edgepipe.runtime.memory_plan`).
 
 Exit codes (:mod:`edgepipe.cli.exits`), as ``edgepipe plan FILE``'s: 0 it fits; 1 (problems
 found) it does not (the first buffer past the budget is named, on stderr too, with what to
@@ -15,7 +15,7 @@ from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS
 from edgepipe.cli.failures import error
 from edgepipe.graph.check import Graph
 from edgepipe.planning.memory import format_bytes
-from edgepipe.runtime.plan import PlanReport, plan_graph
+from edgepipe.runtime.memory_plan import PlanReport, plan_graph
 
 
 def main(graph: Graph, out: TextIO | None = None, *, auto_instances: int = 1) -> int:

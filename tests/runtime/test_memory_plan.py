@@ -8,7 +8,7 @@ import pytest
 from edgepipe import Input, Pipeline
 from edgepipe.planning import memory
 from edgepipe.planning.memory import MemoryPlan, memory_plan
-from edgepipe.runtime.plan import PlanNode, plan_graph
+from edgepipe.runtime.memory_plan import PlanNode, plan_graph
 from edgepipe.testing import ListSink
 
 
