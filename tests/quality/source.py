@@ -35,7 +35,7 @@ def imports(path: Path, modules: set[str]) -> set[str]:
     """The edgepipe modules ``path`` imports, at run time or for type checking only."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(parse(path)):
+    for node in walk(path):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -52,3 +52,9 @@ def imports(path: Path, modules: set[str]) -> set[str]:
 def modules() -> dict[str, Path]:
     """Every module of the package by its dotted name."""
     return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+@functools.cache
+def walk(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s tree, walked once for all the checks that read it."""
+    return tuple(ast.walk(parse(path)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, module_name, parse
+from tests.quality.source import PACKAGE, REPO, module_name, parse, walk
 
 CLI = PACKAGE / "cli"
 HANDLER = CLI / "failures.py"
@@ -36,10 +36,7 @@ def test_every_subcommand_is_a_module_of_cli_in_the_one_dispatch_table() -> None
     elsewhere = sorted(str(p.relative_to(REPO)) for p in _subcommand_modules().values() if p.parent != CLI)
     assert not elsewhere, f"a subcommand of edgepipe is a module of edgepipe/cli, not: {elsewhere}"
     dynamic = sorted(
-        str(p.relative_to(REPO))
-        for p in CLI.glob("*.py")
-        for n in ast.walk(parse(p))
-        if "importlib" in _imported(n)
+        str(p.relative_to(REPO)) for p in CLI.glob("*.py") for n in walk(p) if "importlib" in _imported(n)
     )
     assert not dynamic, (
         f"subcommands are dispatched by edgepipe.cli.main.COMMANDS, not imported by name: {dynamic}"
@@ -52,16 +49,15 @@ def test_every_subcommand_is_a_module_of_cli_in_the_one_dispatch_table() -> None
 
 def _strings(path: Path) -> list[tuple[int, str]]:
     """Every string constant of the module, f-strings' literal parts included, but docstrings."""
-    tree = parse(path)
     docstrings = {
         id(node.body[0].value)
-        for node in ast.walk(tree)
+        for node in walk(path)
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
         and node.body and isinstance(node.body[0], ast.Expr)
     }  # fmt: skip
     return [
         (node.lineno, node.value)
-        for node in ast.walk(tree)
+        for node in walk(path)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
     ]
 
@@ -81,7 +77,7 @@ def test_one_error_line_and_one_error_handler() -> None:
         f"{path.relative_to(REPO)}:{node.lineno}"
         for path in sorted(CLI.glob("*.py"))
         if path != HANDLER
-        for node in ast.walk(parse(path))
+        for node in walk(path)
         if isinstance(node, ast.ExceptHandler)
         and any(
             isinstance(n, ast.Name) and n.id in {"KeyboardInterrupt", "Exception", "BaseException"}
@@ -98,7 +94,7 @@ def test_the_deployment_commands_use_argparse_public_api_only() -> None:
         f"{path.relative_to(REPO)}:{node.lineno} .{node.attr}"
         for name, path in _subcommand_modules().items()
         if name.split(".")[-1] in {"plan", "check_ops", "quantize", "compare", "doctor", "trace", "command"}
-        for node in ast.walk(parse(path))
+        for node in walk(path)
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
     ]
     assert not private, f"argparse's internals: {private}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, imports, module_name, parse
+from tests.quality.source import PACKAGE, REPO, imports, module_name, walk
 
 MAX_MODULE_LINES = 400
 
@@ -49,9 +49,8 @@ def test_core_imports_no_media_or_model_runtime() -> None:
     # The graph runtime stays testable in milliseconds, with fakes (docs/architecture.md).
     heavy = {"av", "onnxruntime", "aiortc", "numpy"}
     for path in (PACKAGE / "core").glob("*.py"):
-        tree = parse(path)
-        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        names = {a.name.split(".")[0] for n in walk(path) if isinstance(n, ast.Import) for a in n.names}
+        names |= {(n.module or "").split(".")[0] for n in walk(path) if isinstance(n, ast.ImportFrom)}
         assert not names & heavy, f"{path.name} imports {names & heavy}"
 
 

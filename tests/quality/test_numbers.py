@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, imports, modules, parse
+from tests.quality.source import PACKAGE, REPO, imports, modules, parse, walk
 
 HEADROOM_HOME = "edgepipe.core.headroom"
 HEADROOM_USERS = (
@@ -47,7 +47,7 @@ def _constants_holding(path: Path, values: set[float]) -> list[tuple[int, str | 
             owner.update((id(node), names[0]) for node in ast.walk(value))
     return [
         (node.lineno, owner.get(id(node)))
-        for node in ast.walk(tree)
+        for node in walk(path)
         if isinstance(node, ast.Constant) and type(node.value) is float and node.value in values
     ]
 
@@ -92,7 +92,7 @@ def test_the_version_is_written_once() -> None:
         f"{path.relative_to(REPO)}:{node.lineno}"
         for name, path in sorted(modules().items())
         if name != "edgepipe"
-        for node in ast.walk(parse(path))
+        for node in walk(path)
         if isinstance(node, ast.Constant) and node.value == version
     ]
     assert not copies, f"edgepipe's version {version!r} written again: {copies}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, imports, module_name, parse
+from tests.quality.source import PACKAGE, REPO, imports, module_name, parse, walk
 
 # One of each: each of these is defined once in the package, where the layers let
 # every user reach it, and its users import it. Each rule reads the source (AST), so a copy pasted
@@ -61,8 +61,8 @@ def _definitions(path: Path) -> dict[str, list[int]]:
     """What of ``ONE_HOME``'s concerns ``path`` defines itself: concern -> the lines."""
     tree = parse(path)
     found: dict[str, list[int]] = {}
-    calls = {_called(n) for n in ast.walk(tree)}
-    for node in ast.walk(tree):
+    calls = {_called(n) for n in walk(path)}
+    for node in walk(path):
         line = getattr(node, "lineno", 0)
         targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
         if isinstance(node, ast.Assign | ast.AnnAssign) and any(
@@ -81,11 +81,11 @@ def _definitions(path: Path) -> dict[str, list[int]]:
         found.setdefault("JSON-lines writer", []).append(1)
     docstrings = {
         id(node.body[0].value)
-        for node in ast.walk(tree)
+        for node in walk(path)
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
         and node.body and isinstance(node.body[0], ast.Expr)
     }  # fmt: skip
-    for node in ast.walk(tree):  # a command worded by hand, right for one kind of install only
+    for node in walk(path):  # a command worded by hand, right for one kind of install only
         if isinstance(node, ast.Constant) and "pip install" in str(node.value) and id(node) not in docstrings:
             found.setdefault("install hints", []).append(node.lineno)
     for node in tree.body:  # a module's own lazy loader
@@ -142,10 +142,10 @@ def test_tests_start_the_command_through_one_helper() -> None:
         f"{path.relative_to(REPO)}:{node.lineno}"  # type: ignore[attr-defined]
         for path in sorted((REPO / "tests").rglob("*.py"))
         if path != helper
-        for node in ast.walk(parse(path))
+        for node in walk(path)
         if _runs_the_command(node)
     ]
     assert not elsewhere, (
         f"edgepipe started in a child process without tests/support/cli_process.py: {elsewhere}"
     )
-    assert any(_runs_the_command(node) for node in ast.walk(parse(helper)))
+    assert any(_runs_the_command(node) for node in walk(helper))

@@ -8,7 +8,7 @@ import ast
 import re
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, parse
+from tests.quality.source import PACKAGE, REPO, parse, walk
 
 SCRIPTS = REPO / "scripts"
 PROC_HOME = SCRIPTS / "bench" / "proc.py"
@@ -61,7 +61,7 @@ def test_the_exit_grace_has_one_home() -> None:
     homes = [
         f"{path.relative_to(REPO)}:{node.lineno}"  # type: ignore[attr-defined]
         for path in _scripts()
-        for node in ast.walk(parse(path))
+        for node in walk(path)
         if _assigned(node, "EXIT_GRACE_S")
     ]
     assert len(homes) == 1, f"EXIT_GRACE_S is defined in scripts/bench/child.py only: {homes}"
@@ -74,7 +74,7 @@ def test_scripts_are_imported_as_one_package() -> None:
     stems = {p.stem for p in _scripts()} - {"__init__", "__main__"}
     flat = []
     for path in [*_scripts(), *sorted((REPO / "tests").rglob("*.py"))]:
-        for node in ast.walk(parse(path)):
+        for node in walk(path):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
