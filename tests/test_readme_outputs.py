@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli_process import CHECKOUT
 from tests.test_readme_commands import all_commands
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,6 +58,7 @@ def reads_camera_toml() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(CHECKOUT)
 def test_a_readers_outputs_in_the_checkout_are_ignored_and_break_no_test(
     left_in_the_checkout: list[Path],
 ) -> None:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.quality.source import REPO
+from tests.support.cli_process import CHECKOUT
 
 BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(CHECKOUT)]  # its caches are written in the checkout
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EDGEPIPE = (sys.executable, "-m", "edgepipe")
+CHECKOUT = "checkout"
+"""The xdist group of the tests that watch the checkout for writes or write into it themselves
+(the README's commands, a reader's outputs, ruff's and mypy's caches): one worker runs them one
+after the other, so none sees another's files (``scripts/test.sh`` runs ``--dist loadgroup``)."""
 Command = Callable[..., subprocess.CompletedProcess[str]]
 """A command of ``edgepipe`` with its first words given: the rest of its arguments in, how it ended out."""
 
