@@ -22,6 +22,37 @@ REPO = Path(__file__).resolve().parents[1]
 WHEELHOUSE = REPO / ".cache" / "wheels"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The phase's tests, and the xdist groups written so that pytest 9 reads them.
+
+    ``scripts/test.sh`` runs the suite in two phases (``EDGEPIPE_TEST_PHASE``): ``parallel``
+    (every test but the ``solo`` ones, on several workers) then ``solo`` (those alone, as they
+    time the machine's own work). Without the variable, every test runs.
+
+    ``--dist loadgroup`` sends the tests of one ``xdist_group`` to one worker by a suffix on their
+    node ids (``...@checkout``). pytest-xdist 3.8 writes it into ``Item._nodeid``, which pytest 9
+    no longer reads (a node's id is ``Item._id``): without this, a group's tests ran on both
+    workers at once."""
+    phase = os.environ.get("EDGEPIPE_TEST_PHASE")
+    if phase in ("parallel", "solo"):
+        keep = [item for item in items if (item.get_closest_marker("solo") is not None) == (phase == "solo")]
+        if len(keep) < len(items):
+            kept = set(map(id, keep))
+            config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+            items[:] = keep
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(sorted(groups))}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     cache = tmp_path_factory.mktemp("edgepipe-cache")

@@ -91,6 +91,7 @@ async def test_stop_strings_apply_to_token_id_prompts(tiny_models: dict[str, Pat
     worker.close()
 
 
+@pytest.mark.solo  # a rate in steps per second
 async def test_max_tokens_per_s_paces_every_model_step_on_the_loop(tiny_models: dict[str, Path]) -> None:
     rate = 20.0
     worker = LMWorker(tiny_models["gqa"], max_tokens_per_s=rate, speculate=0)  # a token a step

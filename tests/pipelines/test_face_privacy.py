@@ -150,6 +150,7 @@ async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -
 
 @pytest.mark.usefixtures("libx264")
 @pytest.mark.slow
+@pytest.mark.solo  # a viewer's frame rate
 @pytest.mark.timeout(120)
 async def test_the_viewer_page_times_every_frame_a_person_sees(centerface: Path) -> None:
     # What a person sees, read from the page itself over 20 s in headless Chromium: every frame

@@ -15,6 +15,8 @@ from edgepipe.runner import RunConfig, run_async
 from edgepipe.sched import EveryKnob, Scheduler, cpu_budget, gate
 from edgepipe.testing import run_pipeline
 
+pytestmark = pytest.mark.solo  # the governor's decisions follow the machine's load
+
 
 async def ticks() -> AsyncIterator[int]:
     n = 0
