@@ -25,7 +25,7 @@ from scripts import tiny_lm
 from tests.quality.source import parse
 from tests.support.stopping import BUDGET_S, DRAIN_S, REPO, start
 
-pytestmark = [pytest.mark.slow, pytest.mark.solo]  # each stop has a budget in seconds
+pytestmark = pytest.mark.slow
 
 SHIPPED = {
     "demo": ["pipelines/demo.py", "--record", "{tmp}/demo.mp4"],
