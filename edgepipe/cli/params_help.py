@@ -74,6 +74,25 @@ def add_parameters(parser: argparse.ArgumentParser, spec: PipelineFunction) -> N
             group.add_argument(param.flag, metavar=metavar(param), default=argparse.SUPPRESS, help=text)
 
 
+def print_help(parser: argparse.ArgumentParser, file: str | None, reserved: dict[str, str]) -> int:
+    """``parser``'s help with the parameters of the pipeline in ``file`` (when given) after the
+    command's own options: exit 0, or 2 when the file cannot be read (the help still printed)."""
+    from edgepipe.cli.exits import EXIT_OK, EXIT_USAGE
+    from edgepipe.cli.failures import error
+    from edgepipe.core.errors import PipelineError
+    from edgepipe.pipefile.loader import read_pipeline
+
+    if file is not None:
+        try:
+            add_parameters(parser, read_pipeline(file, reserved=reserved))
+        except PipelineError as exc:
+            parser.print_help()
+            error(f"{exc} (so its parameters cannot be listed)")
+            return EXIT_USAGE
+    parser.print_help()
+    return EXIT_OK
+
+
 def metavar(param: Param) -> str:
     """``INT``, ``FLOAT``, ``TEXT``, ``PATH``, ``FILE`` (a :class:`WritableFile`), ``DIR`` (a
     :class:`WritableFolder`), ``{a,b}``."""

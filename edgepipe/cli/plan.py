@@ -170,20 +170,11 @@ def _help(args: argparse.Namespace) -> int:
     """``edgepipe plan TARGET --help``: the options, then a pipeline file's parameters (an option
     of ``plan`` with the flag of one of them is left out: there, the flag is the pipeline's)."""
     from edgepipe.cli import params_help as cli_params
-    from edgepipe.core.errors import PipelineError
-    from edgepipe.pipefile.loader import read_pipeline
 
     parser = argparse.ArgumentParser(prog="edgepipe plan", description=DESCRIPTION, allow_abbrev=False)
     _add_arguments(parser, _pipeline_flags(args.target))
-    if args.target is not None and args.target.endswith(PIPELINE_SUFFIX):
-        try:
-            cli_params.add_parameters(parser, read_pipeline(args.target, reserved=_reserved()))
-        except PipelineError as exc:
-            parser.print_help()
-            error(f"{exc} (so its parameters cannot be listed)")
-            return EXIT_USAGE
-    parser.print_help()
-    return EXIT_OK
+    pipeline = args.target if args.target is not None and args.target.endswith(PIPELINE_SUFFIX) else None
+    return cli_params.print_help(parser, pipeline, _reserved())
 
 
 def _list(args: argparse.Namespace, table: dict[str, Any]) -> int:

@@ -65,19 +65,9 @@ def _reserved() -> dict[str, str]:
 def _help(args: argparse.Namespace) -> int:
     """``edgepipe trace FILE --help``: the options, then the pipeline's parameters."""
     from edgepipe.cli import params_help as cli_params
-    from edgepipe.core.errors import PipelineError
-    from edgepipe.pipefile.loader import read_pipeline
 
     parser: argparse.ArgumentParser = args.trace_parser
-    if args.file is not None:
-        try:
-            cli_params.add_parameters(parser, read_pipeline(args.file, reserved=_reserved()))
-        except PipelineError as exc:
-            parser.print_help()
-            error(f"{exc} (so its parameters cannot be listed)")
-            return EXIT_USAGE
-    parser.print_help()
-    return EXIT_OK
+    return cli_params.print_help(parser, args.file, _reserved())
 
 
 def main(args: argparse.Namespace) -> int:
