@@ -11,6 +11,7 @@ from typing import Literal
 
 from edgepipe.core.checks import Range
 from edgepipe.infer import SessionConfig
+from edgepipe.infer.registry import looks_like_path, lookup
 from edgepipe.media.tensor import Method
 from edgepipe.vision import adapters
 from edgepipe.vision.preprocess import Normalize
@@ -110,6 +111,8 @@ class DetectorConfig:
             )
         # Frozen all the way down: a list the caller keeps cannot change the detector's labels.
         object.__setattr__(self, "model", str(self.model))
+        if not looks_like_path(self.model):
+            lookup(self.model)  # a name the registry has not: wrong before anything runs (ModelNotFound)
         if self.labels is not None:
             object.__setattr__(self, "labels", tuple(self.labels))
         object.__setattr__(self, "classes", frozenset(self.classes) if self.classes else None)

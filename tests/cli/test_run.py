@@ -164,3 +164,11 @@ def test_values_that_start_with_a_dash(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert passed(result.stderr)["label"] == "-q"
     assert passed(result.stderr)["name"] == "-x"  # no option of graph's: it reaches the parameter
+
+
+@pytest.mark.slow
+def test_an_unknown_model_name_is_a_usage_error_before_anything_runs() -> None:
+    done = edgepipe("run", "pipelines/face_privacy.py", "--model", "centerfce", "--duration", "1")
+    assert done.returncode == 2, done.stderr
+    assert "did you mean 'centerface'?" in done.stderr
+    assert "decoding" not in done.stderr  # no camera was opened

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from edgepipe.infer import SessionConfig
+from edgepipe.infer.errors import ModelNotFound
 from edgepipe.vision import Detector, DetectorConfig
 from edgepipe.vision.config import DEFAULT_SESSION
 
@@ -57,3 +58,14 @@ def test_what_is_left_unsaid_is_derived() -> None:
 def test_settings_that_cannot_work_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match="^" + re.escape(message)):
         DetectorConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_model_name_the_registry_has_not_is_refused_when_the_detector_is_made() -> None:
+    # Wrong before anything runs: `edgepipe run` says so with exit 2, not at the node's start.
+    with pytest.raises(
+        ModelNotFound,
+        match=r"model centerfce: not a file and not a registry name; did you mean 'centerface'\?",
+    ):
+        Detector("centerfce")
+    Detector("CenterFace")  # a name is found whatever its case
+    Detector("later.onnx")  # a path is the session's to open, when the node starts
