@@ -90,6 +90,11 @@ def parse_broker_url(url: str, env: Mapping[str, str] | None = None) -> BrokerCo
     except ValueError as exc:
         raise MqttConfigError(f"MQTT broker URL {shown}: {exc}; expected mqtt://HOST[:PORT]") from None
     scheme = parts.scheme.lower()
+    if "://" not in url:  # HOST:PORT parses as a scheme and a path, or as a path alone
+        raise MqttConfigError(
+            f"MQTT broker URL {shown} has no scheme, and it must be mqtt:// or mqtts://: "
+            f"write mqtt://{shown.strip()} (or mqtts://{shown.strip()} for TLS)"
+        )
     if scheme not in DEFAULT_PORTS:
         hint = " (write mqtts:// for TLS)" if scheme in ("ssl", "tls", "mqtt+ssl") else ""
         raise MqttConfigError(

@@ -138,6 +138,14 @@ def test_discovery_and_the_first_backoff_follow_the_other_settings() -> None:
     ("kwargs", "message"),
     [
         ({"url": "tcp://h"}, "the scheme must be mqtt:// or mqtts://"),
+        (
+            {"url": "127.0.0.1:18830"},
+            "MQTT broker URL 127.0.0.1:18830 has no scheme, and it must be mqtt:// or mqtts://: write mqtt://127.0.0.1:18830 (or mqtts://127.0.0.1:18830 for TLS)",
+        ),
+        (
+            {"url": "broker.local:1883"},
+            "has no scheme, and it must be mqtt:// or mqtts://: write mqtt://broker.local:1883 ",
+        ),
         ({"device": "front/door"}, "MQTT device 'front/door' cannot be a topic level"),
         ({"prefix": "a/b"}, "MQTT topic prefix 'a/b' cannot be a topic level"),
         ({"payload": "msgpack", "discovery": True}, "Home Assistant discovery needs JSON payloads"),
