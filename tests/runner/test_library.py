@@ -3,6 +3,7 @@ heartbeat, from Python (the command's side: tests/cli/test_run_options.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -54,3 +55,20 @@ def test_the_demo_run_from_python_shows_the_governor_the_memory_plan_and_the_hea
     assert beat["sched"]["governed"]
     assert beat["sched"]["target"] == pytest.approx(0.5)
     assert beat["memory"]["total_bytes"] == memory["total_bytes"]
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_runs_on_both_loops(loop: str) -> None:
+    seen_loop: list[str] = []
+
+    async def note_loop(x: int) -> int:
+        seen_loop.append(type(asyncio.get_running_loop()).__module__)
+        return x
+
+    out: ListSink[int] = ListSink()
+    p = Pipeline()
+    src = p.source("src", FakeSource(range(3)))
+    p.sink("out", out, inputs=p.stage("s", note_loop, inputs=src))
+    edgepipe.run(p, RunConfig(governed=False, loop=loop))
+    assert out.items == [0, 1, 2]
+    assert seen_loop[0].startswith(loop)

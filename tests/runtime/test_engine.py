@@ -16,7 +16,7 @@ from edgepipe import Message, NodeError, Pipeline
 from edgepipe.core.errors import NodeTimeout
 from edgepipe.graph.pipeline import ErrorPolicy, OnError
 from edgepipe.graph.spec import on_loop as declare_on_loop
-from edgepipe.runner import RunConfig, run, run_async
+from edgepipe.runner import RunConfig, run_async
 from edgepipe.testing import FakeSource, ListSink
 
 
@@ -365,23 +365,6 @@ async def test_results_file_has_one_line_per_message_reaching_a_sink(tmp_path: P
             "data": {"error": "ValueError", "message": "bad frame"},
         }
     ]
-
-
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_runs_on_both_loops(loop: str) -> None:
-    seen_loop: list[str] = []
-
-    async def note_loop(x: int) -> int:
-        seen_loop.append(type(asyncio.get_running_loop()).__module__)
-        return x
-
-    out: ListSink[int] = ListSink()
-    p = Pipeline()
-    src = p.source("src", FakeSource(range(3)))
-    p.sink("out", out, inputs=p.stage("s", note_loop, inputs=src))
-    run(p, RunConfig(governed=False, loop=loop))
-    assert out.items == [0, 1, 2]
-    assert seen_loop[0].startswith(loop)
 
 
 async def test_a_consumer_that_ends_early_stops_an_endless_source() -> None:
