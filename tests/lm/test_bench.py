@@ -1,16 +1,19 @@
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from edgepipe.cli.main import main
 from edgepipe.infer.footprint import read_weights
 from edgepipe.infer.session import SessionConfig
+from edgepipe.lm import batch
 from edgepipe.lm.bench import (
     ASSUMED_L3_BYTES,
     cache_sized_mb,
@@ -68,7 +71,14 @@ def _lm(folder: Path, **kwargs: int) -> LanguageModel:
     return LanguageModel(folder, max_seq_len=CONFIG.max_seq_len, session=SessionConfig(threads=1), **kwargs)
 
 
-def test_slot_figures_time_the_requests_decoding_together(tiny_models: dict[str, Path]) -> None:
+def test_slot_figures_time_the_requests_decoding_together(
+    tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The decoder's clock ticks 1 ms a reading, so the order of the TTFTs is the order of the
+    # steps, whatever the machine's load (a process paused between the two joins made the
+    # first request's TTFT the longer on a busy CI machine).
+    ticks = itertools.count()
+    monkeypatch.setattr(batch, "time", SimpleNamespace(perf_counter=lambda: next(ticks) / 1000))
     lm = _lm(tiny_models["gqa"], slots=2, speculate=0)
     row = slot_figures(lm, [[5] * 8, [7] * 20], new_tokens=5)
     assert row["slots"] == 2
