@@ -2,7 +2,7 @@
 #   docker build -t edgepipe .                                      # CPU (onnxruntime)
 #   docker build -t edgepipe:nvidia --build-arg FLAVOR=nvidia .     # NVIDIA GPU (onnxruntime-gpu)
 #   docker run --rm -v edgepipe-data:/data edgepipe                 # the built-in demo
-#   docker run --rm -v edgepipe-data:/data edgepipe run /app/pipelines/face_privacy.py --output blurred.mp4
+#   docker run --rm -v edgepipe-data:/data edgepipe run /app/pipelines/face_privacy.py --output pixelated.mp4
 # Outputs and the optimized-model cache go to the /data volume (the working folder); the models
 # of the shipped pipelines are in the image, so the container needs no network at run time.
 

@@ -1,5 +1,5 @@
 """What a reader's commands leave in the checkout (the documents' ``trace.json``, ``camera.toml``,
-``blurred.mp4``, ``events/``) is ignored by git and changes no test's verdict: each test works in
+``pixelated.mp4``, ``events/``) is ignored by git and changes no test's verdict: each test works in
 a folder of its own."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ TRACE = "tests/cli/test_trace.py"
 LEFT_BY_A_READER = {  # path in the checkout -> what the reader's command wrote (None: a folder)
     "trace.json": '{"traceEvents": []}\n',  # docs/trace.md: edgepipe trace ... (default -o)
     "camera.toml": 'source = "rtsp://192.0.2.10/stream"\n',  # docs/pipelines.md: the reader's own
-    "blurred.mp4": "not a video\n",  # docs/detection.md: --output blurred.mp4
+    "pixelated.mp4": "not a video\n",  # docs/detection.md: --output pixelated.mp4
     "events": None,  # docs/mqtt.md: --events-dir events
 }
 

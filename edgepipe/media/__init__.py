@@ -1,5 +1,5 @@
 """Video in and out: sources (files, RTSP, cameras, synthetic), hardware decoders, NV12/I420
-frames from bounded pools, drawing, blurring and encoding."""
+frames from bounded pools, drawing, pixelating and encoding."""
 
 from __future__ import annotations
 

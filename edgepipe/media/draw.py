@@ -1,4 +1,4 @@
-"""Drawing on NV12 and I420 planes: boxes, labels, blurred regions. No RGB round trip.
+"""Drawing on NV12 and I420 planes: boxes, labels, pixelated regions. No RGB round trip.
 
 Everything here writes into the planes it is given, so give it a frame you own (a copy from
 :func:`writable_copy`, or an encoder's input buffer): a decoder's own frames are read-only,

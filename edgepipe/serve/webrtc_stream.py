@@ -3,12 +3,12 @@ per codec whatever the number of viewers: H.264, and VP8 only while a viewer wit
 watches) and the results on each viewer's ``results`` data channel::
 
     stream = WebRTCStream()
-    p.sink("view", stream.video("camera"), inputs=blurred, policy="latest", queue_size=1)
+    p.sink("view", stream.video("camera"), inputs=pixelated, policy="latest", queue_size=1)
     p.sink("view_results", stream.results, inputs=faces, queue_size=16)
 
 (``results`` runs on the event loop, where the viewers' channels are: it says so itself.)
 
-What a track shows is the pipeline's choice: ``face_privacy`` feeds ``video`` from the blurred
+What a track shows is the pipeline's choice: ``face_privacy`` feeds ``video`` from the pixelated
 branch only. ``edgepipe run FILE --port N`` finds the stream among the graph's nodes and answers
 viewers' offers (``POST /offer``, WHEP ``POST /whep``) with it.
 """

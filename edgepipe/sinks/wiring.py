@@ -1,10 +1,10 @@
 """What the shipped pipelines add for ``--mqtt URL`` and ``--events-dir DIR``: one call, so the
 three of them (face privacy, scene descriptions, the demo) wire the sinks the same way::
 
-    events = add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=blurred,
+    events = add_mqtt_and_events(p, mqtt=mqtt, events_dir=events_dir, frames=pixelated,
                                  triggers=faces, results=[faces], live=live)
 
-``frames`` are the pipeline's *output* pictures (for face privacy the blurred ones, never the
+``frames`` are the pipeline's *output* pictures (for face privacy the pixelated ones, never the
 camera's): the event clips hold what a viewer or a recording gets. ``triggers`` start a clip
 (detections of ``labels`` scored at least ``min_score``; the ``stalled`` state of a source
 upstream too). The sinks learn the pipeline's name and the sources' states from the graph.

@@ -70,7 +70,7 @@ class Detections(Leased):
     With ``Detector(keep_frame=True)`` it also carries the frame itself (``frame``), holding
     its lease: the frame stays valid as long as these detections do, and goes back to its pool
     when the runtime releases them (after the last consumer's call). Overlays that must draw on
-    exactly the picture that was analysed (face blurring) read it from here.
+    exactly the picture that was analysed (face pixelating) read it from here.
     """
 
     kind: ClassVar[str] = "detections"

@@ -80,7 +80,7 @@ class ModelFrames:
         # where the count crosses into the next interval, so a fractional one (7.5) runs it on
         # one frame in 7 or 8, alternately. A new source's first frame (or its first after its
         # numbers restart) always goes to the model: its tracker has nothing to carry yet, and
-        # an overlay such as a face blur must not start with an empty frame.
+        # an overlay such as a face pixelation must not start with an empty frame.
         seq = frame.seq
         last = self._last.get(source)
         self._last[source] = seq

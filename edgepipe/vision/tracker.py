@@ -4,7 +4,7 @@ the frames the model skips (``Detector(every=N)``).
 Each detection is matched to the live track of the same class it overlaps most (greedy, best
 IoU first, above ``match_iou``); unmatched detections open new tracks; a track unmatched for
 ``max_missed`` detection rounds is closed. Between detections, a track's box moves by its
-last measured velocity (pixels per frame), so a blur follows a face across skipped frames.
+last measured velocity (pixels per frame), so the pixelation follows a face across skipped frames.
 :class:`SourceTrackers` keeps one tracker per video source for a node that sees several.
 """
 

@@ -7,7 +7,7 @@ against one call on the spare units' threads (``--prefer latency``) and one call
 Each run is a child process (this script with ``--child``) running ``pipelines/face_privacy.py``
 as ``edgepipe run`` does (``edgepipe.run``: governed, 30% headroom) with ``--output``, for
 ``--warmup`` + ``--seconds``. Over the measured span, from the runtime's snapshot each second:
-frames the ``record`` sink took (the blurred video written), the process's CPU (``os.times``)
+frames the ``record`` sink took (the pixelated video written), the process's CPU (``os.times``)
 as a share of the usable cores, and the limit named for the ``faces`` node each second
 (:mod:`edgepipe.sched.limits`; the most frequent is reported). The baselines are the same run
 with the pipeline's ``--prefer latency`` and ``--instances 1``, measured in the same

@@ -4,7 +4,7 @@ continuously about the faces it finds.
     edgepipe run scripts/bench/soak_pipeline.py --source rtsp://127.0.0.1:8554/cam --lm tiny-lm/ \\
         --output soak.mp4 --duration 600 --results soak.jsonl
 
-The graph is built by ``pipelines/face_privacy.py`` itself (camera -> faces -> blur -> MP4 and
+The graph is built by ``pipelines/face_privacy.py`` itself (camera -> faces -> pixelate -> MP4 and
 viewers, a face-count log), so the soak runs exactly what users run; ``Describe`` (a small LM,
 ``scripts/make_tiny_lm.py``) takes the ``faces`` detections and the camera's state and starts a
 new description ``every_s`` after the last one began (at once when writing takes longer).
@@ -53,7 +53,7 @@ def pipeline(
     window_s: float = 5.0,
     max_new_tokens: int = 32,
 ) -> Pipeline:
-    """face_privacy (``source`` -> faces with ``model`` -> blur -> ``output``) + faces -> describe
+    """face_privacy (``source`` -> faces with ``model`` -> pixelate -> ``output``) + faces -> describe
     (``lm``, continuously) -> a sink."""
     if not (lm / "model.onnx").is_file():
         raise ValueError(f"--lm {lm}: no model.onnx in it (scripts/make_tiny_lm.py DIR makes one)")

@@ -51,7 +51,7 @@ def test_a_wrong_value_is_exit_2_naming_it_before_anything_starts(
     tmp_path: Path, args: list[str], names: list[str]
 ) -> None:
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    outputs = ["--output", str(tmp_path / "blurred.mp4")] if "--output" not in args else []
+    outputs = ["--output", str(tmp_path / "pixelated.mp4")] if "--output" not in args else []
     result = edgepipe("run", "pipelines/face_privacy.py", *outputs, *args, "--duration", "5")
     assert result.returncode == 2, result.stderr
     line = error_line(result.stderr)

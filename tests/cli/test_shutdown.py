@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 SHIPPED = {
     "demo": ["pipelines/demo.py", "--record", "{tmp}/demo.mp4"],
-    "face_privacy": ["pipelines/face_privacy.py", "--output", "{tmp}/blurred.mp4"],
+    "face_privacy": ["pipelines/face_privacy.py", "--output", "{tmp}/pixelated.mp4"],
     "rtsp_to_webrtc": ["pipelines/rtsp_to_webrtc.py"],
     "rtsp_to_webrtc_served": ["pipelines/rtsp_to_webrtc.py", "--port", "0"],
     "describe_scene": ["pipelines/describe_scene.py", "--model", "{lm}", "--every-s", "0.5",

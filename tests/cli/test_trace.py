@@ -48,7 +48,7 @@ def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, w
         isinstance(e[k], int | float | str | dict) for e in complete for k in ("name", "pid", "tid", "args")
     )
     nodes = {e["args"]["node"] for e in complete if e.get("cat") == "node"}
-    assert nodes == {"camera", "faces", "blur", "log", "view_results", "view"}
+    assert nodes == {"camera", "faces", "pixelate", "log", "view_results", "view"}
     ort_ops = {e["args"]["op_name"] for e in complete if "op_name" in e["args"]}
     assert "FusedConv" in ort_ops  # CenterFace's Conv+Relu, fused on the CPU
     assert {e["args"]["provider"] for e in complete if "provider" in e["args"]} == {"CPUExecutionProvider"}

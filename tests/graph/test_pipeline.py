@@ -269,9 +269,9 @@ def test_a_stage_of_frames_is_no_live_source() -> None:
         return picture
 
     p = Pipeline("downstream")
-    blurred = p.stage("blur", same, inputs=p.source("camera", Camera()))
-    p.sink("record", print, inputs=blurred)
-    assert lanes_of(p, "record") == [("blur", "block", 8, False)]  # a recording gets every frame
+    pixelated = p.stage("pixelate", same, inputs=p.source("camera", Camera()))
+    p.sink("record", print, inputs=pixelated)
+    assert lanes_of(p, "record") == [("pixelate", "block", 8, False)]  # a recording gets every frame
 
 
 def test_a_node_runs_on_the_loop_when_its_code_says_so_unless_declared_otherwise() -> None:

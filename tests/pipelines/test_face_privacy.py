@@ -29,7 +29,7 @@ def flat_steps(picture: np.ndarray) -> float:
 
 @pytest.mark.slow
 def test_the_synthetic_cameras_face_is_pixelated_in_the_recording(tmp_path: Path, centerface: Path) -> None:
-    out = tmp_path / "blurred.mp4"
+    out = tmp_path / "pixelated.mp4"
     pipeline = load_pipeline(PIPELINE, ["--output", str(out)])  # the default camera, 640x480
     seen: list[tuple[int, list[tuple[float, ...]]]] = []  # (scene frame, face boxes): no frame kept
     pipeline.sink("capture", lambda d: seen.append((d.pts, [tuple(f.box) for f in d])), inputs="faces")
@@ -65,15 +65,17 @@ def test_without_output_nothing_is_written_and_the_log_says_so(tmp_path: Path, c
     done = edgepipe("run", PIPELINE, "--duration", "3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "'face_privacy' ended (stop)" in done.stderr, done.stderr  # drained, not "forced"
-    assert list(tmp_path.iterdir()) == []  # no faces_blurred.mp4 (or anything) in the folder it ran in
-    assert "not recording (no --output): add --output blurred.mp4 to record the blurred video" in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no pixelated.mp4 (or anything) in the folder it ran in
+    assert (
+        "not recording (no --output): add --output pixelated.mp4 to record the pixelated video" in done.stderr
+    )
     assert re.search(r"camera frame \d+: 1 face\(s\)", done.stderr), done.stderr  # it ran, and found the face
 
 
 @pytest.mark.slow
 def test_faces_are_pixelated_in_the_recording(tmp_path: Path, make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     clip = make_clip("privacy.mp4", width=1280, height=720, fps=15, seconds=2)
-    out = tmp_path / "blurred.mp4"
+    out = tmp_path / "pixelated.mp4"
     pipeline = load_pipeline(PIPELINE, ["--source", str(clip), "--output", str(out)])
     faces: ListSink[Detections] = ListSink()
     pipeline.sink("capture", faces, inputs="faces")
@@ -116,7 +118,7 @@ async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -
     fps = 10
     clip = make_clip("privacy_view.mp4", width=640, height=360, fps=fps, seconds=5)
     args = ["--source", str(clip), "--output", "", "--realtime"]
-    assert video_feeds(load_pipeline(PIPELINE, args)) == {"view": ("blur",)}  # the blurred branch only
+    assert video_feeds(load_pipeline(PIPELINE, args)) == {"view": ("pixelate",)}  # the pixelated branch only
     async with served(load_pipeline(PIPELINE, args)) as run:
         peer = await connect(run.url)
         received = await peer.frames(40)
@@ -164,10 +166,11 @@ async def test_the_viewer_page_times_every_frame_a_person_sees(centerface: Path)
         seen = await asyncio.to_thread(browser.watch, f"{run.url}/", 20.0, 1.0)
         after = run.runtime.snapshot()
     # The camera's 15 fps, thinned at most by the budget (to 5 fps on a 2-core Zen 1): the page
-    # shows nearly every frame the pipeline blurred meanwhile.
-    blurred_fps = (after.node("blur").items_out - before.node("blur").items_out) / (after.t_s - before.t_s)
+    # shows nearly every frame the pipeline pixelated meanwhile.
+    pixelated = after.node("pixelate").items_out - before.node("pixelate").items_out
+    pixelated_fps = pixelated / (after.t_s - before.t_s)
     assert seen["frames"] >= 60, seen
-    assert seen["fps"] >= 0.8 * blurred_fps, (blurred_fps, seen)
+    assert seen["fps"] >= 0.8 * pixelated_fps, (pixelated_fps, seen)
     assert seen["timed_share"] >= 0.9, seen  # frames shown without a capture time are few
     # One clock: a frame is shown after its results were ready, and after it reached the browser.
     assert seen["capture_to_display_p50_ms"] > seen["pipeline_latency_p50_ms"] > 0, seen

@@ -1,5 +1,5 @@
 """The shipped pipelines' ``--mqtt`` and ``--events-dir``: a real Mosquitto hears their results,
-and face privacy's event clips hold the blurred picture, never the camera's."""
+and face privacy's event clips hold the pixelated picture, never the camera's."""
 
 from __future__ import annotations
 

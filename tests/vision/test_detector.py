@@ -182,7 +182,7 @@ def test_a_broken_model_fails_at_start_up_naming_it(tmp_path: Path) -> None:
 def test_detections_reach_the_results_file(tmp_path: Path, make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     clip = make_clip("face.mp4", width=640, height=360, fps=15, seconds=2)
     results = tmp_path / "r.jsonl"
-    output = tmp_path / "blurred.mp4"
+    output = tmp_path / "pixelated.mp4"
     done = edgepipe("run", REPO / "pipelines" / "face_privacy.py", "--source", clip, "--output", output,
                     "--results", results)  # fmt: skip
     assert done.returncode == 0, done.stderr

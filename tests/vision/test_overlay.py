@@ -46,7 +46,7 @@ def test_without_the_frame_the_error_says_how_to_keep_it() -> None:
 
 def test_a_box_the_tracker_predicted_is_blurred_wider() -> None:
     # Between model runs (--every N) a face may have moved off the tracker's prediction.
-    def blurred_rows(inferred: bool) -> int:
+    def pixelated_rows(inferred: bool) -> int:
         result = detections()
         result.inferred = inferred
         assert result.frame is not None
@@ -54,7 +54,7 @@ def test_a_box_the_tracker_predicted_is_blurred_wider() -> None:
         out = Redact().process(result)
         return int((np.abs(out.y.astype(int) - original).max(axis=1) > 0).sum())
 
-    assert blurred_rows(inferred=False) > blurred_rows(inferred=True) * 1.2
+    assert pixelated_rows(inferred=False) > pixelated_rows(inferred=True) * 1.2
 
 
 @pytest.mark.parametrize("margins", [(-0.1, 0.35), (0.15, float("nan")), (0.15, 11.0)])

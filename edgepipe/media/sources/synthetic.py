@@ -5,7 +5,7 @@ NV12 straight into the source's pool buffers (no decode, no copy). The scene is 
 with texture and sensor noise, a square crossing it, a disc bouncing in it and a face drifting
 slowly across it (:mod:`edgepipe.media.portrait`, a public-domain photo), so that motion,
 drawing, encoding and face detection have something real to work on: a first run of a face
-pipeline finds, tracks and blurs a face. :func:`play` is a synthetic source's decode thread: the
+pipeline finds, tracks and pixelates a face. :func:`play` is a synthetic source's decode thread: the
 scene at the URL's size and rate.
 
 The scene is drawn in YUV and means BT.601 limited range (an SD camera's colours, whatever the

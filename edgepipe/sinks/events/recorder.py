@@ -2,13 +2,13 @@
 
 ::
 
-    blurred = p.stage("blur", Redact(), inputs=faces)
+    pixelated = p.stage("pixelate", Redact(), inputs=faces)
     events = p.stage("events", EventRecorder("events", trigger=Trigger(labels={"face"}), pre_s=5, post_s=5),
-                     inputs={"frames": (blurred, "latest", 2), "faces": faces})
+                     inputs={"frames": (pixelated, "latest", 2), "faces": faces})
     p.sink("event_log", log_events, inputs=events)
 
 :class:`EventRecorder` is a stage fed the pipeline's *output* frames (those a viewer or a
-recording gets: for face privacy, the blurred ones, never the camera's own packets) on one lane
+recording gets: for face privacy, the pixelated ones, never the camera's own packets) on one lane
 and its triggers on others (:class:`~edgepipe.sinks.events.trigger.Trigger`: detections of given
 labels over a score, an ``event`` message such as a language model's description, a source
 entering a state such as ``stalled``). It encodes every frame once into H.264 and keeps the

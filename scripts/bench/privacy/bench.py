@@ -4,7 +4,7 @@
 The pipeline (``pipelines/face_privacy.py``, the user's flags: ``--input-size 640``) runs as a
 subprocess (``python -m edgepipe run``, so the PID measured is the pipeline's own) on a 720p30
 clip of a real face (``scripts/make_sample_clip.py``: scikit-image's astronaut walking across a pan of
-its sample photos, made once into the temp folder), recording the blurred video with
+its sample photos, made once into the temp folder), recording the pixelated video with
 ``--output``. Its CPU (``/proc/PID/stat`` utime + stime, every thread) is read at each of its
 once-a-second log lines (``camera frame N: ...``): the steady figure is the CPU between the
 second line and the last over the frames between them (start-up, model load and the first

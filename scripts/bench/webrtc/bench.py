@@ -37,7 +37,7 @@ viewer that aiortc encodes itself, as its examples do), with 1 and 4 viewers (``
 
 What a person sees (``browser``): the viewer page in Debian's headless Chromium
 (:mod:`.browser`) watching ``pipelines/face_privacy.py --port N`` on its default
-synthetic camera (640x480 at 15 fps, CenterFace on every frame, the video fed from the blur
+synthetic camera (640x480 at 15 fps, CenterFace on every frame, the video fed from the pixelate
 stage): the page's own capture→display figure of every frame shown for ``--browser-seconds``,
 beside the pipeline latency of the same frames' results (the baseline: what the page adds to
 it is the encode, the network and the browser), and the browser's own share (last packet in to
