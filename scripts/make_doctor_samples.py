@@ -7,8 +7,9 @@ in OUT/bad the failures it diagnoses, each made the way it happens in the field.
 good/: photo.jpg and photo.png (scikit-image's cat photo, encoded with PyAV's FFmpeg), clip.mp4
 (H.264, index at the end), clip-faststart.mp4 (index first), notes.txt (UTF-8 Chinese).
 bad/: screenshot.jpg (a PNG with a .jpg name), cut.jpg (the JPEG's first half),
-notes-gbk.txt (the notes in GBK), empty.mp4 (zero bytes), clip-cut.mp4 and
-clip-faststart-cut.mp4 (each MP4's first half, as a copy that stopped).
+notes-gbk.txt (the notes in GBK), notes-latin1.txt (French notes in Latin-1, as an old Windows
+tool saves them), empty.mp4 (zero bytes), clip-cut.mp4 and clip-faststart-cut.mp4 (each MP4's
+first half, as a copy that stopped).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ NOTES = (  # real Simplified Chinese, with its full-width punctuation
     "摄像头 3 号：人脸检测已开启，每秒 15 帧。\n"  # noqa: RUF001
     "夜间模式下画面偏暗，请检查红外补光灯。\n"  # noqa: RUF001
     "录像保存在事件文件夹中，保留七天后自动删除。\n"  # noqa: RUF001
+)
+NOTES_FRENCH = (  # real French, every character of it in Latin-1
+    "Caméra 3 : détection des visages activée, 15 images par seconde.\n"
+    "En mode nuit l'image est trop sombre : vérifiez l'éclairage infrarouge.\n"
+    "Les vidéos sont gardées sept jours à 20 °C, puis effacées.\n"
 )
 
 
@@ -78,6 +84,7 @@ def make(out: Path) -> list[Path]:
     (bad / "screenshot.jpg").write_bytes((good / "photo.png").read_bytes())
     first_half(good / "photo.jpg", bad / "cut.jpg")
     (bad / "notes-gbk.txt").write_bytes(NOTES.encode("gbk"))
+    (bad / "notes-latin1.txt").write_bytes(NOTES_FRENCH.encode("latin-1"))
     (bad / "empty.mp4").write_bytes(b"")
     first_half(good / "clip.mp4", bad / "clip-cut.mp4")
     first_half(good / "clip-faststart.mp4", bad / "clip-faststart-cut.mp4")

@@ -10,6 +10,7 @@ from typing import Any
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from edgepipe.cli.failures import error
+from edgepipe.core.units import whole
 
 
 def add_parser(sub: Any) -> None:
@@ -30,10 +31,22 @@ def add_parser(sub: Any) -> None:
         "model", help="a folder with model.onnx (and tokenizer.json, config.json) or an .onnx file"
     )
     lm_p.add_argument(
-        "--contexts", default="128,512", help="prompt lengths, comma-separated (default 128,512)"
+        "--contexts",
+        default=None,
+        help="prompt lengths, comma-separated (default 128,512, each cut to what the model's cache "
+        "buffer holds)",
     )
-    lm_p.add_argument("--tokens", type=int, default=32, help="tokens to generate after each prompt")
-    lm_p.add_argument("--max-seq-len", type=int, default=None)
+    lm_p.add_argument(
+        "--tokens", type=whole(1), default=32, help="tokens to generate after each prompt (default 32)"
+    )
+    lm_p.add_argument(
+        "--max-seq-len",
+        type=whole(1),
+        default=None,
+        metavar="N",
+        help="positions of the KV cache (default: what the longest prompt and its tokens need; at most "
+        "the model's cache buffer, where its graph fixes one)",
+    )
     lm_p.add_argument(
         "--threads", type=int, default=None, help="intra-op threads (default: 70%% of the cores)"
     )
@@ -44,7 +57,12 @@ def add_parser(sub: Any) -> None:
         "--speculate-prompts", type=int, default=0,
         help="also compare speculative and plain decoding on N description prompts (0: not)",
     )  # fmt: skip
-    lm_p.add_argument("--format", choices=("text", "json"), default="text")
+    lm_p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: a table for people (default); json: one JSON object with every figure",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -56,24 +74,24 @@ def main(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     try:
-        contexts = [int(c) for c in args.contexts.split(",") if c.strip()]
-        if not contexts or min(contexts) < 1:
-            raise ValueError
-    except ValueError:
-        error(f"--contexts takes numbers like 128,512, not {args.contexts!r}")
+        slot_counts = _numbers("--slots", args.slots)
+        fitted = _fit(args, max(slot_counts))
+    except (InferError, ValueError) as exc:  # a wrong option or model, before anything runs
+        error(str(exc))
         return EXIT_USAGE
-    max_seq = args.max_seq_len or max(contexts) + args.tokens + 1
+    contexts, max_seq, buffer = fitted
     try:
         lm = LanguageModel(
             args.model, max_seq_len=max_seq, session=SessionConfig(threads=args.threads, timeout_s=300)
         )
         meter = EnergyMeter()
         figures = report(lm, contexts, args.tokens, meter=meter)
-        slot_counts = sorted({int(n) for n in args.slots.split(",") if n.strip()})
         if slot_counts != [1]:
             figures["slots"] = slot_rows(args, contexts, max_seq, slot_counts)
         if args.speculate_prompts > 0:
-            figures["speculative"] = speculation(args, max_seq)
+            # description prompts are longer than most bench prompts: a longer cache, where it may be
+            spec_len = max(max_seq, 512) if buffer is None else min(max(max_seq, 512), buffer)
+            figures["speculative"] = speculation(args, spec_len)
     except (InferError, ValueError) as exc:
         error(str(exc))
         return EXIT_FAILED
@@ -106,6 +124,57 @@ def main(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _numbers(flag: str, text: str) -> list[int]:
+    """``"128,512"`` as sorted distinct positive numbers; ValueError naming ``flag`` otherwise."""
+    try:
+        values = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] < 1:
+        raise ValueError(f"{flag} takes positive numbers like 128,512, not {text!r}")
+    return values
+
+
+def _fit(args: argparse.Namespace, slots: int) -> tuple[list[int], int, int | None]:
+    """(prompt lengths, KV cache positions, the model's fixed cache buffer or None) that fit the
+    model: the defaults cut to its cache buffer; ValueError naming the option and the value that
+    fits where a given one does not."""
+    from pathlib import Path
+
+    from edgepipe.lm.bench import DEFAULT_CONTEXTS, cache_buffer, longest_context, positions_needed
+
+    buffer = cache_buffer(Path(args.model))
+    if args.max_seq_len is not None and buffer is not None and args.max_seq_len > buffer:
+        raise ValueError(
+            f"--max-seq-len {args.max_seq_len}: the model's cache buffer holds {buffer} positions; "
+            f"give --max-seq-len {buffer} or less, or leave it out"
+        )
+    limit = args.max_seq_len or buffer
+    if limit is not None and longest_context(limit, args.tokens, slots) < 1:
+        most = next((t for t in range(limit, 0, -1) if positions_needed([1], t, slots) <= limit), 0)
+        raise ValueError(
+            f"--tokens {args.tokens}: a prompt and its tokens do not fit the {limit} positions of "
+            f"{_limit_name(args)}; give --tokens {most} or less"
+        )
+    if args.contexts is None:
+        longest = longest_context(limit, args.tokens, slots) if limit is not None else max(DEFAULT_CONTEXTS)
+        contexts = sorted({min(c, longest) for c in DEFAULT_CONTEXTS})
+    else:
+        contexts = _numbers("--contexts", args.contexts)
+    need = positions_needed(contexts, args.tokens, slots)
+    if limit is not None and need > limit:
+        longest = longest_context(limit, args.tokens, slots)
+        raise ValueError(
+            f"--contexts {args.contexts}: a prompt of {max(contexts)} and --tokens {args.tokens} need "
+            f"{need} positions, {_limit_name(args)} holds {limit}; give --contexts of at most {longest}"
+        )
+    return contexts, args.max_seq_len or need, buffer
+
+
+def _limit_name(args: argparse.Namespace) -> str:
+    return f"--max-seq-len {args.max_seq_len}" if args.max_seq_len is not None else "the model's cache buffer"
+
+
 def slot_rows(
     args: argparse.Namespace, contexts: list[int], max_seq: int, counts: list[int]
 ) -> list[dict[str, Any]]:
@@ -135,8 +204,8 @@ def speculation(args: argparse.Namespace, max_seq: int) -> dict[str, Any]:
     from edgepipe.lm.generate import LanguageModel
 
     config = SessionConfig(threads=args.threads, timeout_s=300)
-    plain = LanguageModel(args.model, max_seq_len=max(max_seq, 512), session=config, speculate=0)
-    spec = LanguageModel(args.model, max_seq_len=max(max_seq, 512), session=config)
+    plain = LanguageModel(args.model, max_seq_len=max_seq, session=config, speculate=0)
+    spec = LanguageModel(args.model, max_seq_len=max_seq, session=config)
     try:
         return speculation_figures(
             plain, spec, description_prompts(plain, args.speculate_prompts), args.tokens

@@ -36,7 +36,11 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("model", metavar="MODEL", help="model.onnx, a folder with model.onnx, or a registry name")
     p.add_argument(
-        "--target", required=True, metavar="NAME", help="cpu, cuda, tensorrt, openvino, qnn, coreml, rknn"
+        "--target",
+        required=True,
+        metavar="NAME",
+        help="cpu, cuda, tensorrt, openvino, qnn, coreml, rknn (a device of edgepipe plan's table: the "
+        "error names its tables)",
     )
     p.add_argument(
         "--no-session", action="store_true", help="do not create an ONNX Runtime session to confirm"
@@ -67,12 +71,40 @@ def _model_file(model: str) -> tuple[str, Path]:
         raise ValueError(str(exc)) from None
 
 
+def _table(target: str) -> Any:
+    """The table of ``target``; :class:`UnknownTarget` otherwise, which for the name of a device
+    of ``edgepipe plan``'s table (or a part of one: ``hailo``) says which tables its models run
+    on, or what checks a model for an accelerator that has none."""
+    from edgepipe.deploy.check_ops.tables import UnknownTarget, find_table, tables
+    from edgepipe.deploy.plan.devices import devices_named
+
+    try:
+        return find_table(target)
+    except UnknownTarget as exc:
+        named = devices_named(target)
+        if not named:
+            raise
+        known = ", ".join(tables())
+        notes = list(dict.fromkeys(d.ops_note for d in named if d.ops_note))
+        if notes:
+            where = ", ".join(d.name for d in named if d.ops_note)
+            raise UnknownTarget(f"--target {target} ({where}): {'; '.join(notes)}; tables: {known}") from None
+        targets = list(dict.fromkeys(t for d in named for t in d.ops_targets))
+        if not targets:
+            raise exc from None
+        shown = ", ".join(d.name for d in named[:3]) + (" ..." if len(named) > 3 else "")
+        raise UnknownTarget(
+            f"--target {target} names a device ({shown}), not a table: its models run on "
+            f"--target {' or --target '.join(targets)}; tables: {known}"
+        ) from None
+
+
 def main(args: argparse.Namespace) -> int:
-    from edgepipe.deploy.check_ops.tables import UnknownTarget, find_table
+    from edgepipe.deploy.check_ops.tables import UnknownTarget
     from edgepipe.infer.onnxfile import OnnxFormatError
 
     try:
-        table = find_table(args.target)
+        table = _table(args.target)
         name, file = _model_file(args.model)
         from edgepipe.deploy.check_ops.check import check, read_nodes
 

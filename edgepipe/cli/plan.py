@@ -59,10 +59,23 @@ def _add_options(p: argparse.ArgumentParser, theirs: AbstractSet[str] = frozense
     add("--kv-heads", type=whole(1), metavar="N", help="with --param-count: KV heads")
     add("--head-dim", type=whole(1), metavar="N", help="with --param-count: head dimension")
     add("--heads", type=whole(1), metavar="N", help="with --param-count: attention heads")
-    add("--streams", type=whole(1), metavar="N", help="video streams to decode")
-    add("--resolution", default="1920x1080", metavar="WxH", help="of each stream (default 1920x1080)")
-    add("--fps", type=POSITIVE, default=30.0, help="of each stream (default 30)")
-    add("--codec", default="h264", help="of the streams (h264, h265, av1, vp9; default h264)")
+    add(
+        "--streams",
+        type=whole(1),
+        metavar="N",
+        help="video streams to decode; with a pipeline file, N streams in place of its own camera(s)",
+    )
+    add(
+        "--resolution",
+        metavar="WxH",
+        help="of each stream (default: a pipeline's camera's, else 1920x1080)",
+    )
+    add("--fps", type=POSITIVE, help="of each stream (default: a pipeline's camera's, else 30)")
+    add(
+        "--codec",
+        help="of the streams (h264, h265, av1, vp9; default: a pipeline's camera's, else h264; "
+        "a synthetic camera is planned as sending it)",
+    )
     add("--params", metavar="PATH", help="a pipeline's parameters from a TOML file")
     add("--list-devices", action="store_true", help="list the device table and exit")
     add("--debug", action="store_true", help="full tracebacks")
@@ -185,13 +198,14 @@ def _list(args: argparse.Namespace, table: dict[str, Any]) -> int:
     from edgepipe.deploy.output import table as make_table
 
     rows = [
-        (d.name, d.bandwidth_gb_s, d.compute_tops or "-", d.ram_gb, ", ".join(d.unsure) or "-")
+        (d.name, d.bandwidth_gb_s, d.compute_tops or "-", d.ram_gb, ", ".join(d.unsure) or "-",
+         ", ".join(d.ops_targets) + (" (host only)" if d.ops_note else ""))
         for d in table.values()
-    ]
+    ]  # fmt: skip
     console().print(
         make_table(
             "devices (figures marked unsure are derived: see each file's source)",
-            ("name", "GB/s", "TOPS", "RAM GB", "unsure"),
+            ("name", "GB/s", "TOPS", "RAM GB", "unsure", "check-ops --target"),
             rows,
             right=("GB/s", "TOPS", "RAM GB"),
         )
@@ -203,7 +217,8 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
     from edgepipe.cli import memory_plan
     from edgepipe.core.errors import EdgepipeError
     from edgepipe.deploy.plan import device_plan as planning
-    from edgepipe.deploy.plan.decode import CODECS, StreamSet, parse_resolution
+    from edgepipe.deploy.plan.decode import CODECS, DEFAULT_CODEC, parse_resolution
+    from edgepipe.deploy.plan.pipeline import StreamsWanted
     from edgepipe.deploy.plan.text import closing, render
 
     if args.params is not None:
@@ -212,25 +227,27 @@ def _plan(args: argparse.Namespace, extra: list[str], is_pipeline: bool) -> int:
         check_input(
             args.params, f"--params {args.params}", give="give a TOML file of the pipeline's parameters"
         )
-    codec = CODECS.get(args.codec.lower())
-    if codec is None:
+    codec = CODECS.get(args.codec.lower()) if args.codec is not None else None
+    if args.codec is not None and codec is None:
         raise ValueError(f"--codec: unknown codec {args.codec!r}; use one of {', '.join(CODECS)}")
-    try:
-        width, height = parse_resolution(args.resolution)
-    except ValueError as exc:
-        raise ValueError(f"--resolution {args.resolution}: {exc}") from None
+    width = height = None
+    if args.resolution is not None:
+        try:
+            width, height = parse_resolution(args.resolution)
+        except ValueError as exc:
+            raise ValueError(f"--resolution {args.resolution}: {exc}") from None
     target = _target(args)
-    streams = [StreamSet(args.streams, width, height, args.fps, codec)] if args.streams else []
+    wanted = StreamsWanted(args.streams, width, height, args.fps, codec) if args.streams else None
+    streams = [wanted.streams(None)] if wanted is not None else []
     notes: list[str] = []
     try:
         if is_pipeline:
             from edgepipe.deploy.plan.pipeline import load_graph, plan_pipeline
 
             graph = load_graph(args.target, extra, _reserved(), args.params)
-            report, models, found, notes = plan_pipeline(
-                graph, target, args.tokens_per_s, args.sequences, codec, streams
+            report, models, streams, notes = plan_pipeline(
+                graph, target, args.tokens_per_s, args.sequences, codec or DEFAULT_CODEC, wanted
             )
-            streams += found
         else:
             models = _models(args, target)
             memory = planning.memory_plan(target)
@@ -286,7 +303,11 @@ def _models(args: argparse.Namespace, target: Any) -> list[Any]:
         facts = read_model(Path(args.target))
         if args.dtype is not None:  # planned as if quantized to it
             facts = dataclasses.replace(
-                facts, dtype=args.dtype, weight_bytes=int(facts.params * DTYPE_BYTES[args.dtype])
+                facts,
+                dtype=args.dtype,
+                weight_bytes=int(facts.params * DTYPE_BYTES[args.dtype]),
+                formats=((args.dtype, facts.params),),
+                packed_params=0,
             )
         positions = cache_positions(Path(args.target), args.max_seq_len)
     elif args.param_count is not None:

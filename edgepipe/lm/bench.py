@@ -16,14 +16,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edgepipe.infer.footprint import read_weights
+from edgepipe.infer.footprint import read_io, read_weights
 from edgepipe.lm.generate import LanguageModel
+from edgepipe.lm.kv_sizing import model_files, settle_layout
+from edgepipe.lm.layout import file_layout
 from edgepipe.lm.sampling import SamplingParams
 
 CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 """Where Linux describes the first CPU's caches: ``index*/level`` and ``index*/size``."""
 ASSUMED_L3_BYTES = 32 * 1024 * 1024
 """The last-level cache taken where the system does not say (not Linux, no sysfs)."""
+DEFAULT_CONTEXTS = (128, 512)
+"""Prompt lengths benched unless told (each cut to what the model's cache buffer holds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +96,44 @@ def weight_bytes_per_token(model_file: Path) -> int:
     4-bit half a byte ...), one row of the embedding (:func:`edgepipe.infer.footprint.read_weights`,
     the count ``edgepipe plan`` uses too)."""
     return read_weights(model_file).per_token_bytes
+
+
+# -- what a run needs of the model's cache ------------------------------------------------------
+
+
+def cache_buffer(model: Path) -> int | None:
+    """Positions of the model's cache buffer where its graph fixes them (a GroupQueryAttention
+    export's shared buffer); None where the runner makes the buffer as long as it is asked. Read
+    from the file, no session made. Raises :class:`~edgepipe.infer.ModelNotFound`,
+    :class:`~edgepipe.infer.ModelLoadError` or :class:`~edgepipe.lm.DecoderLayoutError`."""
+    folder, file = model_files(model)
+    inputs, outputs = read_io(file)
+    layout, _ = settle_layout(file_layout(inputs, outputs, str(model)), file, folder, str(model))
+    return layout.model_max_seq if layout.cache == "shared" else None
+
+
+def positions_needed(contexts: list[int], new_tokens: int, slots: int = 1, prefill_chunk: int = 64) -> int:
+    """Cache positions a bench of these prompt lengths needs: the longest prompt, its new tokens
+    and one more; with several ``slots``, also what a request writes while the others' prompts
+    go in (:func:`slot_room`)."""
+    longest = max(contexts)
+    need = longest + new_tokens + 1
+    if slots > 1:
+        need = max(need, longest + new_tokens + slot_room(prefill_chunk, [[0] * longest] * slots))
+    return need
+
+
+def longest_context(limit: int, new_tokens: int, slots: int = 1) -> int:
+    """The longest prompt whose bench fits ``limit`` positions (:func:`positions_needed`); 0
+    where not even one token does."""
+    low, high = 0, limit
+    while low < high:  # the largest c with positions_needed([c]) <= limit; 0 fits trivially
+        mid = (low + high + 1) // 2
+        if positions_needed([mid], new_tokens, slots) <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def measure(

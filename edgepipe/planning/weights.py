@@ -11,7 +11,10 @@ loading it: :func:`edgepipe.infer.footprint.read_weights`):
   parameters are the weights they hold; its scales and zero points count as the bytes they take
   (they are read with it; packed zero points under the weights' dtype), not as parameters;
 - an initializer only ever gathered from (an embedding table) is a table: one decode step reads
-  one row of it (:attr:`Weights.per_token_bytes`), not the whole.
+  one row of it (:attr:`Weights.per_token_bytes`), not the whole;
+- the parameters are counted per dtype too, and the model's dtype is the one holding most of
+  them: ``int4`` for a decoder whose MatMuls are packed, though its float32 embedding (kept so
+  by ``edgepipe quantize``) may hold more of the bytes.
 
 Weights a graph keeps elsewhere than in initializers (``Constant`` nodes) are not counted.
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 DTYPES: dict[int, tuple[str, float]] = {
@@ -74,6 +77,10 @@ class Weights:
     """Bytes of the tables only ever gathered from (embeddings)."""
     table_row_bytes: int = 0
     """Bytes of one row of each of those tables."""
+    params_by_dtype: Mapping[str, int] = field(default_factory=dict)
+    """Parameters held in each dtype (packed ones under ``int4``/``int8``, one by one)."""
+    packed_params: int = 0
+    """Parameters packed for ``MatMulNBits`` (under their ``int4``/``int8`` in :attr:`params_by_dtype`)."""
 
     @property
     def nbytes(self) -> int:
@@ -82,9 +89,15 @@ class Weights:
 
     @property
     def dtype(self) -> str:
-        """The dtype holding most of the bytes (``fp32`` for a model without weights)."""
-        by = self.bytes_by_dtype
+        """The dtype holding most of the parameters: what the model's matrices are stored in
+        (``int4`` for a quantized decoder whose float32 embedding holds more bytes than its
+        packed matrices); by bytes where parameters were not counted; ``fp32`` without weights."""
+        by: Mapping[str, float] = self.params_by_dtype or self.bytes_by_dtype
         return max(by, key=lambda k: by[k]) if by else "fp32"
+
+    def formats(self) -> list[tuple[str, int]]:
+        """``(dtype, parameters)`` for each dtype holding any, most parameters first."""
+        return sorted(((k, v) for k, v in self.params_by_dtype.items() if v), key=lambda kv: -kv[1])
 
     @property
     def per_token_bytes(self) -> int:
@@ -113,8 +126,9 @@ def count(initializers: Iterable[Initializer], nodes: Sequence[Node] = ()) -> We
             used_otherwise.update(node.inputs[1:])
         else:
             used_otherwise.update(node.inputs)
-    params = 0
+    params = packed_params = 0
     by_dtype: dict[str, float] = {}
+    params_by: dict[str, int] = {}
     table_bytes = table_row_bytes = 0
     for name, data_type, dims in initializers:
         elements = math.prod(dims)
@@ -123,16 +137,19 @@ def count(initializers: Iterable[Initializer], nodes: Sequence[Node] = ()) -> We
             bits = packed[name]
             dtype, size = f"int{bits}", 1  # bytes as stored; each holds 8 / bits weights
             params += elements * 8 // bits
+            packed_params += elements * 8 // bits
+            params_by[dtype] = params_by.get(dtype, 0) + elements * 8 // bits
         elif name in zero_points and data_type == 2:  # uint8 bytes, packed as the weights are
             dtype, size = f"int{zero_points[name]}", 1
         elif name not in metadata:
             params += elements
+            params_by[dtype] = params_by.get(dtype, 0) + elements
         nbytes = elements * size
         by_dtype[dtype] = by_dtype.get(dtype, 0.0) + nbytes
         if name in gathered and name not in used_otherwise and dims:
             table_bytes += int(nbytes)
             table_row_bytes += int(nbytes // max(1, dims[0]))
-    return Weights(params, by_dtype, table_bytes, table_row_bytes)
+    return Weights(params, by_dtype, table_bytes, table_row_bytes, params_by, packed_params)
 
 
 __all__ = ["DTYPES", "Weights", "count"]

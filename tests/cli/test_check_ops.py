@@ -99,3 +99,22 @@ def test_a_file_that_is_not_onnx_is_exit_2(check_ops: Command, tmp_path: Path) -
     done = check_ops(junk, "--target", "cpu")
     assert done.returncode == 2
     assert "not an ONNX model?" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("hailo", "--target hailo (raspberry-pi-5-hailo-8l, raspberry-pi-5-hailo-8): edgepipe has no operator "
+                  "table for a Hailo-8 or Hailo-8L: Hailo's Dataflow Compiler decides what it takes (hailo "
+                  "parser onnx MODEL); the host CPU's table is --target cpu; tables: coreml, cpu, cuda, "),
+        ("rk3588", "--target rk3588 names a device (rk3588), not a table: its models run on --target rknn or "
+                   "--target cpu"),
+    ],
+)  # fmt: skip
+def test_a_device_of_plans_table_is_answered_with_its_tables(
+    check_ops: Command, tmp_path: Path, target: str, message: str
+) -> None:
+    done = check_ops(neg_between_relus(tmp_path / "negs.onnx"), "--target", target)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert message in done.stderr

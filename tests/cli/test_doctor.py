@@ -1,5 +1,5 @@
 """``edgepipe doctor`` as a user runs it: the issue's acceptance files (a PNG named .jpg, a
-truncated JPEG, a GBK text file, a zero-byte file, MP4s cut in half), made from a real photo
+truncated JPEG, GBK and Latin-1 text files, a zero-byte file, MP4s cut in half), made from a real photo
 by scripts/make_doctor_samples.py; each message says what is wrong and what to do."""
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def test_each_broken_file_says_what_is_wrong_and_what_to_do(samples: Path) -> No
     done = doctor(samples / "bad", "--format", "json")
     assert done.returncode == 1, done.stderr
     files = by_name(done)
-    assert set(files) == {"screenshot.jpg", "cut.jpg", "notes-gbk.txt", "empty.mp4", "clip-cut.mp4",
-                          "clip-faststart-cut.mp4"}  # fmt: skip
+    assert set(files) == {"screenshot.jpg", "cut.jpg", "notes-gbk.txt", "notes-latin1.txt", "empty.mp4",
+                          "clip-cut.mp4", "clip-faststart-cut.mp4"}  # fmt: skip
 
     def only(name: str) -> dict[str, str]:
         [problem] = files[name]["problems"]
@@ -67,6 +67,12 @@ def test_each_broken_file_says_what_is_wrong_and_what_to_do(samples: Path) -> No
     assert 'encoding="gb18030"' in gbk["fix"]
     assert "iconv -f GB18030 -t UTF-8" in gbk["fix"]
     assert files["notes-gbk.txt"]["details"]["encoding"] == "gb18030"
+
+    latin1 = only("notes-latin1.txt")  # a clean single-byte file: named, not "mixed or damaged"
+    assert "the text is likely Latin-1 (ISO-8859-1) (a single-byte encoding" in latin1["what"]
+    assert "damage" not in latin1["what"]
+    assert "iconv -f ISO-8859-1 -t UTF-8" in latin1["fix"]
+    assert files["notes-latin1.txt"]["details"]["encoding"] == "latin-1"
 
     empty = only("empty.mp4")
     assert empty["what"] == "empty file (0 bytes)"

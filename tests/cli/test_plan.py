@@ -153,3 +153,30 @@ def test_a_pipeline_parameter_with_a_flag_of_plan_is_the_pipeline_s(plan: Comman
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.count("--fps") == 2  # in the usage and once in the list: the pipeline's
     assert f"parameters of {file}" in shown.stdout
+
+
+def test_streams_stand_for_a_pipelines_camera_not_beside_it(
+    plan: Command, tiny_lm_dirs: dict[str, Path]
+) -> None:
+    done = plan("pipelines/describe_scene.py", "--model", tiny_lm_dirs["concat"], "--device", "rk3588",
+                "--streams", "2", "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    [load] = data["decode"]
+    assert load["streams"] == ["2 x 640x480@15 h264"]  # two of the pipeline's camera, not three streams
+    pools = {e["owner"]: e["what"] for e in data["memory"]["entries"] if "frame pool" in e["what"]}
+    capacity = pools["camera"].split("(")[1].split(" x ")[0]
+    assert pools["--streams"] == f"1 more x frame pool ({capacity} x 640x480)"  # the second camera's
+    text = plan("pipelines/describe_scene.py", "--model", tiny_lm_dirs["concat"], "--streams", "3",
+                "--resolution", "1920x1080", "--codec", "h265", "--device", "rk3588")  # fmt: skip
+    assert "--streams 3 in place of camera: 3 x 1920x1080@15 h265" in text.stdout
+
+
+def test_a_device_says_which_check_ops_table_its_models_need(plan: Command) -> None:
+    hailo = plan("--param-count", "5e8", "--device", "raspberry-pi-5-hailo-8").stdout
+    assert "  operators: edgepipe has no operator table for a Hailo-8 or Hailo-8L: " in hailo
+    assert "the host CPU's table is --target cpu" in hailo
+    assert (
+        "  operators: edgepipe check-ops MODEL --target rknn (then cpu)"
+        in plan("--param-count", "5e8", "--device", "rk3588").stdout
+    )

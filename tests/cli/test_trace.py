@@ -71,6 +71,24 @@ def test_face_privacy_trace_opens_and_names_the_slowest_step(centerface: Path, w
     assert summary["problems"] == []
 
 
+@pytest.mark.slow
+def test_describe_scene_on_the_projects_tiny_model_has_no_problem(centerface: Path, workdir: Path) -> None:
+    from scripts import tiny_lm
+
+    model = tiny_lm.write(workdir / "tiny-lm", tiny_lm.TinyConfig(), "gqa").parent  # as the docs make it
+    done = trace("pipelines/describe_scene.py", "--duration", "3", "--model", model, "-o", workdir / "d.json",
+                 "--format", "json", cwd=workdir)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["problems"] == []
+    lm = next(m for m in summary["models"] if m["node"] == "describe")
+    [norm] = [f for f in lm["fusions"] if f["fusion"].startswith("layer norm")]
+    assert (norm["expected"], norm["ok"]) == (False, True)  # Mul(x, x): ONNX Runtime fuses no such norm
+    assert "Mul(x, x)" in norm["note"]
+    for model in summary["models"]:  # a share of a node's time: never more than all of it
+        assert model["share_of_node"] is None or 0 <= model["share_of_node"] <= 1, model
+
+
 def test_file_help_lists_the_pipelines_parameters(refused: Command) -> None:
     done = refused("pipelines/face_privacy.py", "--help")
     assert done.returncode == 0, done.stderr

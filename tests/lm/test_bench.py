@@ -162,8 +162,8 @@ def test_bench_lm_command_prints_every_context(
     assert all(r["aggregate_tokens_per_s"] > 0 for r in figures["slots"])
     energy = figures["energy"]  # joules per generated token, or why not (never a guess)
     assert energy["measurable"] or energy["reason"].startswith("not measurable here (")
-    assert main(["bench", "lm", str(tiny_models["gqa"]), "--contexts", "60", "--tokens", "10"]) == 1
-    assert "longer than the model's cache buffer" in capsys.readouterr().err
+    assert main(["bench", "lm", str(tiny_models["gqa"]), "--contexts", "60", "--tokens", "10"]) == 2
+    assert "give --contexts of at most 53" in capsys.readouterr().err  # 53 + 10 + 1 = its 64 positions
 
 
 @pytest.mark.slow

@@ -61,3 +61,15 @@ def test_a_token_reads_one_row_of_an_embedding_only_gathered_from() -> None:
 def test_no_weights() -> None:
     assert (count([]).nbytes, count([]).dtype) == (0, "fp32")
     assert Weights(1, {"fp32": 4.0}).per_token_bytes == 4
+
+
+def test_a_quantized_decoder_is_int4_though_its_float_embedding_holds_more_bytes() -> None:
+    # Two packed 4-bit MatMuls of 64 x 64 (2 kB each) beside a float32 embedding of 100 x 64 (25.6 kB).
+    inits = [("embed", FP32, (100, 64)), ("B", UINT8, (64, 2, 16)), ("B2", UINT8, (64, 2, 16)),
+             ("scales", FP32, (128,)), ("zeros", UINT8, (64,)), ("shape", INT64, (2,))]  # fmt: skip
+    second = Node("MatMulNBits", ("h", "B2", "scales", "zeros"), "com.microsoft", matmul_nbits(4).ints)
+    weights = count(inits, [Node("Gather", ("embed", "ids")), matmul_nbits(4), second])
+    assert max(weights.bytes_by_dtype, key=lambda k: weights.bytes_by_dtype[k]) == "fp32"
+    assert weights.dtype == "int4"  # what its matrices are stored in, by parameters
+    assert weights.packed_params == 2 * 64 * 64
+    assert weights.formats() == [("int4", 2 * 64 * 64), ("fp32", 100 * 64), ("int64", 2)]

@@ -152,8 +152,8 @@ def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
     if found.encoding == "unknown":
         best = max(found.scores, key=lambda s: s[1])
         diag.add(
-            f"not UTF-8: {where}; nor GBK, Big5 or Shift-JIS text (best: {best[0]}, "
-            f"{best[1]:.0%} common characters): mixed encodings or damage",
+            f"not UTF-8: {where}; nor GBK, Big5, Shift-JIS or Latin-1/Windows-1252 text (best: "
+            f"{best[0]}, {best[1]:.0%} common characters): mixed encodings or damage",
             f'read what decodes with open({python_literal(name)}, encoding="utf-8", errors="replace") '
             "and ask what wrote the rest",
         )
@@ -167,8 +167,9 @@ def _text(diag: Diagnosis, path: Path, sample: bytes) -> None:
             "use one encoding",
         )
         return
-    diag.add(
-        f"not UTF-8: {where}; the text is likely {found.label} ({found.score:.0%} of its "
-        "non-ASCII characters are common ones in it)",
-        found.how_to_read(name),
-    )
+    if found.encoding in text.SINGLE_BYTE:
+        evidence = (f"a single-byte encoding: {found.score:.0%} of its non-ASCII characters read "
+                    f"as letters inside words or signs beside text in it: {found.examples}")  # fmt: skip
+    else:
+        evidence = f"{found.score:.0%} of its non-ASCII characters are common ones in it"
+    diag.add(f"not UTF-8: {where}; the text is likely {found.label} ({evidence})", found.how_to_read(name))

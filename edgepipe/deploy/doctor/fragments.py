@@ -97,15 +97,21 @@ def check(f: BinaryIO, size: int, boxes: list[Box], diag: Diagnosis) -> None:
         where = "none of the cut fragment"
     facts.update(missing_ms=_ms(missing_ticks, track), playable_s=round(kept_ticks / track.timescale, 3))
     if not kept_ticks and not (fragment is not None and whole):
-        plays = "no frame is whole: nothing plays"
-    else:
-        plays = (f"the first {kept_ticks / track.timescale:.3f} s are whole and play ({len(whole_moofs)} "
-                 f"whole fragment(s), and {where})")  # fmt: skip
+        diag.add(
+            f"truncated: a fragmented MP4 cut short at byte {size} of {cut_pos + cut_size}: {missing}; "
+            "no frame is whole: nothing plays",
+            "no frame before the cut is whole, so there is nothing to keep: copy it again if the "
+            "source is whole; a recording cut inside its first fragment (its writer killed, or its "
+            "disk full, in its first seconds) has no frame to recover",
+        )
+        return
+    seconds = f"{kept_ticks / track.timescale:.3f} s"
+    plays = f"the first {seconds} are whole and play ({len(whole_moofs)} whole fragment(s), and {where})"
     diag.add(
         f"truncated: a fragmented MP4 cut short at byte {size} of {cut_pos + cut_size}: {missing}; {plays}",
         "nothing before the cut is damaged: the writer stopped mid-fragment (killed, or its disk "
         "filled) or a copy stopped early; copy it again if the source is whole, or keep it as it "
-        f"is (players play it up to the cut; ffmpeg -i {diag.path} -c copy {_fixed(diag.path)} "
+        f"is (players play its first {seconds}; ffmpeg -i {diag.path} -c copy {_fixed(diag.path)} "
         "drops the cut tail)",
     )
 

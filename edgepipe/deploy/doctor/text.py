@@ -6,7 +6,13 @@ then each legacy encoding that decodes the sample without error is scored by the
 characters that are the common ones of that script (GB2312's level-1 hanzi for GBK/GB18030,
 Big5's frequent characters, kana and JIS level-1 kanji for Shift-JIS). Text in one of them,
 read as another, decodes to rare characters or fails, so the highest score is the likely one.
-UTF-16 without a BOM is told by the zero bytes of its ASCII characters.
+A single-byte encoding decodes any bytes, so its evidence is where the characters fall. In
+Western text (Latin-1, Windows-1252) a non-ASCII character is an accented letter inside a word
+of ASCII letters (``Größe``, ``café``) or a sign beside ASCII text (``25 °C``, ``« oui »``); in
+Cyrillic text (Windows-1251, KOI8-R) it is a small letter inside a word of Cyrillic letters
+(read in the other of the two, the letters' case swaps). The two-byte characters of the CJK
+encodings read as either are runs of unlikely characters, which score little. UTF-16 without a
+BOM is told by the zero bytes of its ASCII characters.
 """
 
 from __future__ import annotations
@@ -22,12 +28,21 @@ TEXT_EXTENSIONS = frozenset(
     {".txt", ".csv", ".tsv", ".json", ".jsonl", ".srt", ".vtt", ".ass", ".md", ".log", ".xml",
      ".yaml", ".yml", ".toml", ".ini", ".cfg", ".html", ".htm", ".sub", ".lrc", ".names", ".labels"}
 )  # fmt: skip
-LEGACY = ("gb18030", "big5", "shift_jis")
+LEGACY = ("gb18030", "big5", "shift_jis", "latin-1", "cp1251", "koi8_r")
+"""The encodings scored where UTF-8 fails (``latin-1`` stands for Windows-1252 too: see
+:func:`_western_codec`)."""
+SINGLE_BYTE = frozenset({"latin-1", "cp1252", "cp1251", "koi8_r"})
 LABELS = {"gb18030": "GBK/GB18030 (Simplified Chinese)", "big5": "Big5 (Traditional Chinese)",
           "shift_jis": "Shift-JIS (Japanese)", "utf-16-le": "UTF-16 LE", "utf-16-be": "UTF-16 BE",
-          "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a BOM", "utf-16": "UTF-16"}  # fmt: skip
+          "utf-8": "UTF-8", "utf-8-sig": "UTF-8 with a BOM", "utf-16": "UTF-16",
+          "latin-1": "Latin-1 (ISO-8859-1)", "cp1252": "Windows-1252 (Western)",
+          "cp1251": "Windows-1251 (Cyrillic)", "koi8_r": "KOI8-R (Cyrillic)"}  # fmt: skip
 ICONV = {"gb18030": "GB18030", "big5": "BIG5", "shift_jis": "SHIFT_JIS", "utf-16-le": "UTF-16LE",
-         "utf-16-be": "UTF-16BE", "utf-16": "UTF-16"}  # fmt: skip
+         "utf-16-be": "UTF-16BE", "utf-16": "UTF-16", "latin-1": "ISO-8859-1",
+         "cp1252": "WINDOWS-1252", "cp1251": "WINDOWS-1251", "koi8_r": "KOI8-R"}  # fmt: skip
+WESTERN_SIGNS = frozenset("\xa0¡¢£¥§©«®°±²³µ·¹º»¼½¾¿×÷€‚„…†‡•–—‘’“”‹›™")  # noqa: RUF001
+"""Signs a Western text writes beside its ASCII (a space, a digit, a word): currencies, degrees,
+quotes, dashes."""
 MIN_SCORE = 0.6
 """Below this share of common characters no legacy encoding is named (binary, or mixed)."""
 
@@ -47,6 +62,8 @@ class TextGuess:
     scores: tuple[tuple[str, float], ...] = ()
     mixed: bool = False
     """UTF-8 with non-ASCII characters before the first bad byte: two encodings in one file."""
+    examples: str = ""
+    """A few of the non-ASCII characters it decodes to (the evidence a person can read)."""
 
     @property
     def label(self) -> str:
@@ -97,11 +114,16 @@ def guess(sample: bytes) -> TextGuess:
              "bad_bytes": sample[offset : offset + 4], "mixed": mixed}  # fmt: skip
     # The evidence is what UTF-8 fails on (from that line on): a file whose start is UTF-8 and
     # whose appended lines are GBK is scored on the GBK.
-    scores = tuple((name, _score(sample[line_start:], name)) for name in LEGACY)
+    rest = sample[line_start:]
+    scores = tuple((name, _score(rest, name)) for name in LEGACY)
     best, score = max(scores, key=lambda s: s[1])
     if score < MIN_SCORE:
         return TextGuess("unknown", score, scores=scores, **where)  # type: ignore[arg-type]
-    return TextGuess(best, score, scores=scores, **where)  # type: ignore[arg-type]
+    if best == "latin-1":
+        best = _western_codec(rest)
+    text = codecs.decode(rest, best, "replace")
+    examples = "".join(dict.fromkeys(c for c in text if ord(c) > 0x7F and not c.isspace()))[:8]
+    return TextGuess(best, score, scores=scores, examples=examples, **where)  # type: ignore[arg-type]
 
 
 def _first_bad_utf8(sample: bytes) -> int | None:
@@ -139,6 +161,10 @@ def _decodes(sample: bytes, encoding: str) -> bool:
 def _score(sample: bytes, encoding: str) -> float:
     """The share of the non-ASCII characters ``sample`` decodes to that are common in that
     encoding's language; 0 when it does not decode."""
+    if encoding in ("cp1251", "koi8_r"):
+        return _cyrillic(codecs.decode(sample, encoding, "replace"))
+    if encoding in SINGLE_BYTE:
+        return _western(codecs.decode(sample, _western_codec(sample), "replace"))
     try:
         text = codecs.getincrementaldecoder(encoding)().decode(sample, final=False)
     except UnicodeDecodeError:
@@ -148,6 +174,53 @@ def _score(sample: bytes, encoding: str) -> float:
         return 0.0
     common = sum(1 for c in wide if _common(c, encoding))
     return common / len(wide)
+
+
+def _western_codec(sample: bytes) -> str:
+    """``cp1252`` where bytes 0x80-0x9F are there and read as Windows-1252's signs (curly quotes,
+    dashes, the euro), else ``latin-1`` (which reads the other bytes as Windows-1252 does)."""
+    if not any(0x80 <= b <= 0x9F for b in sample):
+        return "latin-1"
+    try:
+        codecs.getincrementaldecoder("cp1252")().decode(sample, final=False)
+    except UnicodeDecodeError:
+        return "latin-1"
+    return "cp1252"
+
+
+def _western(text: str) -> float:
+    """The share of ``text``'s non-ASCII characters that sit as they do in Western text: a letter
+    next to an ASCII letter (inside a word), or a :data:`WESTERN_SIGNS` sign next to ASCII."""
+    wide = good = 0
+    for i, char in enumerate(text):
+        if ord(char) <= 0x7F:
+            continue
+        wide += 1
+        near = (text[i - 1] if i else "") + text[i + 1 : i + 2]
+        if char.isalpha():
+            good += any(c.isascii() and c.isalpha() for c in near)
+        elif char in WESTERN_SIGNS:
+            good += any(c.isascii() for c in near)
+    return good / wide if wide else 0.0
+
+
+def _cyrillic(text: str) -> float:
+    """The share of ``text``'s non-ASCII characters that are small Cyrillic letters next to
+    another Cyrillic letter: words of Russian, Ukrainian, Bulgarian … read in the right one of
+    the two common encodings (KOI8-R read as Windows-1251, or the reverse, swaps the letters'
+    case; Latin-1 accents read as either are single letters between ASCII ones)."""
+    wide = good = 0
+    for i, char in enumerate(text):
+        if ord(char) <= 0x7F:
+            continue
+        wide += 1
+        near = (text[i - 1] if i else "") + text[i + 1 : i + 2]
+        good += char.islower() and _is_cyrillic(char) and any(_is_cyrillic(c) for c in near)
+    return good / wide if wide else 0.0
+
+
+def _is_cyrillic(char: str) -> bool:
+    return "\u0400" <= char <= "\u04ff" and char.isalpha()
 
 
 def _common(char: str, encoding: str) -> bool:

@@ -52,6 +52,23 @@ class ModelFacts:
     """Attention (query) heads, when known: only to say what the GQA-blind form would give."""
     kv_dtype: str = "fp16"
     notes: tuple[str, ...] = ()
+    formats: tuple[tuple[str, int], ...] = ()
+    """``(dtype, parameters)`` as the model file stores them, most first (empty: not read from a file)."""
+    packed_params: int = 0
+    """Parameters packed for ``MatMulNBits`` (ONNX Runtime's 4- and 8-bit MatMul)."""
+
+    def weight_format(self) -> str:
+        """``int4 weights (450,560 of them packed in MatMulNBits; 41,603 in fp32)``: the dtype of
+        most parameters, how they are stored, and the parameters held in other dtypes."""
+        counts = dict(self.formats)
+        # A few index constants (int64 shapes) are parameters too, but no weight format.
+        shown = [(dtype, n) for dtype, n in self.formats if dtype != self.dtype and n * 1000 >= self.params]
+        others = [f"{n:,} in {dtype}" for dtype, n in shown]
+        if not others and not self.packed_params:
+            return f"{self.dtype} weights"
+        main = counts.get(self.dtype, self.params)
+        how = " packed in MatMulNBits" if self.packed_params >= main else ""
+        return f"{self.dtype} weights ({'; '.join([f'{main:,} of them{how}', *others])})"
 
     @classmethod
     def from_count(

@@ -15,6 +15,8 @@ from edgepipe.deploy.plan.devices import Device, StreamLimit
 
 CODECS = {"h264": "h264", "avc": "h264", "h265": "h265", "hevc": "h265", "av1": "av1", "vp9": "vp9"}
 """Accepted names → the table's name for each codec."""
+DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FPS, DEFAULT_CODEC = 1920, 1080, 30.0, "h264"
+"""Streams planned by ``--streams N`` alone: 1080p30 H.264, the common camera."""
 
 
 @dataclass(frozen=True)

@@ -247,6 +247,8 @@ def _model_dict(m: ModelPlan) -> dict[str, Any]:
         "source": m.model.source,
         "params": m.model.params,
         "dtype": m.model.dtype,
+        "params_by_dtype": dict(m.model.formats),
+        "packed_params": m.model.packed_params,
         "bytes_per_token": r.bytes_per_token,
         "tokens_per_s": r.tokens_per_s,
         "bandwidth_needed_gb_s": r.bandwidth_needed_gb_s,

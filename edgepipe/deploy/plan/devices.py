@@ -6,6 +6,10 @@ a transfer rate) or uncertain is listed in the device's ``unsure`` and printed w
 A figure a vendor does not state (the Pi's TOPS, an N100's decode limits) is left out, never
 guessed: the plan then says it cannot judge that limit.
 
+Each family (or device) names the ``edgepipe check-ops`` tables of what runs its models
+(``ops_targets``); a device whose accelerator has none says what checks a model for it instead
+(``ops_note``).
+
 Decode limits are the vendor's lists of concurrent streams (``"5x1920x1080@60"``) per codec;
 an empty list means the device decodes that codec in software only.
 """
@@ -59,6 +63,11 @@ class Device:
     unsure: tuple[str, ...] = ()
     """The fields whose figures are derived or uncertain."""
     source: str = ""
+    ops_targets: tuple[str, ...] = ()
+    """The ``edgepipe check-ops --target`` tables of what runs its models (``rknn`` for an
+    RK3588's NPU, ``cpu`` for a Raspberry Pi 5 alone), the accelerator's first."""
+    ops_note: str = ""
+    """Where its accelerator has no table: what checks a model for it instead."""
 
 
 def parse_stream_limit(text: str) -> StreamLimit:
@@ -75,7 +84,7 @@ def parse_stream_limit(text: str) -> StreamLimit:
     return limit
 
 
-def _device(entry: dict[str, Any], source: str) -> Device:
+def _device(entry: dict[str, Any], source: str, family: dict[str, Any]) -> Device:
     decode = {
         codec: tuple(parse_stream_limit(t) for t in limits)
         for codec, limits in entry.get("decode", {}).items()
@@ -91,6 +100,8 @@ def _device(entry: dict[str, Any], source: str) -> Device:
         accelerator=entry.get("accelerator", ""),
         unsure=tuple(entry.get("unsure", ())),
         source=source,
+        ops_targets=tuple(entry.get("ops_targets", family.get("ops_targets", ()))),
+        ops_note=entry.get("ops_note", ""),
     )
 
 
@@ -104,9 +115,18 @@ def devices() -> dict[str, Device]:
             continue
         data = tomllib.loads(item.read_text(encoding="utf-8"))
         for entry in data.get("device", []):
-            device = _device(entry, data["source"])
+            device = _device(entry, data["source"], data)
             found[device.name] = device
     return found
+
+
+def devices_named(word: str) -> list[Device]:
+    """The devices whose name is ``word`` or holds it (``hailo`` → the Raspberry Pi 5 with a
+    Hailo-8L, and with a Hailo-8); case, ``-``, ``_`` and spaces do not matter."""
+    key = word.strip().lower().replace("_", "").replace(" ", "").replace("-", "")
+    if len(key) < 3:
+        return []
+    return [d for d in devices().values() if key in d.name.replace("-", "")]
 
 
 def find_device(name: str) -> Device:

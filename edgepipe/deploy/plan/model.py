@@ -3,7 +3,9 @@
 
 - parameters and weight bytes: :func:`edgepipe.infer.footprint.read_weights`, the one count
   (packed 4- and 8-bit weights as the bytes they take: the bytes are what a token reads);
-- the weights' dtype: the type holding most of those bytes;
+- the weights' dtype: the type holding most of the parameters (``int4`` for a decoder whose
+  MatMuls are packed 4-bit, even where its float32 embedding holds more bytes), with the
+  parameters held in each other type;
 - layers, KV heads, head dim, cache dtype: the ``past_key_values`` inputs, read as the runner
   reads them (:func:`edgepipe.lm.layout.layout_of`);
 - attention heads: ``config.json`` beside the model (checked against the graph by
@@ -40,7 +42,7 @@ def read_model(path: Path) -> ModelFacts:
             "buffers of the KV cache, used in turn (the memory plan counts both)"
         )
     if dtype not in ("fp32", "fp16", "bf16", "int8", "int4"):
-        notes.append(f"most weight bytes are {dtype}: planned as read")
+        notes.append(f"most parameters are {dtype}: planned as read")
         dtype = "int8" if dtype.startswith("int") else "fp32"
     heads = config.get("num_attention_heads")
     return ModelFacts(
@@ -54,6 +56,8 @@ def read_model(path: Path) -> ModelFacts:
         heads=heads if isinstance(heads, int) else None,
         kv_dtype=kv_dtype if kv_dtype in ("fp32", "fp16", "bf16", "int8") else "fp16",
         notes=tuple(notes),
+        formats=tuple(weights.formats()),
+        packed_params=weights.packed_params,
     )
 
 

@@ -27,6 +27,10 @@ def target_lines(target: Target) -> list[str]:
     ]
     if d and d.accelerator:
         lines.append(f"  accelerator: {d.accelerator}")
+    if d and (d.ops_note or d.ops_targets):
+        first, *rest = d.ops_targets or ("",)
+        also = f" (then {', '.join(rest)})" if rest else ""
+        lines.append(f"  operators: {d.ops_note or f'edgepipe check-ops MODEL --target {first}{also}'}")
     lines.append(f"  source: {d.source}" if d else "  source: the command line")
     return lines
 
@@ -35,7 +39,7 @@ def model_lines(m: ModelPlan) -> list[str]:
     r, f = m.rate, m.model
     each = DTYPE_BYTES[f.dtype]
     name = f.source if m.owner == "model" else f"{m.owner} ({f.source})"
-    lines = [f"model {name}: {f.params:,} parameters, {f.dtype} weights"]
+    lines = [f"model {name}: {f.params:,} parameters, {f.weight_format()}"]
     lines += [f"  note: {n}" for n in f.notes]
     lines.append(
         f"  bytes read per token: {f.params:,} parameters x {each:g} bytes = {decimal(r.bytes_per_token)}"

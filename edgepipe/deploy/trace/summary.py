@@ -10,7 +10,7 @@ from typing import Any
 
 from edgepipe.core.spans import NEXT_ITEM, STEPS
 from edgepipe.deploy.power.meter import energy_json
-from edgepipe.deploy.trace.ort import fusions, operators, providers
+from edgepipe.deploy.trace.ort import fusions, operator_ms_within, operators, providers
 from edgepipe.deploy.trace.traced import Allocation, TraceRun
 from edgepipe.graph.spec import NodeKind
 
@@ -33,13 +33,16 @@ def summarize(run: TraceRun) -> dict[str, Any]:
         op_ms = sum(r["total_ms"] for r in ops)
         owner = owners.get(p.model_file.name if p.model_file else p.model)
         node_ms = sum(s["total_ms"] for s in work if s["node"] == owner)
+        # Of the node's time, what its model's runs inside its own calls took: never more than
+        # all of it (a run cut by the start of the counting, or by the stop, lies in no call).
+        inside_ms = operator_ms_within(p, _windows(run, owner)) if owner else 0.0
         models.append({
             "model": p.model, "node": owner, "operator_runs": sum(r["runs"] for r in ops),
             "operator_ms": round(op_ms, 1),
             "providers_ms": {k: round(v, 1) for k, v in providers(p, since_ns).items()},
             "operators": [{**r, "total_ms": round(r["total_ms"], 2)} for r in ops[:TOP_OPS]],
             "fusions": fusions(p),
-            "share_of_node": round(op_ms / node_ms, 3) if node_ms else None,
+            "share_of_node": round(inside_ms / node_ms, 3) if node_ms else None,
         })  # fmt: skip
     buffers = buffer_uses(run.allocations)
     frames = sum(n.items_out for n in report.stats.nodes if n.kind == NodeKind.SOURCE.value)
@@ -84,6 +87,16 @@ def _steps(run: TraceRun, wall_ms: float) -> list[dict[str, Any]]:
                 "dropped": log.dropped,
             })  # fmt: skip
     return rows
+
+
+def _windows(run: TraceRun, node_id: str) -> list[tuple[int, int]]:
+    """The node's work calls (not a source's waits), as wall-clock ``(start, end)`` ns."""
+    log = run.spans.get(node_id)
+    if log is None:
+        return []
+    offset = run.epoch_offset_ns
+    spans = zip(log.starts_ns, log.durations_ns, log.steps, strict=True)
+    return [(t0 + offset, t0 + dur + offset) for t0, dur, step in spans if step != NEXT_ITEM]
 
 
 def model_owners(allocations: list[Allocation]) -> dict[str, str]:

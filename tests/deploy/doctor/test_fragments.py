@@ -97,3 +97,46 @@ def test_doctor_exits_1_for_a_truncated_recording_and_0_for_a_killed_one(
     assert "killed.mp4: MP4, " in out
     assert "3 whole fragments (3 s), no index at its end (its writer was killed or still writes)" in out
     assert "problem: truncated: a fragmented MP4 cut short" in out
+
+
+def _cut_in_first_fragment(recording: bytes, frames_whole: int) -> bytes:
+    """The recording cut inside its first fragment's samples, after ``frames_whole`` whole frames."""
+    first = fragment_starts(recording)[0]
+    mdat = first + int.from_bytes(recording[first : first + 4], "big")
+    assert recording[mdat + 4 : mdat + 8] == b"mdat"
+    probe = diagnosed(recording[: fragment_starts(recording)[1] - 1])  # the first fragment's tail cut
+    assert probe.details["fragments"]["whole"] == 0
+    if frames_whole == 0:
+        return recording[: mdat + 8 + 10]  # inside the first frame (a key frame of some kB)
+    lo, hi = mdat + 8, fragment_starts(recording)[1] - 1
+    while lo < hi:  # the shortest cut that keeps frames_whole frames whole
+        mid = (lo + hi) // 2
+        facts = diagnosed(recording[:mid]).details["fragments"]
+        if round(facts["playable_s"] * FPS) >= frames_whole:
+            hi = mid
+        else:
+            lo = mid + 1
+    return recording[:lo]
+
+
+@pytest.mark.parametrize("frames_whole", [0, 4])
+def test_what_a_cut_first_fragment_says_plays_is_what_pyav_decodes(
+    recording: bytes, tmp_path: Path, frames_whole: int
+) -> None:
+    from edgepipe.deploy.doctor.diagnose import diagnose
+
+    path = tmp_path / "early.mp4"
+    path.write_bytes(_cut_in_first_fragment(recording, frames_whole))
+    diag = diagnose(path, frames=100)
+    [problem] = diag.problems
+    decoded = diag.details["decode"].get("frames", 0)
+    assert decoded == frames_whole  # PyAV, in doctor's own decode child
+    if frames_whole == 0:
+        assert "no frame is whole: nothing plays" in problem.what
+        assert "play" not in problem.fix.replace("nothing plays", "")  # no word of a part that plays
+        assert "nothing to keep" in problem.fix
+    else:
+        seconds = f"{frames_whole / FPS:.3f} s"
+        assert f"the first {seconds} are whole and play" in problem.what
+        assert f"players play its first {seconds}" in problem.fix
+        assert "nothing plays" not in problem.what + problem.fix

@@ -105,3 +105,57 @@ def test_random_bytes_are_no_known_encoding() -> None:
 def test_binary_is_not_text() -> None:
     assert not looks_like_text(bytes(range(256)) * 4)
     assert not looks_like_text(b"")
+
+
+WESTERN = (
+    "Caméra 2 : entrée nord, détection activée à 15 images/s.\n"
+    "Größe des Bildes: 640×480; Temperatur 21 °C, Außenlicht aus.\n"  # noqa: RUF001
+    "Cámara del señor Muñoz: «grabación» guardada, ¿revisar mañana?\n"
+)
+
+
+def test_a_clean_latin_1_file_is_named_with_how_to_convert_it(tmp_path: Path) -> None:
+    found = guess((HEADER + WESTERN).encode("latin-1"))
+    assert found.encoding == "latin-1", found.scores
+    assert found.score >= 0.9
+    assert (found.bad_line, found.mixed) == (2, False)
+    assert found.examples.startswith("é")  # the characters it reads, for a person to judge
+    path = tmp_path / "notes.txt"
+    path.write_bytes((HEADER + WESTERN).encode("latin-1"))
+    [problem] = diagnose(path).problems
+    assert "mixed encodings or damage" not in problem.what
+    assert "the text is likely Latin-1 (ISO-8859-1) (a single-byte encoding" in problem.what
+    assert f'open("{path}", encoding="latin-1")' in problem.fix
+    assert f"iconv -f ISO-8859-1 -t UTF-8 {path} > {tmp_path}/notes.utf8.txt" in problem.fix
+
+
+def test_windows_1252_is_told_by_its_quotes_and_euro_sign() -> None:
+    text = HEADER + "Prix : 12 € — « d’accord » et “OK”.\n"  # noqa: RUF001
+    found = guess(text.encode("cp1252"))
+    assert found.encoding == "cp1252", found.scores
+    assert found.label == "Windows-1252 (Western)"
+    assert codecs.decode(text.encode("cp1252"), found.encoding) == text
+    assert "iconv -f WINDOWS-1252 -t UTF-8" in found.how_to_read("prix.txt")
+
+
+def test_utf8_with_latin_1_lines_after_it_is_two_encodings() -> None:
+    found = guess("Café noir\n".encode() + WESTERN.encode("latin-1"))
+    assert (found.encoding, found.mixed, found.bad_line) == ("latin-1", True, 2)
+
+
+RUSSIAN = "Камера 2: вход с севера, обнаружение лиц включено. Запись хранится семь дней.\n"  # noqa: RUF001
+
+
+@pytest.mark.parametrize("encoding", ["cp1251", "koi8_r"])
+def test_cyrillic_single_byte_encodings_are_told_apart(encoding: str) -> None:
+    found = guess((HEADER + RUSSIAN).encode(encoding))
+    assert found.encoding == encoding, found.scores  # read as the other, the letters' case swaps
+    assert codecs.decode((HEADER + RUSSIAN).encode(encoding), found.encoding) == HEADER + RUSSIAN
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"), [(NOTES, "gbk"), (TRADITIONAL, "big5"), (JAPANESE, "shift_jis")]
+)
+def test_two_byte_scripts_are_not_taken_for_a_single_byte_one(text: str, encoding: str) -> None:
+    scores = dict(guess((HEADER + text).encode(encoding)).scores)
+    assert max(scores["latin-1"], scores["cp1251"], scores["koi8_r"]) < 0.5

@@ -65,3 +65,11 @@ def test_a_parameter_count_is_a_whole_number_never_rounded() -> None:
     for bad in (3.5, 0, -3e9, float("nan")):
         with pytest.raises(ValueError, match="a parameter count is a positive whole number"):
             ModelFacts.from_count(bad, "fp16")
+
+
+def test_the_weight_format_names_the_packed_matrices_and_the_rest() -> None:
+    formats = (("int4", 9000), ("fp32", 998), ("int64", 2))  # a few shape constants: no weight format
+    facts = ModelFacts("m", 10_000, "int4", 6000, formats=formats, packed_params=9000)
+    assert facts.weight_format() == "int4 weights (9,000 of them packed in MatMulNBits; 998 in fp32)"
+    assert ModelFacts("m", 10, "fp16", 20, formats=(("fp16", 10),)).weight_format() == "fp16 weights"
+    assert ModelFacts.from_count(3e9, "fp16").weight_format() == "fp16 weights"

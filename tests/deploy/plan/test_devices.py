@@ -5,7 +5,13 @@ from importlib import resources
 
 import pytest
 
-from edgepipe.deploy.plan.devices import UnknownDevice, devices, find_device, parse_stream_limit
+from edgepipe.deploy.plan.devices import (
+    UnknownDevice,
+    devices,
+    devices_named,
+    find_device,
+    parse_stream_limit,
+)
 
 
 def test_every_data_file_names_its_source_and_every_unsure_field_exists() -> None:
@@ -46,3 +52,16 @@ def test_stream_limits() -> None:
     assert limit.pixel_rate == 11 * 1920 * 1080 * 30
     with pytest.raises(ValueError, match="COUNTxWIDTHxHEIGHT@FPS"):
         parse_stream_limit("1080p30")
+
+
+def test_every_device_names_check_ops_tables_that_exist_or_what_checks_it_instead() -> None:
+    from edgepipe.deploy.check_ops.tables import tables
+
+    for device in devices().values():
+        assert device.ops_targets, device.name
+        assert set(device.ops_targets) <= set(tables()), device.name
+    hailo = devices_named("hailo")
+    assert [d.name for d in hailo] == ["raspberry-pi-5-hailo-8l", "raspberry-pi-5-hailo-8"]
+    assert all("Hailo's Dataflow Compiler" in d.ops_note and d.ops_targets == ("cpu",) for d in hailo)
+    assert devices_named("Hailo_8L") == hailo[:1]
+    assert [d.ops_targets[0] for d in devices_named("rk3588")] == ["rknn"]

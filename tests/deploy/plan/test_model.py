@@ -55,3 +55,19 @@ def test_a_float16_cache_is_planned_as_the_runner_allocates_it(tmp_path: Path) -
     runner = DecoderRunner(folder)
     assert terms.nbytes == runner.cache.nbytes == runner.layout.kv_bytes(CONFIG.max_seq_len)
     assert "x 2 bytes" in terms.formula()
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_a_quantized_decoder_is_read_as_its_packed_format(
+    tiny_lm_dirs: dict[str, Path], tmp_path: Path, bits: int
+) -> None:
+    from edgepipe.deploy.quantize.decoder import quantize_decoder
+
+    quantize_decoder(tiny_lm_dirs["gqa"], tmp_path / "q", bits=bits)  # the float32 embedding is kept
+    facts = read_model(tmp_path / "q")
+    assert facts.dtype == f"int{bits}"
+    assert facts.packed_params > 0.8 * facts.params
+    line = facts.weight_format()
+    assert line.startswith(f"int{bits} weights ({facts.packed_params:,} of them packed in MatMulNBits; ")
+    assert " in fp32)" in line  # the embedding and the norms
+    assert "int64" not in line  # a few shape constants are no weight format

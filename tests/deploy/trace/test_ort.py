@@ -6,7 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from edgepipe.deploy.trace.ort import Profile, fusions, operators, providers, read_profile
+import pytest
+
+from edgepipe.deploy.trace.ort import (
+    Profile,
+    fusions,
+    operator_ms_within,
+    operators,
+    providers,
+    read_profile,
+)
 
 
 def op(name: str, provider: str, dur: int, ts: int = 0) -> dict[str, Any]:
@@ -45,7 +54,7 @@ def test_a_cnn_on_the_cpu_expects_fused_conv() -> None:
 
 
 def test_a_decoder_reports_layer_norm_gelu_and_attention() -> None:
-    source = {"MatMul", "ReduceMean", "Sqrt", "Div", "Erf", "Softmax", "Add"}
+    source = {"MatMul", "ReduceMean", "Pow", "Sqrt", "Div", "Erf", "Softmax", "Add"}
     events = [
         op("LayerNormalization", CPU, 1),
         op("MatMul", CPU, 1),
@@ -67,3 +76,73 @@ def test_an_exported_attention_op_must_survive() -> None:
     [attention] = [c for c in checks if c["fusion"].startswith("attention")]
     assert attention["expected"]
     assert not attention["ok"]
+
+
+def rms_norm(path: Path, square: str) -> Path:
+    """y = x / sqrt(mean(x^2) + eps) * w, the square spelled ``Pow`` (as torch exports it) or ``Mul``."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.support.onnx_builders import save
+
+    consts = {
+        "two": np.array(2.0, np.float32),
+        "eps": np.array(1e-5, np.float32),
+        "w": np.ones(8, np.float32),
+    }
+    nodes = [
+        helper.make_node("Pow", ["x", "two"], ["sq"])
+        if square == "Pow"
+        else helper.make_node("Mul", ["x", "x"], ["sq"]),
+        helper.make_node("ReduceMean", ["sq"], ["mean"], axes=[-1], keepdims=1),
+        helper.make_node("Add", ["mean", "eps"], ["var"]),
+        helper.make_node("Sqrt", ["var"], ["root"]),
+        helper.make_node("Div", ["x", "root"], ["unit"]),
+        helper.make_node("Mul", ["unit", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "rms", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()],
+    )  # fmt: skip
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize("square", ["Pow", "Mul"])
+def test_a_norm_is_expected_fused_only_where_onnx_runtime_fuses_its_spelling(
+    tmp_path: Path, square: str
+) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    model = rms_norm(tmp_path / f"{square}.onnx", square)
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "ort")
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    session.run(None, {"x": np.ones((1, 4, 8), np.float32)})
+    profile = read_profile("rms", Path(session.end_profiling()), 0, model)
+    [norm] = [c for c in fusions(profile) if c["fusion"].startswith("layer norm")]
+    assert norm["ok"]  # the real runtime did what the check expects of it
+    if square == "Pow":
+        assert (norm["expected"], norm["present"]) == (True, ["SimplifiedLayerNormalization"])
+    else:  # Mul(x, x): no fusion of ONNX Runtime's matches it, at any level
+        assert (norm["expected"], norm["present"]) == (False, [])
+        assert norm["note"].startswith("its norm squares with Mul(x, x)")
+
+
+def run_event(ts: int, dur: int) -> dict[str, Any]:
+    return {"cat": "Session", "ph": "X", "name": "model_run", "ts": ts, "dur": dur, "args": {}}
+
+
+def test_a_warm_up_run_still_going_when_counting_starts_is_left_out_whole() -> None:
+    # A warm-up run at load, 0-400 us, while the first item came at 100 us; then a run in a call.
+    events = [run_event(0, 400), op("Conv", CPU, 90, ts=0), op("Conv", CPU, 290, ts=100),
+              run_event(500, 300), op("Conv", CPU, 280, ts=510)]  # fmt: skip
+    profile = Profile("cnn", Path("p"), 0, events)
+    assert operators(profile, since_ns=100_000) == [
+        {"op": "Conv", "provider": CPU, "runs": 1, "total_ms": 0.28}
+    ]
+    # Of a call from 495 to 820 us, its model's operators took 0.28 ms: never more than the call.
+    assert operator_ms_within(profile, [(495_000, 820_000)], slack_ns=0) == 0.28
+    assert operator_ms_within(profile, [(600_000, 900_000)], slack_ns=0) == 0.0  # the run is not inside it
