@@ -6,16 +6,26 @@
 Subscribes to what every pipeline with an ``MqttSink`` publishes (``edgepipe/+/+/status``, and
 each camera's ``event``, ``count`` and ``source_state``), logs one line per change (a camera
 online or offline, its state, an event) and a summary of the fleet every ``--summary-s``
-seconds. With ``--results`` each message is also a JSON line (``kind`` ``fleet_status``,
-``fleet_event``, ``fleet_count`` or ``fleet_state``, with ``device``, ``pipeline`` and
-``source``, taken from the topic). The broker being away is not an error: the subscriber
-reconnects by itself. A message that cannot be read (not JSON, a field that contradicts its
-topic, ...) is skipped, counted (``bad_messages`` in ``--stats``) and logged once per fault:
-see :mod:`edgepipe.sinks.mqtt.source`.
+seconds, on a timer of its own: a fleet gone quiet is summed up as often as a busy one.
+
+``status`` comes first: a camera of a pipeline whose status is ``offline`` is not said to be in
+the state its pipeline last published (a process killed without a stop leaves its cameras'
+retained states ``live``; only its last will says ``offline``): its line reads
+``cam1/face_privacy camera: unknown (the pipeline is offline; last said live)``, and the
+summary counts none of its detections. A pipeline that stopped says so itself before it goes:
+``stopped``, a count of 0, then ``offline`` (see docs/mqtt.md).
+
+With ``--results`` each message is also a JSON line, as the broker sent it (``kind``
+``fleet_status``, ``fleet_event``, ``fleet_count`` or ``fleet_state``, with ``device``,
+``pipeline`` and ``source``, taken from the topic). The broker being away is not an error: the
+subscriber reconnects by itself. A message that cannot be read (not JSON, a field that
+contradicts its topic, ...) is skipped, counted (``bad_messages`` in ``--stats``) and logged
+once per fault: see :mod:`edgepipe.sinks.mqtt.source`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Annotated, Any
@@ -29,6 +39,8 @@ MAX_FOLLOWED = 4096
 """Pipelines (and cameras) whose state the summary keeps; more are logged, not summed up."""
 LISTED = 20
 """Online pipelines named in a summary line; the rest are counted."""
+FINAL_STATES = ("stopped", "ended")
+"""A camera's states that stay true once its pipeline is offline (a stop publishes ``stopped``)."""
 
 
 def shown(value: Any, limit: int = 200) -> str:
@@ -46,7 +58,9 @@ def listed(names: list[str]) -> str:
 
 
 class FleetLog:
-    """A sink: one log line per change, and a summary every ``summary_s`` seconds."""
+    """A sink: one log line per change, and a summary every ``summary_s`` seconds (a task of
+    its own, in a TaskGroup that ``start()`` enters and ``stop()`` leaves: the node's task owns
+    it, as the run's TaskGroup owns the node's)."""
 
     on_loop = True
     """Cheap (a table update, a line per change): it runs on the event loop, not a thread per call."""
@@ -57,7 +71,33 @@ class FleetLog:
         self.events: dict[str, int] = {}
         self.counts: dict[str, int] = {}
         self.unfollowed = 0
-        self._last_summary = time.monotonic()
+        self._group: asyncio.TaskGroup | None = None
+        self._timer: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        group = asyncio.TaskGroup()
+        await group.__aenter__()
+        self._group = group
+        self._timer = group.create_task(self._summaries(), name="fleet:summaries")
+
+    async def stop(self) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        await group.__aexit__(None, None, None)
+
+    async def _summaries(self) -> None:
+        # On a schedule, not a sleep after each line: summaries stay summary_s apart, without drift.
+        due = time.monotonic() + self.summary_s
+        while True:
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            self.log_summary()
+            due = max(due + self.summary_s, time.monotonic())  # a loop held up: no burst after it
+
+    def log_summary(self) -> None:
+        log.info("fleet: %s", self.summary())
 
     def _keep(self, table: dict[str, Any], key: str, value: Any) -> bool:
         # Bounded: a broker with a million retained topics must not grow the process by as much.
@@ -84,15 +124,17 @@ class FleetLog:
         elif message.kind == "fleet_count":
             self._keep(self.counts, f"{device}/{data['source']}", data["count"])
         elif message.kind == "fleet_state":
-            log.info("%s %s: %s %s", device, data["source"], shown(data["state"], 40),
-                     shown(data.get("reason") or ""))  # fmt: skip
-        if time.monotonic() - self._last_summary >= self.summary_s:
-            self._last_summary = time.monotonic()
-            log.info("fleet: %s", self.summary())
+            said = f"{shown(data['state'], 40)} {shown(data.get('reason') or '')}".strip()
+            if self.status.get(device) == "offline" and data["state"] not in FINAL_STATES:
+                # A state its pipeline can no longer vouch for: it was killed, not stopped.
+                said = f"unknown (the pipeline is offline; last said {said})"
+            log.info("%s %s: %s", device, data["source"], said)
 
     def summary(self) -> str:
         online = sorted(d for d, s in self.status.items() if s == "online")
-        counts = listed([f"{k}={v}" for k, v in sorted(self.counts.items())]) or "none"
+        offline = {d for d, s in self.status.items() if s == "offline"}
+        now = [f"{k}={v}" for k, v in sorted(self.counts.items()) if k.rsplit("/", 1)[0] not in offline]
+        counts = listed(now) or "none"
         return (f"{len(online)} online ({listed(online)}), {len(self.status) - len(online)} offline; "
                 f"{sum(self.events.values())} event(s); detections now: {counts}")  # fmt: skip
 

@@ -29,7 +29,7 @@ from edgepipe.serve.health import SAMPLE_S, ProgressTracker
 from edgepipe.serve.metrics import MetricsText, SnapshotCache
 from edgepipe.serve.page import add_page
 from edgepipe.serve.security import ServerLog, middlewares
-from edgepipe.serve.signalling import STREAMS, add_signalling, close_viewers
+from edgepipe.serve.signalling import BOUND_HOST, STREAMS, add_signalling, close_viewers
 from edgepipe.serve.viewer_metrics import StreamCollector
 from edgepipe.serve.webrtc_stream import streams_of
 
@@ -53,6 +53,7 @@ def build_app(runtime: Runtime, config: ServeConfig | None = None) -> web.Applic
     app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=middlewares(config))
     app[RUNTIME] = runtime
     app[CONFIG] = config
+    app[BOUND_HOST] = config.host
     app[TRACKER] = ProgressTracker(config.stall_after_s)
     # /metrics, /health and the sampler share one snapshot per 0.5 s: a scraper hammering
     # them does not load the pipeline.

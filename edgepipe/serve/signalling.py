@@ -2,7 +2,8 @@
 (``POST /whep`` with ``application/sdp``, ``201`` and a ``Location`` to ``DELETE``), so a
 standard WebRTC player connects too.
 
-Answers carry every ICE candidate (aiortc gathers before it answers: no trickle). A pipeline
+Answers carry every ICE candidate (aiortc gathers before it answers: no trickle); a server bound
+to loopback offers loopback candidates only (:func:`~edgepipe.serve.ice.serving_on`). A pipeline
 without a :class:`~edgepipe.serve.webrtc_stream.WebRTCStream` answers 404; one viewer past the limit,
 503; an offer that cannot be answered (no H.264, not SDP), 400 with one log line.
 """
@@ -13,12 +14,15 @@ import logging
 
 from aiohttp import web
 
+from edgepipe.serve import ice
 from edgepipe.serve.webrtc import OfferError, ViewerLimitError
 from edgepipe.serve.webrtc_stream import WebRTCStream
 
 log = logging.getLogger(__name__)
 
 STREAMS = web.AppKey("streams", list[WebRTCStream])
+BOUND_HOST = web.AppKey("bound_host", str)
+"""The address the server is bound to (``--host``): it decides the ICE candidates offered."""
 
 MAX_SDP_CHARS = 64 * 1024
 
@@ -75,7 +79,8 @@ async def _answer(request: web.Request, sdp: str, kind: str) -> tuple[str, str]:
     if len(sdp) > MAX_SDP_CHARS or "v=0" not in sdp[:200]:
         raise ValueError("not an SDP offer")
     try:
-        viewer, answer = await stream.viewers.answer(sdp, kind)
+        with ice.serving_on(request.app[BOUND_HOST]):
+            viewer, answer = await stream.viewers.answer(sdp, kind)
     except ViewerLimitError as exc:
         raise web.HTTPServiceUnavailable(text=f"{exc}\n") from None
     except OfferError as exc:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import sys
@@ -89,8 +90,8 @@ def test_the_fleet_log_stays_bounded_and_its_lines_short(
         fleet.process(
             Message("fleet_event", {"device": "cam1", "pipeline": "p", "source": "c", "what": text})
         )
-        fleet._last_summary = 0.0
         fleet.process(Message("fleet_count", {"device": "cam1", "pipeline": "p", "source": "c", "count": 1}))
+        fleet.log_summary()
     assert len(fleet.status) == 50
     assert fleet.unfollowed == 10
     lines = [r.getMessage() for r in caplog.records]
@@ -100,3 +101,56 @@ def test_the_fleet_log_stays_bounded_and_its_lines_short(
     assert not any("\x1b" in line for line in lines)  # escaped, as the 4 characters \\x1b
     assert "50 online (cam0/p, cam1/p, " in lines[-1]
     assert "and 30 more" in lines[-1]
+
+
+def summaries(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("fleet: ")]
+
+
+@pytest.mark.slow
+async def test_summaries_come_on_time_when_the_fleet_is_quiet_and_offline_is_never_live(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every message here is retained and there before the subscriber: they all come at once,
+    then nothing. cam9 was killed (its last will said offline; its camera's retained state is
+    still live and its count 1); cam1 runs."""
+    broker = Mosquitto(tmp_path)
+    broker.start()
+    quiet_s = 4.5
+
+    async def quiet(runtime: Runtime) -> None:
+        await asyncio.sleep(quiet_s)
+        runtime.request_stop()
+
+    def retained(device: str, status: str) -> list[tuple[str, bytes]]:
+        root = f"edgepipe/{device}/face_privacy"
+        state = {"v": 1, "kind": "source_state", "source": "camera", "state": "live", "reason": ""}
+        count = {"v": 1, "kind": "count", "source": "camera", "count": 1, "labels": {"face": 1}}
+        return [(f"{root}/status", status.encode()), (f"{root}/camera/source_state", json.dumps(state).encode()),
+                (f"{root}/camera/count", json.dumps(count).encode())]  # fmt: skip
+
+    try:
+        async with aiomqtt.Client("127.0.0.1", broker.port) as client:
+            for topic, payload in retained("cam1", "online") + retained("cam9", "offline"):
+                await client.publish(topic, payload, qos=1, retain=True)
+        p = load_pipeline(FLEET, ["--broker", broker.url, "--summary-s", "1"])
+        with caplog.at_level(logging.INFO):
+            report = await run_async(p, RunConfig(governed=False, watchers=[quiet]))
+    finally:
+        broker.stop()
+    assert report.stopped_by == "stop"
+    lines = [r.getMessage() for r in caplog.records]
+    assert not any(line.startswith("cam9/face_privacy camera: live") for line in lines), lines
+    assert "cam9/face_privacy camera: unknown (the pipeline is offline; last said live)" in lines
+    assert "cam1/face_privacy camera: live" in lines
+    # A summary a second, although nothing came after the first moments: one per second of the
+    # run but the first (the subscriber connecting), with generous bounds for a loaded machine.
+    said = summaries(caplog)
+    assert len(said) >= 3, lines
+    gaps = [b.created - a.created for a, b in itertools.pairwise(said)]
+    assert all(0.5 <= gap <= 2.5 for gap in gaps), gaps
+    last_message = max(r.created for r in caplog.records if r.getMessage().startswith("cam"))
+    assert sum(r.created > last_message + 0.5 for r in said) >= 2, gaps
+    assert said[-1].getMessage() == (
+        "fleet: 1 online (cam1/face_privacy), 1 offline; 0 event(s); detections now: cam1/face_privacy/camera=1"
+    )  # cam9's count of 1 is no detection now

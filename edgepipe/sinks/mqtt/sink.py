@@ -23,9 +23,12 @@ fit (what it drops is counted by kind). The sink's gauges (``--stats``, ``/metri
 ``takeover`` (1 while another client seems to use the same client id: see
 :mod:`~edgepipe.sinks.mqtt.client`).
 
-At the stop the sink flushes the outbox for up to ``flush_s`` (after one more attempt to
-connect when the broker is away). What was not delivered then (left in the outbox, or dropped
-from it when full) is said (:mod:`~edgepipe.sinks.mqtt.undelivered`): messages of a QoS 1 or 2
+At the stop the sink first queues the end state of each retained topic it wrote (each camera's
+``source_state`` -> ``stopped``, its ``count`` -> 0, an ``engine_state`` -> ``stopped``:
+:func:`~edgepipe.sinks.mqtt.topics.end_message`), then flushes the outbox for up to ``flush_s``
+(after one more attempt to connect when the broker is away), then says ``offline``. What was not
+delivered then (left in the outbox, or dropped from it when full) is said
+(:mod:`~edgepipe.sinks.mqtt.undelivered`): messages of a QoS 1 or 2
 kind (events, states, counts: delivery was asked for) fail the run
 (:attr:`MqttSink.failed_output`, exit 1: "N messages not delivered to mqtt://HOST:PORT", how
 many were still queued, how many dropped during the run and when); QoS 0 ones (each frame's
@@ -61,7 +64,7 @@ from edgepipe.sinks.mqtt.config import (
 )
 from edgepipe.sinks.mqtt.discovery import discovery_publications
 from edgepipe.sinks.mqtt.outbox import Outbox
-from edgepipe.sinks.mqtt.topics import NO_SOURCE, Publication, Topics
+from edgepipe.sinks.mqtt.topics import ENDING_KINDS, NO_SOURCE, STOPPED, STOPPED_WHY, Publication, Topics
 from edgepipe.sinks.mqtt.undelivered import best_effort_line, failed_line, undelivered
 from edgepipe.vision.detection import Detections
 from edgepipe.wire.messages import message, message_of
@@ -117,6 +120,10 @@ class MqttSink:
         self._states: dict[str, tuple[str, str]] = {}
         self._retained: dict[str, Publication] = {}
         """The latest retained publication per topic: sent again at every connection."""
+        self._last: dict[str, dict[str, Any]] = {}
+        """The latest message per retained topic of a kind with an end state (``ENDING_KINDS``)."""
+        self._ended = False
+        """The end states are queued (the stop): no state or count goes out after them."""
         self._gauges: dict[str, Any] = {}
         self._group: asyncio.TaskGroup | None = None
         self._task: asyncio.Task[None] | None = None
@@ -158,6 +165,7 @@ class MqttSink:
             make = functools.partial(ssl.create_default_context, cafile=self.broker.ca_file)
             connection.tls_context = await run_blocking(make) if run_blocking is not None else make()
         self.connection = connection
+        self._ended = False
         for source_id in self.sources:
             self._see(source_id)
         self._report()
@@ -196,6 +204,7 @@ class MqttSink:
         if group is None:
             return
         self._poll_states_safely()  # a source that ended just now: its last state goes out too
+        self._end()
         error: BaseException | None = None
         try:
             if self.connection is not None and self._task is not None:
@@ -231,6 +240,8 @@ class MqttSink:
                 log.warning("an MQTT result could not be encoded (%s: %s); such results are counted and "
                             "dropped", type(exc).__name__, exc)  # fmt: skip
             return
+        if self._ended and (pub.kind in ENDING_KINDS or isinstance(item, Detections)):
+            return  # the end states are queued: a state said now would contradict them
         if source != NO_SOURCE:
             self._see(source)
         if isinstance(item, Detections):
@@ -242,19 +253,38 @@ class MqttSink:
             if self._states.get(source) != state:
                 if source in self._states or len(self._states) < MAX_SOURCES:
                     self._states[source] = state
-                self._queue(pub)
+                self._queue(pub, message)
         else:
-            self._queue(pub)
+            self._queue(pub, message)
         self._report()
 
     def hear(self, message: Any) -> None:
         """A runtime event (``runtime.add_listener(sink.hear)``): a source's state, a node's error."""
         self.put(message)
 
-    def _queue(self, pub: Publication) -> None:
+    def _queue(self, pub: Publication, message: dict[str, Any] | None = None) -> None:
         if pub.retain and (pub.topic in self._retained or len(self._retained) < 4 * MAX_SOURCES):
             self._retained[pub.topic] = pub
+            if message is not None and pub.kind in ENDING_KINDS:
+                self._last[pub.topic] = message
         self.outbox.put(pub)
+
+    def _end(self) -> None:
+        """Queue the end state of each retained topic whose latest message is not one (the
+        stop: before ``offline``); states and counts said after it are not published."""
+        self._ended = True
+        for topic, last in list(self._last.items()):
+            ending = self.topics.end_publication(topic, last)
+            if ending is None:
+                continue
+            end, pub = ending
+            source = str(end.get("source"))
+            if pub.kind == "source_state" and source in self._states:
+                self._states[source] = (STOPPED, STOPPED_WHY)  # a restart's poll says "live" again
+            elif pub.kind == "count" and source in self._counts:
+                self._counts[source] = {}
+            self._queue(pub, end)
+        self._report()
 
     def _count(self, source: str, labels: Counter[str]) -> None:
         now = dict(sorted(labels.items()))
@@ -262,8 +292,9 @@ class MqttSink:
             return
         if source in self._counts or len(self._counts) < MAX_SOURCES:
             self._counts[source] = now
-        _, pub = self.topics.of_message(self.topics.count_message(source, now))
-        self._queue(pub)
+        counted = self.topics.count_message(source, now)
+        _, pub = self.topics.of_message(counted)
+        self._queue(pub, counted)
 
     def _see(self, source: str) -> None:
         if not source or source in self._known or len(self._known) >= MAX_SOURCES:
@@ -309,6 +340,8 @@ class MqttSink:
         self._report()
 
     def _poll_states(self) -> None:
+        if self._ended:
+            return
         for source_id, source in self.sources.items():
             info = source.state_info
             if not isinstance(info, tuple):

@@ -17,6 +17,13 @@ Payloads are the messages of the WebRTC data channel (:mod:`edgepipe.wire.messag
 ``count`` is this sink's own kind: ``{"v": 1, "kind": "count", "source": ..., "count": N,
 "labels": {label: n}, "t_ms": ...}``, sent when a camera's number of detections changes (what
 Home Assistant's sensors read). ``status`` is the plain text ``online`` or ``offline`` in either format.
+
+A stop publishes the end state of each retained topic the sink wrote (:func:`end_message`),
+before ``offline``, so that whoever reads the broker later (a subscriber, Home Assistant) finds
+no camera still ``live`` with a face counted: ``source_state`` -> ``stopped`` (a source that
+``ended`` by itself keeps it), ``count`` -> ``0`` with no labels, ``engine_state`` -> ``stopped``.
+The discovery configs stay (they describe the entities, which ``status`` makes unavailable); a
+kind retained through ``retain={...}`` keeps its last message (its end state is not known here).
 """
 
 from __future__ import annotations
@@ -62,6 +69,33 @@ DEFAULT_POLICIES: dict[str, KindPolicy] = {
 }
 OTHER_POLICY = KindPolicy(qos=0, retain=False, rank=1)
 """Every kind not in :data:`DEFAULT_POLICIES`."""
+STOPPED = "stopped"
+"""The state a stop leaves on a camera's ``source_state`` and an engine's ``engine_state``."""
+STOPPED_WHY = "the pipeline stopped"
+FINAL_STATES = ("ended", STOPPED)
+"""A camera's states that are final already: a stop publishes no other."""
+ENDING_KINDS = ("source_state", "count", "engine_state")
+"""The retained kinds with an end state (:func:`end_message`)."""
+
+
+def end_message(last: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a stop publishes on the topic whose latest message was ``last`` (a kind of
+    :data:`ENDING_KINDS`), or None when ``last`` is its end state already (see the module
+    docstring)."""
+    kind, source = last.get("kind"), last.get("source")
+    where = {"source": source} if source is not None else {}
+    if kind == "source_state":
+        if last.get("state") in FINAL_STATES:
+            return None
+        node = {"node": last["node"]} if last.get("node") is not None else {}
+        return message("source_state", **node, **where, state=STOPPED, reason=STOPPED_WHY)
+    if kind == "count":
+        return None if last.get("count") == 0 else message("count", **where, count=0, labels={})
+    if kind == "engine_state":
+        if last.get("state") == STOPPED:
+            return None
+        return message("engine_state", **where, engine=last.get("engine"), state=STOPPED, cause=STOPPED_WHY)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +177,17 @@ class Topics:
         if message.get("t_ms") is None:
             message["t_ms"] = round(time.time() * 1000, 1)
         return source, self.publication(self.topic(source, kind), kind, self.encode(message))
+
+    def end_publication(
+        self, topic: str, last: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], Publication] | None:
+        """``(message, publication)`` of the end state of ``topic``, whose latest message was
+        ``last`` (:func:`end_message`); None when ``last`` is its end state already."""
+        end = end_message(last)
+        if end is None:
+            return None
+        end["t_ms"] = round(time.time() * 1000, 1)
+        return end, self.publication(topic, str(end["kind"]), self.encode(end))
 
     def count_message(self, source: str, labels: dict[str, int]) -> dict[str, Any]:
         return message("count", source=source, count=sum(labels.values()), labels=labels)

@@ -72,6 +72,13 @@ async def test_one_subscriber_sees_the_fleet_and_a_killed_camera_goes_offline_al
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    async with subscribed(mosquitto.port, ("edgepipe/+/+/status",)) as after:
-        await after.wait_for(lambda: len(after.heard) >= 3, 10, "three retained statuses")
-        assert {h.payload for h in after.heard} == {b"offline"}
+    # Those stopped left their end state; the one killed, its last state, but its last will.
+    async with subscribed(
+        mosquitto.port, ("edgepipe/+/+/status", "edgepipe/+/+/camera/source_state")
+    ) as after:
+        await after.wait_for(lambda: len(after.heard) >= 6, 10, "three retained statuses and states")
+        assert {h.payload for h in after.heard if h.topic.endswith("/status")} == {b"offline"}
+        states = {
+            h.topic.split("/")[1]: h.json()["state"] for h in after.heard if h.topic.endswith("/source_state")
+        }
+        assert states == {"cam1": "stopped", "cam2": "live", "cam3": "stopped"}

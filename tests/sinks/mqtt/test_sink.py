@@ -75,7 +75,7 @@ async def test_results_arrive_on_their_topics_with_their_qos_and_payloads(mosqui
     assert [h.json()["what"] for h in events] == ["person entered"]
     assert {h.qos for h in events} == {1}
     states = [h.json()["state"] for h in sub.on(f"{ROOT}/camera/source_state")]
-    assert states == ["connecting", "live"]
+    assert states == ["connecting", "live", "stopped"]  # the last: the end state, at the stop
     assert [h.payload for h in sub.on(f"{ROOT}/status")] == [b"online", b"offline"]
     figures = gauges(report)
     assert figures["published"] >= 5 + 4 + 1 + 2 + 2 + 3  # and the discovery configs
@@ -88,7 +88,7 @@ async def test_results_arrive_on_their_topics_with_their_qos_and_payloads(mosqui
     assert all(h.retain for h in late.heard)
     assert retained[f"{ROOT}/status"].payload == b"offline"
     assert retained[f"{ROOT}/camera/count"].json()["count"] == 0
-    assert retained[f"{ROOT}/camera/source_state"].json()["state"] == "live"
+    assert retained[f"{ROOT}/camera/source_state"].json()["state"] == "stopped"
     assert not any(t.endswith(("/detections", "/event")) for t in retained)
     discovery = {t: json.loads(h.payload) for t, h in retained.items() if t.startswith("homeassistant/")}
     assert set(discovery) == {

@@ -107,3 +107,42 @@ async def test_a_failing_state_watcher_or_connection_degrades_the_sink_not_the_n
             assert (node.items_in, node.errors, node.state) == (60, 0, "done"), node
             assert node.gauges["errors"] >= 1, node.gauges
         await sub.wait_for(lambda: len(sub.heard) == 60, what="cam1's detections")
+
+
+@pytest.mark.timeout(60)
+async def test_a_stop_leaves_the_end_state_of_each_retained_topic_before_offline(
+    mosquitto: Mosquitto,
+) -> None:
+    """A subscriber that comes after the stop reads no camera live, no face counted, no engine
+    up: each retained topic the sink wrote ends in its end state (a file that ended keeps
+    ``ended``), said before ``offline``; the discovery configs stay."""
+    root = "edgepipe/cam1/test"
+    items = [
+        Message("source_state", {"source": "camera", "state": "live", "reason": ""}),
+        Message("source_state", {"source": "clip", "state": "ended", "reason": "90 frames"}),
+        frame(0, 2),
+        Message("engine_state", {"engine": "remote", "state": "closed", "cause": ""}),
+    ]
+    async with subscribed(mosquitto.port) as sub:
+        report = await run_async(run_with(MqttSink(mosquitto.url, "cam1"), FakeSource(items, interval_s=0.05)),
+                                 RunConfig(governed=False))  # fmt: skip
+        await sub.wait_for(lambda: sub.on(f"{root}/status")[-1:] and sub.on(f"{root}/status")[-1].payload
+                           == b"offline", what="offline at the stop")  # fmt: skip
+    assert report.failed_sinks == ()
+    ending = (f"{root}/camera/source_state", f"{root}/camera/count", f"{root}/all/engine_state")
+    last = {h.topic: (i, h) for i, h in enumerate(sub.heard) if h.topic in (*ending, f"{root}/status")}
+    said = [last[t][1].json() for t in ending]
+    assert [said[0]["state"], said[1]["count"], said[2]["state"]] == ["stopped", 0, "stopped"]
+    assert max(last[t][0] for t in ending) < last[f"{root}/status"][0]  # said before offline
+    async with subscribed(mosquitto.port) as late:
+        await late.wait_for(lambda: len(late.heard) >= 11, what="the retained messages")
+    retained = {h.topic: h for h in late.heard}
+    assert retained[f"{root}/status"].payload == b"offline"
+    camera = retained[f"{root}/camera/source_state"].json()
+    assert (camera["state"], camera["reason"]) == ("stopped", "the pipeline stopped")
+    assert retained[f"{root}/clip/source_state"].json()["state"] == "ended"
+    count = retained[f"{root}/camera/count"].json()
+    assert (count["count"], count["labels"]) == (0, {})
+    engine = retained[f"{root}/all/engine_state"].json()
+    assert (engine["engine"], engine["state"]) == ("remote", "stopped")
+    assert sum(t.startswith("homeassistant/") for t in retained) == 6  # two cameras' configs, kept
