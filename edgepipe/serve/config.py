@@ -72,7 +72,8 @@ class ServeConfig:
         if self.needs_token and not self.token:
             raise ServeConfigError(
                 f"serving on {self.host} (not loopback) needs a token: set ${TOKEN_ENV} "
-                f"(or bind {DEFAULT_HOST} and put a proxy in front)"
+                f"(or bind {DEFAULT_HOST} and put a proxy in front; WebRTC media then needs "
+                "$EDGEPIPE_ICE_HOSTS=the address viewers reach this box at)"
             )
 
     @classmethod

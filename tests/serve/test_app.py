@@ -149,7 +149,7 @@ def test_off_loopback_without_a_token_is_refused_before_anything_starts() -> Non
         ServeConfigError, match=r"0\.0\.0\.0 \(not loopback\) needs a token: set \$EDGEPIPE_TOKEN"
     ):
         ServeConfig(port=8080, host="0.0.0.0")
-    with pytest.raises(ServeConfigError, match="needs a token"):
+    with pytest.raises(ServeConfigError, match=r"needs a token.*media then needs \$EDGEPIPE_ICE_HOSTS="):
         ServeConfig(port=8080, host="camera.example.com")
     assert not ServeConfig(port=8080, host="::1").needs_token
     assert ServeConfig(port=8080, host="localhost").token is None
