@@ -104,8 +104,9 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
 
 def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
     """A node's state when it is not running (restarting, half-open ...), its errors, its calls
-    in flight (when it runs several), what it reports about itself (its gauges), and what was
-    turned away before its code saw it:
+    in flight (when it runs several), its ``runs`` and the light items it ``carried`` without a
+    call (a detector's tracked frames: the table's percentiles are the runs' alone), what it
+    reports about itself (its gauges), and what was turned away before its code saw it:
     ``skipped`` (circuit open), ``shed`` (by the governor), ``aged`` (past max_age_s)."""
     node = snap.node(node_id)
     lanes = snap.inbox(node_id)
@@ -116,6 +117,11 @@ def node_info(snap: Snapshot, node_id: str) -> dict[str, Any]:
         info["errors"] = node.errors
     if node.instances > 1:  # several calls in flight (edgepipe.runtime.inflight.flight): running / most
         info["calls"] = f"{node.in_flight}/{node.instances}"
+    if node.light:  # a detector's frames the tracker carried: no model run, their own figures
+        info["runs"] = _count(node.calls)
+        info["carried"] = _count(node.light)
+        info["carried_p50_ms"] = _ms(node.light_p50_ms)
+        info["carried_p95_ms"] = _ms(node.light_p95_ms)
     info.update(node.gauges)
     limit = snap.sched.get("limits", {}).get(node_id) if snap.sched else None
     if limit is not None:  # what holds a model node's rate (edgepipe.sched.limits)

@@ -64,7 +64,7 @@ def run_error(
         if not _fits(feed, spec):
             return ModelInputError(
                 f"input '{spec.name}' expects {_shape_text(spec.shape)} {_dtype_text(spec)}, "
-                f"got {tuple(feed.shape)} {feed.dtype}",
+                f"got {tuple(feed.shape)} {feed.dtype}: {_what_to_do(feed, spec)}",
                 model=name, input_name=spec.name,
             )  # fmt: skip
     unknown = [name for name in feeds if name not in {s.name for s in inputs}]
@@ -83,6 +83,15 @@ def _fits(feed: np.ndarray, spec: TensorSpec) -> bool:
     if len(feed.shape) != len(spec.shape):
         return False
     return all(not isinstance(d, int) or d == n for d, n in zip(spec.shape, feed.shape, strict=True))
+
+
+def _what_to_do(feed: np.ndarray, spec: TensorSpec) -> str:
+    if spec.dtype is not None and feed.dtype != spec.dtype:
+        return f"feed {_dtype_text(spec)}"
+    if len(feed.shape) != len(spec.shape):
+        return f"feed a tensor of {len(spec.shape)} dimensions"
+    return ("its fixed dims were set when it was exported: feed that shape, or export it again with "
+            "the dims that vary left free (dynamic axes)")  # fmt: skip
 
 
 def _shape_text(shape: Sequence[int | str | None]) -> str:

@@ -1,7 +1,8 @@
 """What a model will take once loaded, told without loading it (``edgepipe run --plan``).
 
 - :func:`read_io`: its declared inputs and outputs, read from the file (no ONNX Runtime
-  session, no ``onnx`` package; a large file is memory-mapped and only its graph's headers read);
+  session, no ``onnx`` package; a large file is memory-mapped and only its graph's headers read),
+  and :func:`read_metadata` the strings it carries (``metadata_props``);
 - :func:`read_weights`: its weights as stored (parameters, bytes by dtype: the one estimate,
   :mod:`edgepipe.planning.weights`), read from the file's initializers, inside it or in external
   data files; :func:`weights_bytes` their bytes, what the memory plan reserves: ONNX Runtime
@@ -51,6 +52,13 @@ def read_io(path: Path) -> tuple[list[TensorInfo], list[TensorInfo]]:
     :class:`ModelLoadError`."""
     with _mapped(path) as data:
         return onnxfile.graph_io(data)
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The model file's ``metadata_props`` (see :mod:`edgepipe.infer.metadata`). Raises
+    :class:`ModelNotFound` or :class:`ModelLoadError`."""
+    with _mapped(path) as data:
+        return onnxfile.metadata_props(data)
 
 
 def read_weights(path: Path) -> Weights:

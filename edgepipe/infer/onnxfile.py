@@ -26,6 +26,7 @@ _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MODEL_GRAPH, _GRAPH_INPUT, _GRAPH_OUTPUT, _GRAPH_INITIALIZER = 7, 11, 12, 5
 _GRAPH_NODE, _NODE_OP_TYPE, _NODE_DOMAIN, _NODE_ATTRIBUTE = 1, 4, 7, 5
 _MODEL_OPSET_IMPORT = 8  # OperatorSetIdProto {domain = 1, version = 2}
+_MODEL_METADATA = 14  # StringStringEntryProto {key = 1, value = 2}
 _TENSOR_EXTERNAL_DATA = 13  # TensorProto.external_data: StringStringEntryProto {key = 1, value = 2}
 
 
@@ -162,11 +163,8 @@ def graph_io(model: bytes) -> tuple[list[TensorInfo], list[TensorInfo]]:
 
 
 def node_ops(model: bytes) -> set[tuple[str, str]]:
-    """``(domain, op_type)`` of the main graph's nodes (``""`` is the ONNX domain).
-
-    ``model`` may be an ``mmap``: weights are stepped over by their length, never read, so a
-    large file costs a scan of its node list only.
-    """
+    """``(domain, op_type)`` of the main graph's nodes (``""`` is the ONNX domain). ``model`` may
+    be an ``mmap``: weights are stepped over, never read (a large file costs a scan of its nodes)."""
     _, gstart, gend = _graph_span(model)
     ops: set[tuple[str, str]] = set()
     for number, wire, _, vstart, vend in _fields(model, gstart, gend):
@@ -208,19 +206,27 @@ def opset_imports(model: bytes) -> dict[str, int]:
         domain, version = "", 0
         for onum, owire, _, ostart, oend in _fields(model, vstart, vend):
             if onum == 1 and owire == _LEN:
-                domain = bytes(model[ostart:oend]).decode("utf-8", "replace")
+                domain = _text(model, ostart, oend)
             elif onum == 2 and owire == _VARINT:
                 version = _read_varint(model, ostart)[0]
         found[domain] = version
     return found
 
 
+def metadata_props(model: bytes) -> dict[str, str]:
+    """``ModelProto.metadata_props``: the strings a model carries by key (its exporter's, edgepipe's)."""
+    found: dict[str, str] = {}
+    for number, wire, _, vstart, vend in _fields(model):
+        if number == _MODEL_METADATA and wire == _LEN:
+            entry = {k: _text(model, s, e) for k, w, _, s, e in _fields(model, vstart, vend) if w == _LEN}
+            found[entry.get(1, "")] = entry.get(2, "")
+    return found
+
+
 def graph_nodes(model: bytes) -> list[NodeInfo]:
     """Every node of the main graph, each followed by the nodes of its subgraphs (attributes
-    ``g``/``graphs``: If's branches, Loop's and Scan's bodies), at any depth.
-
-    ``model`` may be an ``mmap``: weights are stepped over, never read.
-    """
+    ``g``/``graphs``: If's branches, Loop's and Scan's bodies), at any depth. ``model`` may be
+    an ``mmap``: weights are stepped over, never read."""
     _, gstart, gend = _graph_span(model)
     found: list[NodeInfo] = []
     _walk_graph(model, gstart, gend, None, found)
@@ -276,9 +282,7 @@ def _walk_graph(model: bytes, start: int, end: int, parent: int | None, found: l
 def external_data(model: bytes) -> set[str]:
     """The files the main graph's initializers keep their data in (``location`` of each
     ``external_data``), relative to the model's folder; empty when the weights are inside.
-
-    ``model`` may be an ``mmap``: only the initializers' small fields are read.
-    """
+    ``model`` may be an ``mmap``: only the initializers' small fields are read."""
     _, gstart, gend = _graph_span(model)
     locations: set[str] = set()
     for number, wire, _, vstart, vend in _fields(model, gstart, gend):
@@ -299,9 +303,7 @@ def external_data(model: bytes) -> set[str]:
 
 def initializers(model: bytes) -> list[tuple[str, int, tuple[int, ...]]]:
     """``(name, data_type, dims)`` of each of the main graph's initializers (the weights).
-
-    ``model`` may be an ``mmap``: the data are stepped over, never read.
-    """
+    ``model`` may be an ``mmap``: the data are stepped over, never read."""
     _, gstart, gend = _graph_span(model)
     found: list[tuple[str, int, tuple[int, ...]]] = []
     for number, wire, _, vstart, vend in _fields(model, gstart, gend):

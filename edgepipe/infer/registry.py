@@ -167,6 +167,37 @@ def _verified(target: Path, entry: ModelEntry) -> bool:
         return False
 
 
+_DIGESTS_KEPT = 16
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+"""sha256 of the files :func:`copy_of` read, by (path, size, mtime): a pipeline's declaration
+and its node's start ask about the same file."""
+
+
+def copy_of(file: Path, registry: Mapping[str, ModelEntry] | None = None) -> ModelEntry | None:
+    """The entry whose model ``file`` is a copy of (the same size, then the same sha256), else
+    None: ``cp "$(edgepipe models path centerface)" mine.onnx`` gives a file that loads as the
+    registry's model does (its dims freed, its adapter and labels). A file of another size is
+    not read; one of the same size is hashed once per version (path, size, mtime)."""
+    registry = REGISTRY if registry is None else registry
+    try:
+        stat = file.stat()
+        sized = [entry for entry in registry.values() if entry.size_bytes == stat.st_size]
+        if not sized:
+            return None
+        key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key not in _DIGESTS:
+            if len(_DIGESTS) >= _DIGESTS_KEPT:
+                _DIGESTS.clear()
+            digest = hashlib.sha256()
+            with file.open("rb") as stream:
+                while chunk := stream.read(_CHUNK):
+                    digest.update(chunk)
+            _DIGESTS[key] = digest.hexdigest()
+    except OSError:  # unreadable: loading it will say why
+        return None
+    return next((entry for entry in sized if entry.sha256 == _DIGESTS[key]), None)
+
+
 def looks_like_path(model: str) -> bool:
     return model.endswith((".onnx", ".ort")) or os.sep in model or "/" in model or Path(model).exists()
 
@@ -270,14 +301,17 @@ def remove(entry: ModelEntry) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedModel:
-    """A model argument made concrete: the file to load, and its registry entry if named."""
+    """A model argument made concrete: the file to load, and its registry entry if it has one."""
 
     path: Path
     entry: ModelEntry | None = None
+    """The registry's entry: the model named, or the one the file given is a copy of (:func:`copy_of`)."""
+    by_path: bool = False
+    """Given as a path (named by its file, whatever entry it is a copy of)."""
 
     @property
     def name(self) -> str:
-        return self.entry.name if self.entry is not None else self.path.name
+        return self.entry.name if self.entry is not None and not self.by_path else self.path.name
 
 
 def resolve(model: str | os.PathLike[str], *, pull_missing: bool = True,
@@ -292,7 +326,7 @@ def resolve(model: str | os.PathLike[str], *, pull_missing: bool = True,
         if not file.is_file():
             raise ModelNotFound("no such file; pass a path to an .onnx file or a registry name "
                                 "(edgepipe models list)", model=text)  # fmt: skip
-        return ResolvedModel(file)
+        return ResolvedModel(file, copy_of(file), by_path=True)
     entry = lookup(text, registry)
     if not is_cached(entry):
         if not pull_missing:

@@ -14,6 +14,7 @@ from edgepipe.infer import SessionConfig
 from edgepipe.infer.registry import looks_like_path, lookup
 from edgepipe.media.tensor import Method
 from edgepipe.vision import adapters
+from edgepipe.vision.model import check_model_file
 from edgepipe.vision.preprocess import Normalize
 
 DEFAULT_SESSION = SessionConfig(timeout_s=2.0)
@@ -26,13 +27,16 @@ class DetectorConfig:
     the setting for a value that cannot work."""
 
     model: str = "centerface"
-    """Registry name (``edgepipe models list``) or path to an ``.onnx`` file."""
+    """Registry name (``edgepipe models list``) or path to an ``.onnx`` file (a copy of a registry
+    model is read as the registry's; another as its metadata says, :mod:`edgepipe.infer.metadata`).
+    A file whose input cannot be fed is refused here; one not there yet, when the node starts."""
     _: KW_ONLY
     adapter: str = "auto"
     """Output decoder (``centerface``, ``yolov5``, ``yolov8``, ``yolo-nms``, ``ssd``) or ``auto``
     (chosen from the outputs of a first run)."""
     labels: Sequence[str] | None = None
-    """Class names by index (default: the registry's, COCO's for 80-class YOLO); kept as a tuple."""
+    """Class names by index (default: the registry's or the model's metadata, COCO's for 80-class
+    YOLO); kept as a tuple."""
     classes: Collection[str] | None = None
     """Keep only these labels (None or empty: all); kept as a frozenset."""
     score_threshold: float | None = None
@@ -113,6 +117,8 @@ class DetectorConfig:
         object.__setattr__(self, "model", str(self.model))
         if not looks_like_path(self.model):
             lookup(self.model)  # a name the registry has not: wrong before anything runs (ModelNotFound)
+        else:  # a file the detector cannot feed, as well
+            check_model_file(self.model, self.session_config.free_image_dims)
         if self.labels is not None:
             object.__setattr__(self, "labels", tuple(self.labels))
         object.__setattr__(self, "classes", frozenset(self.classes) if self.classes else None)

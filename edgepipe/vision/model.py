@@ -4,6 +4,11 @@
 used as is), loads it (:class:`~edgepipe.infer.Session`: providers, threads, deadline), reads
 the image input's layout and any fixed size, and runs it once on a blank picture to pick the
 output adapter (when ``auto``), the labels (when not given) and to time the first result.
+
+A model given by path is read as the registry's when it is a copy of a registry model (its
+checksum), else as its metadata says (:mod:`edgepipe.infer.metadata`: what ``edgepipe
+quantize`` writes), else from its outputs. :func:`check_model_file` refuses, when the detector
+is declared, a file whose input it cannot feed (a fixed batch of several images).
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from typing import Any, Literal
 import numpy as np
 
 from edgepipe.infer import Session, SessionConfig
-from edgepipe.infer.errors import ModelLoadError
+from edgepipe.infer.errors import ModelInputError, ModelLoadError
 from edgepipe.infer.footprint import read_io
-from edgepipe.infer.registry import resolve
+from edgepipe.infer.metadata import ADAPTER_KEY, outputs_info
+from edgepipe.infer.registry import copy_of, resolve
 from edgepipe.infer.spec import ONNX_ELEM_TYPES
 from edgepipe.vision import adapters
 from edgepipe.vision.labels import COCO80
@@ -76,15 +82,21 @@ def load_model(
     entry = resolved.entry
     if entry is not None and entry.free_image_dims and not config.free_image_dims:
         config = replace(config, free_image_dims=True)
+    known = outputs_info(resolved, labels=labels is None)
+    if adapter == "auto" and known.adapter is not None:
+        if known.adapter not in adapters.ADAPTERS:
+            raise ModelLoadError(f"its metadata {ADAPTER_KEY} is {known.adapter!r}, which edgepipe does "
+                                 f"not decode: pass adapter= one of {', '.join(adapters.ADAPTERS)}",
+                                 model=resolved.name)  # fmt: skip
+        adapter = known.adapter
+    if labels is None and known.labels is not None:
+        labels = known.labels
     session = Session(resolved.path, config, name=resolved.name, owner=owner)
     spec = session.input(0)
+    _check_batch(resolved.name, spec.name, spec.shape, spec.dtype)  # the warm-up would fail on it
     layout, fixed = _layout(spec.shape)
     dtype = spec.dtype or np.float32
     batchable = not isinstance(spec.shape[0], int)  # a free batch dimension
-    if adapter == "auto" and entry is not None:
-        adapter = entry.adapter
-    if labels is None and entry is not None and entry.labels:
-        labels = entry.labels
     height, width = fixed or (round_to_stride(input_size * 3 // 4), round_to_stride(input_size))
     blank = np.zeros(_tensor_shape(layout, height, width), dtype)
     outputs = session.run({spec.name: blank}, timeout_s=max(30.0, config.timeout_s or 0))
@@ -93,6 +105,9 @@ def load_model(
         log.info("model %s: outputs read as %s", resolved.name, adapter)
     if labels is None:
         labels = COCO80 if _class_count(adapter, outputs) == 80 else ()
+    if known.said_by and resolved.by_path:  # a file read as the registry's model, or as it says
+        log.info("model %s: outputs read as %s, labels %s, as %s says", resolved.name, adapter,
+                 ", ".join(labels) or "by class number", known.said_by)  # fmt: skip
     return LoadedModel(session, resolved.name, adapter, labels, layout, fixed, dtype, batchable)
 
 
@@ -109,6 +124,40 @@ def read_input(file: Path, free_image_dims: bool) -> tuple[Layout, tuple[int, in
         dims = (None, dims[1], None, None)
     layout, fixed = _layout(dims)
     return layout, fixed, ONNX_ELEM_TYPES.get(first.elem_type) or np.float32
+
+
+def check_model_file(model: str, free_image_dims: bool) -> None:
+    """Refuse a model file whose image input the detector cannot feed (a fixed batch of several
+    images), before anything runs: :class:`ModelInputError` naming the input and what to do. A
+    copy of a registry model is read as the registry's (its dims freed). A file not there yet,
+    or not readable as ONNX, is left to the node's start, which loads it and says why."""
+    file = Path(model).expanduser()
+    if not file.is_file():
+        return
+    entry = copy_of(file)
+    if free_image_dims or (entry is not None and entry.free_image_dims):
+        return  # batch, height and width are made free as it loads
+    try:
+        inputs, _ = read_io(file)
+    except ModelLoadError:
+        return
+    if inputs and inputs[0].dims:
+        first = inputs[0]
+        _check_batch(file.name, first.name, first.dims or (), ONNX_ELEM_TYPES.get(first.elem_type))
+
+
+def _check_batch(model: str, input_name: str, shape: Sequence[int | str | None], dtype: Any) -> None:
+    batch = shape[0] if len(shape) == 4 else None
+    if isinstance(batch, int) and batch > 1:
+        dims = ", ".join("?" if d is None else str(d) for d in shape)
+        kind = f" {np.dtype(dtype).name}" if dtype is not None else ""
+        raise ModelInputError(
+            f"input '{input_name}' is [{dims}]{kind}, a fixed batch of {batch} images, and the detector "
+            f"feeds one frame a run: export it again with the batch free (torch.onnx.export(..., "
+            f"dynamic_axes={{'{input_name}': {{0: 'batch'}}}})), or, if its layers take any size, "
+            "load it with session=SessionConfig(free_image_dims=True)",
+            model=model, input_name=input_name,
+        )  # fmt: skip
 
 
 def round_to_stride(value: float) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from edgepipe.infer.config import SessionConfig
 from edgepipe.infer.footprint import device_label, session_device, weights_bytes
-from edgepipe.infer.registry import ModelEntry, is_cached, looks_like_path, lookup, path
+from edgepipe.infer.registry import ModelEntry, copy_of, is_cached, looks_like_path, lookup, path
 from edgepipe.media.frame import FrameSize
 from edgepipe.media.tensor import tensors_size
 from edgepipe.planning.memory import MemoryPlan
@@ -26,7 +26,8 @@ from edgepipe.vision.preprocess import Normalize, input_format, tensor_buffers
 def _locate(model: str) -> tuple[Path | None, ModelEntry | None]:
     """The file a detector would load (None: a registry model not fetched yet) and its entry."""
     if looks_like_path(model):
-        return Path(model).expanduser(), None
+        file = Path(model).expanduser()
+        return file, copy_of(file)  # a copy of a registry model loads as the registry's
     entry = lookup(model)
     return (path(entry) if is_cached(entry) else None), entry
 

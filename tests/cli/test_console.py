@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 
 from edgepipe import Pipeline
-from edgepipe.cli.console import LEDGER_WIDTH, WIDTH, print_summary, stats_table, stats_view
-from edgepipe.media.frame import Frame
+from edgepipe.cli.console import LEDGER_WIDTH, WIDTH, node_info, print_summary, stats_table, stats_view
+from edgepipe.infer import SessionConfig
+from edgepipe.media.frame import Frame, from_rgb
 from edgepipe.media.sources.video import VideoSource
 from edgepipe.runner import RunConfig, run, run_async
 from edgepipe.runtime.engine import Snapshot
 from edgepipe.testing import FakeSource, ListSink
+from edgepipe.vision import Detector
+from tests.support.onnx_builders import constant_detector
 
 
 def test_a_node_with_lanes_of_two_policies_shows_each_policy_once() -> None:
@@ -57,7 +62,9 @@ def _busy_run() -> Snapshot:
         replace(n, items_in=987_654, items_out=12_345_678 if n.kind == "source" else 987_654, errors=1234, skipped=55,
                 latency_p50_ms=1234.5, latency_p95_ms=23456.7, latency_p99_ms=0.012, busy_frac=1.0,
                 state="half-open" if n.kind == "stage" else "restarting", gauges=gauges.get(n.node_id, {}),
-                in_flight=5 if n.node_id == "faces" else 0, instances=16 if n.node_id == "faces" else 1)
+                in_flight=5 if n.node_id == "faces" else 0, instances=16 if n.node_id == "faces" else 1,
+                calls=987_654 if n.node_id == "faces" else 0, light=12_345_678 if n.node_id == "faces" else 0,
+                light_p50_ms=0.034, light_p95_ms=0.12)
         for n in snap.nodes
     )  # fmt: skip
     channels = tuple(replace(c, depth=c.size, dropped=123_456, shed=89, aged=12) for c in snap.channels)
@@ -113,7 +120,8 @@ def test_every_line_of_the_live_table_and_the_summary_fits_80_columns(width: int
         for figure in ("987654", "12.3M", "1234", "23457", "0.01", "100%", "123456", "half-open",
                        "restarting", "decoded=12345678", "pool_drops=6", "unsent=2", "shed=89", "aged=12",
                        "skipped=55", "infer_ms=123.4", "detect/LM overlap 123.4 s", "limit=budget",
-                       "limit=gate", "calls=5/16"):  # fmt: skip
+                       "limit=gate", "calls=5/16", "runs=987654", "carried=12.3M", "carried_p50_ms=0.03",
+                       "carried_p95_ms=0.12"):  # fmt: skip
             assert figure in text, figure
         # The CPU ledger's table keeps to 80 columns, its first column as the table's.
         table = lines[
@@ -162,3 +170,24 @@ def test_a_video_sources_counters_agree_with_its_row() -> None:
     assert gauges["decoded"] == cam.items_out + gauges["pool_drops"] + gauges.get("unsent", 0)
     taken = snap.node("slow").items_in + snap.channel("slow").dropped
     assert cam.items_out == taken + snap.channel("slow").depth
+
+
+def test_a_detectors_model_runs_and_carried_frames_are_shown_apart(tmp_path: Path) -> None:
+    # With every=3 the tracker carries two frames in three: they make no model run, and their
+    # quick step must not pass for the model's latency (a p50 of 0.08 ms beside a p95 of 134).
+    pred = np.zeros((1, 7, 8), np.float32)
+    pred[0, :, 0] = [32.0, 32.0, 8.0, 8.0, 0.9, 0.0, 0.0]
+    model = constant_detector(tmp_path / "m.onnx", {"output0": pred}, size=64)
+    frames = [from_rgb(np.zeros((48, 64, 3), np.uint8), source_id="cam", seq=i) for i in range(12)]
+    p = Pipeline()
+    detector = Detector(str(model), every=3, session=SessionConfig(cache_optimized=False, threads=1))
+    p.sink("out", ListSink(), inputs=p.stage("faces", detector, inputs=p.source("cam", FakeSource(frames))))
+    snap = run(p, RunConfig(governed=False)).stats
+    faces = snap.node("faces")
+    assert (faces.calls, faces.light) == (4, 8) == (detector.inferred, detector.frames - detector.inferred)
+    assert faces.light_p50_ms is not None
+    assert faces.light_p95_ms is not None
+    info = node_info(snap, "faces")
+    assert (info["runs"], info["carried"]) == ("4", "8")
+    text = "\n".join(_lines(stats_view(snap, "t: summary"), WIDTH))
+    assert "runs=4 carried=8 carried_p50_ms=" in text

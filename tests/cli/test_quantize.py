@@ -7,8 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import skimage.data
 
 from edgepipe.core.install import install_command
+from edgepipe.infer import SessionConfig
+from edgepipe.infer.footprint import read_metadata
+from edgepipe.media.frame import from_rgb
+from edgepipe.vision import Detector
 from tests.support.cli_process import edgepipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,6 +58,15 @@ def test_centerface_quantized_on_a_real_clip_is_smaller_and_finds_the_same_faces
         assert 0 < output["mean_abs_error"] <= output["max_abs_error"]  # INT8 is close, not equal
     assert report["ok"] is True
     assert not list(tmp_path.glob(".*.part"))
+
+    # Given by path, the INT8 model decodes and names its detections as its source does: "face",
+    # not "class0" (its metadata says so; the registry knows only the source's checksum).
+    assert report["settings"]["labels"] == ["face"]
+    assert read_metadata(out)["edgepipe.source"] == "centerface"
+    detector = Detector(str(out), session=SessionConfig(cache_optimized=False))
+    found = detector.process(from_rgb(skimage.data.astronaut()))
+    assert (detector.adapter, detector.labels) == ("centerface", ("face",))
+    assert [d.label for d in found] == ["face"]
 
     # Never overwritten without --force.
     before = out.read_bytes()

@@ -6,7 +6,14 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from edgepipe.infer.onnxfile import OnnxFormatError, external_data, free_image_dims, graph_io, with_io_dims
+from edgepipe.infer.onnxfile import (
+    OnnxFormatError,
+    external_data,
+    free_image_dims,
+    graph_io,
+    metadata_props,
+    with_io_dims,
+)
 from tests.support.onnx_builders import add_model, constant_detector
 
 
@@ -70,3 +77,15 @@ def test_external_data_files_are_named(tmp_path: Path) -> None:
     onnx.save_model(onnx.load(str(inside)), str(outside), save_as_external_data=True, location="w.data",
                     size_threshold=0)  # fmt: skip
     assert external_data(outside.read_bytes()) == {"w.data"}
+
+
+def test_metadata_props_are_read_as_onnx_writes_them(tmp_path: Path) -> None:
+    import onnx
+
+    model = onnx.load(add_model(tmp_path / "add.onnx"))
+    assert metadata_props(model.SerializeToString()) == {}
+    onnx.helper.set_model_props(model, {"edgepipe.labels": '["visage", "\u9854"]', "author": ""})
+    assert metadata_props(model.SerializeToString()) == {
+        "edgepipe.labels": '["visage", "\u9854"]',
+        "author": "",
+    }

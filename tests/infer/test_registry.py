@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -109,6 +111,34 @@ def test_resolve_takes_paths_and_names(tmp_path: Path, centerface: Path) -> None
     assert named.entry is REGISTRY["centerface"]
     with pytest.raises(ModelNotFound, match=r"missing\.onnx: no such file"):
         resolve(str(tmp_path / "missing.onnx"))
+
+
+def test_a_copy_of_a_registry_model_given_by_path_is_that_model_named_by_its_file(
+    tmp_path: Path, centerface: Path
+) -> None:
+    copy = tmp_path / "my_centerface.onnx"
+    shutil.copy(centerface, copy)
+    resolved = resolve(str(copy))
+    assert (resolved.path.name, resolved.entry, resolved.by_path) == (copy.name, REGISTRY["centerface"], True)
+    assert resolved.name == "my_centerface.onnx"  # errors and logs name the file the user gave
+    assert resolve("centerface").name == "centerface"
+
+
+def test_copy_of_compares_the_size_then_the_checksum(tmp_path: Path) -> None:
+    data = b"a model of 24 bytes here"
+    entry = replace(REGISTRY["centerface"], name="tiny", sha256=_sha(data), size_bytes=len(data))
+    same, other, longer = tmp_path / "same.onnx", tmp_path / "other.onnx", tmp_path / "longer.onnx"
+    same.write_bytes(data)
+    other.write_bytes(data.upper())  # the same size, another checksum
+    longer.write_bytes(data + b"!")
+    assert registry.copy_of(same, {"tiny": entry}) is entry
+    assert registry.copy_of(other, {"tiny": entry}) is None
+    assert registry.copy_of(longer, {"tiny": entry}) is None
+    assert registry.copy_of(tmp_path / "missing.onnx", {"tiny": entry}) is None
+    before = same.stat().st_mtime_ns
+    same.write_bytes(data.upper())  # changed in place (a later mtime): read again, not remembered
+    os.utime(same, ns=(before, before + 1_000_000))
+    assert registry.copy_of(same, {"tiny": entry}) is None
 
 
 def test_resolve_without_pulling_says_how_to_pull(own_cache: Path) -> None:

@@ -87,8 +87,14 @@ def test_an_unknown_operator_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("feeds", "match"),
     [
-        ({"x": np.ones((2, 4), np.float32)}, r"input 'x' expects \[2, 3\] float32, got \(2, 4\) float32"),
-        ({"x": np.ones((2, 3), np.float64)}, r"got \(2, 3\) float64"),
+        (
+            {"x": np.ones((2, 4), np.float32)},
+            r"input 'x' expects \[2, 3\] float32, got \(2, 4\) float32: "
+            r"its fixed dims were set when it was exported: feed that shape, "
+            r"or export it again with the dims that vary left free",
+        ),
+        ({"x": np.ones((2, 3), np.float64)}, r"got \(2, 3\) float64: feed float32$"),
+        ({"x": np.ones((2, 3, 1), np.float32)}, r"got \(2, 3, 1\) float32: feed a tensor of 2 dimensions$"),
         ({"z": np.ones((2, 3), np.float32)}, r"no feed for input 'x'.*given: z"),
     ],
 )

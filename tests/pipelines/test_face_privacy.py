@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 from pathlib import Path
 
 import av
@@ -16,6 +17,7 @@ from edgepipe.testing import ListSink, run_pipeline
 from edgepipe.vision import Detections, Detector
 from tests.serve.webdriver import require_chromium
 from tests.support.cli_process import edgepipe
+from tests.support.onnx_builders import constant_detector
 from tests.support.viewing import connect, messages_of, served, video_feeds
 
 PIPELINE = Path(__file__).resolve().parents[2] / "pipelines" / "face_privacy.py"
@@ -177,3 +179,27 @@ async def test_the_viewer_page_times_every_frame_a_person_sees(centerface: Path)
     assert seen["capture_to_display_p50_ms"] > seen["in_browser_p50_ms"] > 0, seen
     assert seen["jitter_buffer_ms"] is not None, seen  # the receiver's own figures, from getStats
     assert seen["decode_ms"] is not None, seen
+
+
+@pytest.mark.slow
+def test_a_copy_of_the_registry_model_given_by_path_works_as_its_docstring_shows(
+    tmp_path: Path, centerface: Path
+) -> None:
+    # cp "$(edgepipe models path centerface)" my_centerface.onnx: the file declares [10, 3, 32, 32];
+    # the registry's knowledge (its dims are free) goes with its checksum, whatever its name.
+    shutil.copy(centerface, tmp_path / "my_centerface.onnx")
+    done = edgepipe("run", PIPELINE, "--model", "./my_centerface.onnx", "--duration", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"camera frame \d+: 1 face\(s\)", done.stderr), done.stderr
+
+
+@pytest.mark.slow
+def test_a_model_the_detector_cannot_feed_is_one_line_and_exit_2_before_anything_runs(tmp_path: Path) -> None:
+    pred = {"output0": np.zeros((1, 6, 8), np.float32)}
+    constant_detector(tmp_path / "batch10.onnx", pred, size=32, batch=10)
+    done = edgepipe("run", PIPELINE, "--model", "batch10.onnx", "--duration", "3", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "error" in line]
+    assert "model batch10.onnx: input 'images' is [10, 3, 32, 32] float32, a fixed batch of 10 images" in line
+    assert "export it again with the batch free" in line
+    assert "decoding" not in done.stderr  # no camera was opened

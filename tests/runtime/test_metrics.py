@@ -25,3 +25,17 @@ def test_snapshot_busy_fraction_and_state() -> None:
     assert 0 < snap.busy_frac <= 1
     assert snap.node_id == "n"
     assert snap.kind == "stage"
+
+
+def test_light_items_are_counted_apart_from_the_calls_with_their_own_percentiles() -> None:
+    # A detector with every=3: its model runs are the calls, its carried frames light items.
+    m = NodeMetrics("faces", "stage")
+    for _ in range(10):
+        m.record(100_000_000)  # a model run, 100 ms
+    for _ in range(20):
+        m.record_light(50_000)  # the tracker's step, 0.05 ms
+    snap = m.snapshot()
+    assert (snap.calls, snap.light) == (10, 20)
+    assert snap.latency_p50_ms == snap.latency_p95_ms == 100.0  # the runs' alone
+    assert (snap.light_p50_ms, snap.light_p95_ms) == (0.05, 0.05)
+    assert snap.busy_s == 1.0  # light items' busy time is their caller's to count

@@ -29,14 +29,14 @@ def add_model(path: Path, shape: Sequence[int | str] = (2, 3)) -> Path:
 
 
 def constant_detector(
-    path: Path, outputs: dict[str, np.ndarray], size: int = 320, nhwc: bool = False
+    path: Path, outputs: dict[str, np.ndarray], size: int = 320, nhwc: bool = False, batch: int = 1
 ) -> Path:
-    """An image input [1, 3, size, size] (or NHWC) and outputs fixed to ``outputs``.
+    """An image input [batch, 3, size, size] (or NHWC) and outputs fixed to ``outputs``.
 
     The outputs add 0 * mean(image), so they depend on the input as a real model's do and ONNX
     Runtime cannot fold the graph to constants without reading the image.
     """
-    shape = [1, size, size, 3] if nhwc else [1, 3, size, size]
+    shape = [batch, size, size, 3] if nhwc else [batch, 3, size, size]
     nodes = [helper.make_node("ReduceMean", ["images"], ["mean"], keepdims=0),
              helper.make_node("Mul", ["mean", "zero"], ["nothing"])]  # fmt: skip
     inits = [numpy_helper.from_array(np.zeros((), np.float32), "zero")]

@@ -3,13 +3,16 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from edgepipe.infer import SessionConfig
-from edgepipe.infer.errors import ModelNotFound
+from edgepipe.infer.errors import ModelInputError, ModelNotFound
 from edgepipe.vision import Detector, DetectorConfig
 from edgepipe.vision.config import DEFAULT_SESSION
+from tests.support.onnx_builders import constant_detector
 
 
 def test_the_detectors_keywords_are_its_configs_fields() -> None:
@@ -69,3 +72,12 @@ def test_a_model_name_the_registry_has_not_is_refused_when_the_detector_is_made(
         Detector("centerfce")
     Detector("CenterFace")  # a name is found whatever its case
     Detector("later.onnx")  # a path is the session's to open, when the node starts
+
+
+def test_a_model_file_the_detector_cannot_feed_is_refused_when_the_detector_is_made(tmp_path: Path) -> None:
+    # Wrong before anything runs (`edgepipe run` exits 2), not at the warm-up run (exit 1).
+    pred = {"output0": np.zeros((1, 7, 8), np.float32)}
+    path = constant_detector(tmp_path / "b10.onnx", pred, size=32, batch=10)
+    with pytest.raises(ModelInputError, match=r"input 'images' is \[10, 3, 32, 32\] float32, a fixed batch"):
+        Detector(str(path))
+    Detector(str(path), session=SessionConfig(free_image_dims=True))  # its dims freed as it loads

@@ -22,7 +22,6 @@ Needs the ``onnx`` package (the ``[deploy]`` extra); callers check it with
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import Any
 
 from edgepipe.deploy.files import PathError, check_model
 from edgepipe.infer.onnxfile import free_image_dims
-from edgepipe.infer.registry import REGISTRY, ModelEntry, looks_like_path, resolve
+from edgepipe.infer.registry import ModelEntry, copy_of, looks_like_path, resolve
 
 PER_CHANNEL_OPSET = 13
 
@@ -65,14 +64,14 @@ def find_model(model: str) -> SourceModel:
         named = candidate / "model.onnx"
         if named.exists() or len(onnx_files) == 1:
             file = _checked(named if named.exists() else onnx_files[0], model)
-            return SourceModel(file, file.name, _known(file))
+            return SourceModel(file, file.name, copy_of(file))
         what = "no .onnx file" if not onnx_files else f"{len(onnx_files)} .onnx files and no model.onnx"
         raise ModelChoiceError(f"{model}: {what} in this folder; name the file")
     if os.path.lexists(candidate) or looks_like_path(model):
         file = _checked(candidate, model)
         if file.suffix.lower() != ".onnx":
             raise ModelChoiceError(f"{model}: not an .onnx file")
-        return SourceModel(file, file.name, _known(file))
+        return SourceModel(file, file.name, copy_of(file))
     resolved = resolve(model)
     return SourceModel(resolved.path, resolved.name, resolved.entry, by_name=True)
 
@@ -85,16 +84,6 @@ def _checked(file: Path, model: str) -> Path:
         return check_model(file, label, give="give an .onnx file, a folder or a registry name")
     except PathError as exc:
         raise ModelChoiceError(str(exc)) from None
-
-
-def _known(file: Path) -> ModelEntry | None:
-    """The registry's entry for a file that is one of its models (same size and sha256): a
-    copy of CenterFace given by path is loaded as the registry's, its dims freed."""
-    size = file.stat().st_size
-    for entry in REGISTRY.values():
-        if entry.size_bytes == size and hashlib.sha256(file.read_bytes()).hexdigest() == entry.sha256:
-            return entry
-    return None
 
 
 def prepare(source: SourceModel, target: Path, *, per_channel: bool) -> Any:

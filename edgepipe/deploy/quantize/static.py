@@ -19,7 +19,9 @@ Choices, for a detector on an edge CPU or accelerator:
   ``exclude`` names nodes or operator types to keep in FP32.
 
 The INT8 file is written beside its destination and renamed over it when complete
-(:func:`edgepipe.deploy.files.replacing`): whole or not at all, over a regular file only.
+(:func:`edgepipe.deploy.files.replacing`): whole or not at all, over a regular file only. It
+carries its source's adapter and labels in its metadata (:func:`keep_outputs_info`), so that
+detections of the INT8 CenterFace given by path still say "face".
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from edgepipe.deploy.quantize.calib import read_frames
 from edgepipe.deploy.quantize.check import Check, check
 from edgepipe.deploy.quantize.model import SourceModel, excluded_nodes, prepare
 from edgepipe.infer import SessionConfig
+from edgepipe.infer.footprint import read_metadata
+from edgepipe.infer.metadata import metadata_props
 from edgepipe.vision.model import load_model
 from edgepipe.vision.preprocess import TensorCache
 
@@ -172,6 +176,7 @@ def quantize(
                                   "entropy": CalibrationMethod.Entropy,
                                   "percentile": CalibrationMethod.Percentile}[options.method],
             )  # fmt: skip
+            keep_outputs_info(part, source, fp32.adapter, fp32.labels)
         int8 = load_model(str(output), config, adapter=fp32.adapter, input_size=options.input_size)
         optimized = load_model(str(prepared), config, adapter=fp32.adapter, input_size=options.input_size)
         try:
@@ -188,8 +193,23 @@ def quantize(
         settings={"format": "QDQ", "activations": "uint8", "weights": "int8",
                   "per_channel": options.per_channel, "weight_bits": 7 if reduce_range else 8,
                   "calibration_method": options.method,
-                  "adapter": fp32.adapter},
+                  "adapter": fp32.adapter, "labels": list(fp32.labels)},
     )  # fmt: skip
+
+
+def keep_outputs_info(int8: Path, source: SourceModel, adapter: str, labels: Sequence[str]) -> None:
+    """Write into the INT8 model at ``int8`` the adapter and labels its source was read with
+    (:mod:`edgepipe.infer.metadata`), over the source's own metadata: given by path, it decodes
+    and names its detections as its source does (a registry model's file carries neither; its
+    entry does)."""
+    import onnx
+
+    model = onnx.load(str(int8))
+    props = {**read_metadata(source.path), **{p.key: p.value for p in model.metadata_props}}
+    props.update(metadata_props(adapter, labels, source.entry.name if source.entry else source.name))
+    del model.metadata_props[:]
+    onnx.helper.set_model_props(model, props)
+    onnx.save(model, str(int8))
 
 
 VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})

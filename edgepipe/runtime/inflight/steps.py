@@ -23,6 +23,8 @@ A stage (or sink) object may split its work in up to three steps, each optional 
   given to ``process()``: ``finish()`` takes it as it is, as soon as the items before it in its
   lane have left. A detector's tracked frames are such: a camera's carried boxes never wait
   behind another camera's model run, and follow their own camera's last model run in order.
+  They are counted apart from the calls, with their own percentiles (``--stats`` shows them as
+  ``carried``, the calls as ``runs``: the table's p50/p95/p99 are the calls' alone).
 - **Just in time.** On one ``latest`` lane (a live camera), the next item is taken and prepared
   when a thread is expected to be free within about one preparation and the jitter of the
   calls (running means), so that a call gets a frame at most about that old, and frames no call
@@ -177,7 +179,9 @@ async def _collector(
             continue
         out = job.result
         if finish is not None:
-            out, error = _finished(node, job, finish)
+            out, error, took_ns = _finished(node, job, finish)
+            if job.future is None and error is None:  # light: its own figures, apart from the calls'
+                m.record_light(took_ns)
             if error is not None:
                 await circuit.failed(error, restart_hooks=False)
                 continue
@@ -193,10 +197,10 @@ async def _collector(
             await circuit.succeeded()
 
 
-def _finished(node: NodeParts, job: Job, finish: Callable[[Any], Any]) -> tuple[Any, Exception | None]:
-    """``finish(result)`` on the loop, timed: (its output, None), or (None, the error) with the
-    job's items released. The result is released unless returned (the prepared item is
-    :func:`hand_on`'s to release)."""
+def _finished(node: NodeParts, job: Job, finish: Callable[[Any], Any]) -> tuple[Any, Exception | None, int]:
+    """``finish(result)`` on the loop, timed: (its output, None, its time in ns), or (None, the
+    error, its time) with the job's items released. The result is released unless returned (the
+    prepared item is :func:`hand_on`'s to release)."""
     result = job.result
     t0 = _clock()
     out: Any = None
@@ -205,9 +209,10 @@ def _finished(node: NodeParts, job: Job, finish: Callable[[Any], Any]) -> tuple[
         out = finish(result)
     except Exception as exc:
         error = exc
-    node.metrics.busy_ns += _clock() - t0
+    took_ns = _clock() - t0
+    node.metrics.busy_ns += took_ns
     if out is not result and result is not job.prepared and isinstance(result, Leased):
         result.release()
     if error is not None and isinstance(job.prepared, Leased):
         job.prepared.release()
-    return out, error
+    return out, error, took_ns
