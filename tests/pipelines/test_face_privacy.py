@@ -116,7 +116,7 @@ def picture_difference(a: np.ndarray, b: np.ndarray) -> float:
 
 @pytest.mark.usefixtures("libx264")
 @pytest.mark.slow
-async def test_viewers_are_sent_no_unblurred_face(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_viewers_are_sent_no_face_unpixelated(make_clip, centerface: Path) -> None:  # type: ignore[no-untyped-def]
     fps = 10
     clip = make_clip("privacy_view.mp4", width=640, height=360, fps=fps, seconds=5)
     args = ["--source", str(clip), "--output", "", "--realtime"]
