@@ -124,7 +124,8 @@ class FleetLog:
         elif message.kind == "fleet_count":
             self._keep(self.counts, f"{device}/{data['source']}", data["count"])
         elif message.kind == "fleet_state":
-            said = f"{shown(data['state'], 40)} {shown(data.get('reason') or '')}".strip()
+            reason = data.get("reason")
+            said = shown(data["state"], 40) + (f" ({shown(reason)})" if reason else "")
             if self.status.get(device) == "offline" and data["state"] not in FINAL_STATES:
                 # A state its pipeline can no longer vouch for: it was killed, not stopped.
                 said = f"unknown (the pipeline is offline; last said {said})"

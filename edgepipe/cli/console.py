@@ -73,7 +73,13 @@ def stats_table(snap: Snapshot, title: str, previous: Snapshot | None = None) ->
     (:func:`node_info`), so that the columns fit :data:`WIDTH`."""
     before = {n.node_id: n for n in previous.nodes} if previous else {}
     dt = snap.t_s - previous.t_s if previous else snap.t_s
-    table = Table(title=f"{title}  ({snap.t_s:.1f} s; latency p50/p95/p99 in ms)", title_justify="left",
+    # A detector's carried frames make no model run: the columns say they are left out.
+    latency = (
+        "p50/p95/p99: ms a call, carried frames apart"
+        if any(n.light for n in snap.nodes)
+        else "latency p50/p95/p99 in ms"
+    )
+    table = Table(title=f"{title}  ({snap.t_s:.1f} s; {latency})", title_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True,
                   padding=0)  # fmt: skip
     table.add_column("node", min_width=min(_NODE_MAX, max((len(n.node_id) for n in snap.nodes), default=4)),

@@ -191,3 +191,4 @@ def test_a_detectors_model_runs_and_carried_frames_are_shown_apart(tmp_path: Pat
     assert (info["runs"], info["carried"]) == ("4", "8")
     text = "\n".join(_lines(stats_view(snap, "t: summary"), WIDTH))
     assert "runs=4 carried=8 carried_p50_ms=" in text
+    assert "p50/p95/p99: ms a call, carried frames apart" in " ".join(text.split())  # the title says so

@@ -113,7 +113,7 @@ async def test_summaries_come_on_time_when_the_fleet_is_quiet_and_offline_is_nev
 ) -> None:
     """Every message here is retained and there before the subscriber: they all come at once,
     then nothing. cam9 was killed (its last will said offline; its camera's retained state is
-    still live and its count 1); cam1 runs."""
+    still live and its count 1); cam2 stopped cleanly; cam1 runs."""
     broker = Mosquitto(tmp_path)
     broker.start()
     quiet_s = 4.5
@@ -122,16 +122,17 @@ async def test_summaries_come_on_time_when_the_fleet_is_quiet_and_offline_is_nev
         await asyncio.sleep(quiet_s)
         runtime.request_stop()
 
-    def retained(device: str, status: str) -> list[tuple[str, bytes]]:
+    def retained(device: str, status: str, state: str = "live", reason: str = "") -> list[tuple[str, bytes]]:
         root = f"edgepipe/{device}/face_privacy"
-        state = {"v": 1, "kind": "source_state", "source": "camera", "state": "live", "reason": ""}
-        count = {"v": 1, "kind": "count", "source": "camera", "count": 1, "labels": {"face": 1}}
-        return [(f"{root}/status", status.encode()), (f"{root}/camera/source_state", json.dumps(state).encode()),
+        said = {"v": 1, "kind": "source_state", "source": "camera", "state": state, "reason": reason}
+        count = {"v": 1, "kind": "count", "source": "camera", "count": int(state == "live"), "labels": {}}
+        return [(f"{root}/status", status.encode()), (f"{root}/camera/source_state", json.dumps(said).encode()),
                 (f"{root}/camera/count", json.dumps(count).encode())]  # fmt: skip
 
     try:
         async with aiomqtt.Client("127.0.0.1", broker.port) as client:
-            for topic, payload in retained("cam1", "online") + retained("cam9", "offline"):
+            stopped = retained("cam2", "offline", "stopped", "the pipeline stopped")
+            for topic, payload in retained("cam1", "online") + retained("cam9", "offline") + stopped:
                 await client.publish(topic, payload, qos=1, retain=True)
         p = load_pipeline(FLEET, ["--broker", broker.url, "--summary-s", "1"])
         with caplog.at_level(logging.INFO):
@@ -143,6 +144,7 @@ async def test_summaries_come_on_time_when_the_fleet_is_quiet_and_offline_is_nev
     assert not any(line.startswith("cam9/face_privacy camera: live") for line in lines), lines
     assert "cam9/face_privacy camera: unknown (the pipeline is offline; last said live)" in lines
     assert "cam1/face_privacy camera: live" in lines
+    assert "cam2/face_privacy camera: stopped (the pipeline stopped)" in lines  # its reason set apart
     # A summary a second, although nothing came after the first moments: one per second of the
     # run but the first (the subscriber connecting), with generous bounds for a loaded machine.
     said = summaries(caplog)
@@ -152,5 +154,5 @@ async def test_summaries_come_on_time_when_the_fleet_is_quiet_and_offline_is_nev
     last_message = max(r.created for r in caplog.records if r.getMessage().startswith("cam"))
     assert sum(r.created > last_message + 0.5 for r in said) >= 2, gaps
     assert said[-1].getMessage() == (
-        "fleet: 1 online (cam1/face_privacy), 1 offline; 0 event(s); detections now: cam1/face_privacy/camera=1"
+        "fleet: 1 online (cam1/face_privacy), 2 offline; 0 event(s); detections now: cam1/face_privacy/camera=1"
     )  # cam9's count of 1 is no detection now

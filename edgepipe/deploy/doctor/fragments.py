@@ -86,7 +86,8 @@ def check(f: BinaryIO, size: int, boxes: list[Box], diag: Diagnosis) -> None:
         whole = sum(1 for end in fragment.ends if end <= size)
         missing_ticks = sum(fragment.durations[whole:])
         kept_ticks = fragment.start_ticks + sum(fragment.durations[:whole])
-        missing = f"its last {_ms(missing_ticks, track)} ms are missing"
+        # What followed the cut fragment is not in the file, so its length is not known.
+        missing = f"at least {_ms(missing_ticks, track)} ms are missing (the cut fragment's last frames)"
         where = f"{whole} of the {len(fragment.ends)} frames of the cut fragment"
     else:  # the fragment's own index is cut: none of its frames are there, how many is not known
         missing_ticks = (last.end_ticks - last.start_ticks) if last is not None else 0

@@ -17,6 +17,7 @@ from typing import Any
 
 from edgepipe.deploy.doctor.magic import IMAGES
 from edgepipe.deploy.doctor.report import Diagnosis, Problem
+from edgepipe.deploy.doctor.structure import SALVAGE
 from edgepipe.deploy.quoting import shell_arg
 from edgepipe.planning.memory import format_bytes, memory_plan
 
@@ -94,7 +95,7 @@ def decode_check(diag: Diagnosis, *, frames: int, timeout_s: float) -> None:
     what = (
         f"FFmpeg opens it ({codec}, {width}x{height}) but decoded {got} of the first {wanted} frames: {why}"
     )
-    _add_or_extend(diag, what, "get another copy; if every copy fails, re-encode it from its source")
+    _add_or_extend(diag, what, "get another copy; if every copy fails, re-encode it from its source", got)
 
 
 def _cannot_open(diag: Diagnosis, seen: dict[str, Any]) -> None:
@@ -109,11 +110,15 @@ def _cannot_open(diag: Diagnosis, seen: dict[str, Any]) -> None:
     _add_or_extend(diag, what, fix)
 
 
-def _add_or_extend(diag: Diagnosis, what: str, fix: str) -> None:
-    """A decode failure that a structural problem explains joins that problem as its evidence."""
+def _add_or_extend(diag: Diagnosis, what: str, fix: str, decoded: int = 0) -> None:
+    """A decode failure that a structural problem explains joins that problem as its evidence
+    (and a cut file of which no frame decodes is not offered to keep what decodes)."""
     if diag.problems:
         first = diag.problems[0]
-        diag.problems[0] = Problem(f"{first.what} (PyAV: {what})", first.fix)
+        first_fix = first.fix
+        if not decoded and SALVAGE in first_fix:
+            first_fix = first_fix.split(SALVAGE)[0] + "; no frame before the cut decodes: nothing to keep"
+        diag.problems[0] = Problem(f"{first.what} (PyAV: {what})", first_fix)
     else:
         diag.add(what, fix)
 

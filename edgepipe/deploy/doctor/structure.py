@@ -22,6 +22,8 @@ MAX_MP4_BOXES = 1_000_000
 MIN_BYTES = {"jpeg": 125, "png": 67, "gif": 35, "bmp": 30, "webp": 26, "tiff": 40}
 """The smallest valid file of each image kind (a 1x1 picture), about."""
 COPY_AGAIN = "copy or download it again from its source (the copy, upload or recording stopped early)"
+SALVAGE = "; or keep what decodes before the cut: "
+"""Offered with :data:`COPY_AGAIN` for a cut file whose index is whole, unless no frame decodes."""
 
 
 def check(f: BinaryIO, size: int, diag: Diagnosis) -> None:
@@ -151,7 +153,7 @@ def _cut_box(diag: Diagnosis, box: str, pos: int, box_size: int, size: int, has_
     if has_moov:
         diag.add(
             what + "; its index (moov) is whole, the frames it points to past the cut are not",
-            COPY_AGAIN + f"; or keep what decodes before the cut: {_copy(diag.path)}",
+            COPY_AGAIN + SALVAGE + _copy(diag.path),
         )
     elif box == "moov":
         diag.add(what + "; that box is the index of every frame: nothing in it can be played", COPY_AGAIN)

@@ -72,7 +72,7 @@ def test_a_tail_cut_mid_fragment_is_truncated_with_the_time_it_lacks(recording: 
     # Frames take more bytes than the index at the fragment's start: more than half are cut.
     assert 500 <= facts["missing_ms"] <= 1000
     assert facts["playable_s"] == pytest.approx(3.0 - facts["missing_ms"] / 1000, abs=0.001)
-    assert f"its last {facts['missing_ms']} ms are missing" in problem.what
+    assert f"at least {facts['missing_ms']} ms are missing (the cut fragment's last frames)" in problem.what
     assert "2 whole fragment(s)" in problem.what
 
 
