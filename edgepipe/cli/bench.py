@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from edgepipe.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from edgepipe.cli.failures import error
+from edgepipe.cli.failures import error, say
 from edgepipe.core.units import whole
 
 
@@ -150,8 +150,11 @@ def _fit(args: argparse.Namespace, slots: int) -> tuple[list[int], int, int | No
             f"give --max-seq-len {buffer} or less, or leave it out"
         )
     limit = args.max_seq_len or buffer
+    asked = DEFAULT_CONTEXTS if args.contexts is None else _numbers("--contexts", args.contexts)
     if limit is not None and longest_context(limit, args.tokens, slots) < 1:
-        most = next((t for t in range(limit, 0, -1) if positions_needed([1], t, slots) <= limit), 0)
+        # The most tokens that leave the shortest prompt asked for whole (else a 1-token prompt).
+        most = next((t for p in (min(asked), 1) for t in range(limit, 0, -1)
+                     if positions_needed([p], t, slots) <= limit), 0)  # fmt: skip
         raise ValueError(
             f"--tokens {args.tokens}: a prompt and its tokens do not fit the {limit} positions of "
             f"{_limit_name(args)}; give --tokens {most} or less"
@@ -159,6 +162,10 @@ def _fit(args: argparse.Namespace, slots: int) -> tuple[list[int], int, int | No
     if args.contexts is None:
         longest = longest_context(limit, args.tokens, slots) if limit is not None else max(DEFAULT_CONTEXTS)
         contexts = sorted({min(c, longest) for c in DEFAULT_CONTEXTS})
+        if contexts != sorted(DEFAULT_CONTEXTS):  # said, so that a short prompt is no surprise
+            cut = ", ".join(map(str, contexts))
+            say(f"bench lm: prompts of {cut} tokens, cut to fit the {limit} positions of "
+                f"{_limit_name(args)} with --tokens {args.tokens} (--contexts to choose)")  # fmt: skip
     else:
         contexts = _numbers("--contexts", args.contexts)
     need = positions_needed(contexts, args.tokens, slots)

@@ -46,6 +46,10 @@ def test_the_defaults_fit_the_models_cache_buffer(
     assert code == 0, err
     figures = json.loads(out)
     assert [row["context"] for row in figures["contexts"]] == [128, 507]  # 512 cut to 507 + 4 + 1
+    assert (
+        "bench lm: prompts of 128, 507 tokens, cut to fit the 512 positions of the model's cache buffer"
+        in err
+    )
 
 
 @pytest.mark.parametrize(
@@ -54,7 +58,7 @@ def test_the_defaults_fit_the_models_cache_buffer(
         (("--max-seq-len", "600"), "--max-seq-len 600", "give --max-seq-len 512 or less"),
         (("--contexts", "600"), "--contexts 600", "give --contexts of at most 479"),
         (("--contexts", "128,500", "--tokens", "20"), "--contexts 128,500", "give --contexts of at most 491"),
-        (("--tokens", "600"), "--tokens 600", "give --tokens 510 or less"),
+        (("--tokens", "600"), "--tokens 600", "give --tokens 383 or less"),  # the 128-token prompt kept
         (
             ("--max-seq-len", "100", "--contexts", "128"),
             "--max-seq-len 100 holds 100",
