@@ -155,7 +155,7 @@ def _check_batch(model: str, input_name: str, shape: Sequence[int | str | None],
             f"input '{input_name}' is [{dims}]{kind}, a fixed batch of {batch} images, and the detector "
             f"feeds one frame a run: export it again with the batch free (torch.onnx.export(..., "
             f"dynamic_axes={{'{input_name}': {{0: 'batch'}}}})), or, if its layers take any size, "
-            "load it with session=SessionConfig(free_image_dims=True)",
+            "give its Detector session=SessionConfig(free_image_dims=True) in the pipeline file",
             model=model, input_name=input_name,
         )  # fmt: skip
 

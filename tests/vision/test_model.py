@@ -91,7 +91,7 @@ def test_a_fixed_batch_of_several_images_is_refused_saying_what_to_do(tmp_path: 
     path = constant_detector(tmp_path / "b10.onnx", yolov8(3), size=32, batch=10)
     message = (r"^model b10\.onnx: input 'images' is \[10, 3, 32, 32\] float32, a fixed batch of 10 images, "
                r"and the detector feeds one frame a run: export it again with the batch free .*dynamic_axes=\{'images'"
-               r".*or, if its layers take any size, load it with session=SessionConfig\(free_image_dims=True\)$")  # fmt: skip
+               r".*or, if its layers take any size, give its Detector session=SessionConfig\(free_image_dims=True\) in the pipeline file$")  # fmt: skip
     with pytest.raises(ModelInputError, match=message):
         check_model_file(str(path), free_image_dims=False)
     with pytest.raises(ModelInputError, match=message):
