@@ -16,6 +16,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -24,6 +26,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from scripts.bench.proc import descendants
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -59,9 +63,10 @@ class WebDriverError(RuntimeError):
 class Browser:
     """One WebDriver session of headless Chromium (see the module docstring)."""
 
-    def __init__(self, driver_url: str, session_id: str) -> None:
+    def __init__(self, driver_url: str, session_id: str, driver_pid: int | None = None) -> None:
         self.driver_url = driver_url
         self.session_id = session_id
+        self.driver_pid = driver_pid
 
     @classmethod
     @contextlib.contextmanager
@@ -84,7 +89,7 @@ class Browser:
                 },
             }
             value = _call(url, "POST", "/session", {"capabilities": {"alwaysMatch": caps}})
-            browser = cls(url, value["sessionId"])
+            browser = cls(url, value["sessionId"], driver.pid)
             try:
                 yield browser
             finally:
@@ -132,6 +137,35 @@ class Browser:
 
     def screenshot(self, path: Path) -> None:
         path.write_bytes(base64.b64decode(self._session("GET", "/screenshot")))
+
+    def resize(self, width: int, height: int) -> None:
+        """Make the page's viewport ``width`` x ``height`` CSS pixels (``innerWidth``,
+        ``innerHeight``): the window is sized, then corrected by what its frame takes."""
+        for _ in range(2):
+            inner = self.script("return [window.innerWidth, window.innerHeight]")
+            rect = self._session("GET", "/window/rect")
+            if inner == [width, height]:
+                return
+            size = {"width": rect["width"] + width - inner[0], "height": rect["height"] + height - inner[1]}
+            self._session("POST", "/window/rect", size)
+
+    def new_tab(self) -> str:
+        """Open a tab and switch to it (its handle)."""
+        handle: str = self._session("POST", "/window/new", {"type": "tab"})["handle"]
+        self._session("POST", "/window", {"handle": handle})
+        return handle
+
+    def kill(self) -> None:
+        """End the browser as a crash or a power cut would: SIGKILL to every process its driver
+        started, so that no page says goodbye to anything (a closed page's peer connection
+        does). The session is gone; leaving :meth:`start`'s block ends the driver."""
+        if self.driver_pid is None:
+            raise WebDriverError("no driver process to find the browser by")
+        found = descendants(self.driver_pid)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):  # stopped first: none sees another go
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
 
 
 def _call(base: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:

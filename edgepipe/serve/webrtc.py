@@ -15,7 +15,9 @@ events (a source's state, a node's error) reach every viewer through :meth:`View
 a viewer whose channel opens is sent each source's latest state first.
 
 :meth:`Viewers.run` (the HTTP server runs it in its task group) closes the peers whose
-connection failed and those that never connected.
+connection failed or closed, those whose ``results`` channel closed, and those that never
+connected, and asks the connected ones whether they are still there (ICE consent checks,
+:mod:`~edgepipe.serve.consent`): a viewer that went away without a word is ended within seconds.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from aiortc.exceptions import InvalidAccessError, InvalidStateError, OperationEr
 from aiortc.rtcdatachannel import RTCDataChannel
 
 from edgepipe.core.errors import EdgepipeError
-from edgepipe.serve import ice
+from edgepipe.serve import consent, ice
 from edgepipe.serve.encoder import SharedEncoder
 from edgepipe.serve.inbound import ViewerInbox
 from edgepipe.serve.tracks import PacketTrack, forward_keyframe_requests
@@ -178,7 +180,9 @@ class Viewers:
         self.states: dict[str, dict[str, Any]] = {}
         """Each source's latest ``source_state`` message, for viewers that join later."""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._failed: asyncio.Queue[str] = asyncio.Queue(4 * limit)  # closed by run()
+        self._ended: asyncio.Queue[tuple[str, str]] = asyncio.Queue(4 * limit)  # closed by run(), with why
+        self._closing: set[asyncio.Task[bool]] = set()  # the upkeep's closes; close_all() waits for them
+        self._consent = consent.Consent()
 
     async def answer(
         self,
@@ -225,6 +229,8 @@ class Viewers:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type=offer_type))
             channel = viewer.channel = pc.createDataChannel("results", ordered=True)
             channel.on("open", lambda: viewer.opened(list(self.states.values())))
+            # a peer that ends its SCTP association says so on the channel, not on the connection
+            channel.on("close", lambda: self._end(viewer.viewer_id, "its results channel closed"))
             viewer.inbox.listen(channel)
             pc.on("datachannel", viewer.inbox.listen)
             if on_datachannel is not None:
@@ -254,25 +260,45 @@ class Viewers:
                 await self.close(viewer_id, "never connected" if stuck else f"connection {state}")
 
     def _state_changed(self, viewer: Viewer) -> None:
-        if viewer.pc.connectionState in ("failed", "closed") and viewer.viewer_id in self.viewers:
+        if (state := viewer.pc.connectionState) in ("failed", "closed"):
+            self._end(viewer.viewer_id, f"connection {state}")
+
+    def _end(self, viewer_id: str, why: str) -> None:
+        if viewer_id in self.viewers:
             # closed by run(); a full queue means run() is behind or not running: close_all()
             # at shutdown ends the viewer then
             with contextlib.suppress(asyncio.QueueFull):
-                self._failed.put_nowait(viewer.viewer_id)
+                self._ended.put_nowait((viewer_id, why))
 
     async def run(self) -> None:
-        """Close the viewers whose connection failed, and every second those that never
-        connected; until cancelled. The HTTP server runs it in its task group."""
+        """Close the viewers whose connection ended, whose ``results`` channel closed or that
+        stopped answering ICE consent checks (:mod:`~edgepipe.serve.consent`), and every second
+        those that never connected; until cancelled. The HTTP server runs it in its task group."""
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._consent.watch(self._peers, self._end), name="viewer consent")
+            await self._upkeep()
+
+    def _peers(self) -> dict[str, RTCPeerConnection]:
+        return {viewer_id: viewer.pc for viewer_id, viewer in self.viewers.items()}
+
+    async def _upkeep(self) -> None:
         while True:
-            viewer_id = None
+            viewer_id, why = None, ""
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
             # arrives as the get() completes, and this loop would then never end
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1.0):
-                    viewer_id = await self._failed.get()
+                    viewer_id, why = await self._ended.get()
             try:
-                if viewer_id is not None and viewer_id in self.viewers:
-                    await self.close(viewer_id, f"connection {self.viewers[viewer_id].pc.connectionState}")
+                if viewer_id is not None:
+                    # The close goes on when the upkeep is cancelled meanwhile (the server stops
+                    # as a viewer leaves): aiortc cannot take a close cut short up again, and the
+                    # peer would keep its sockets (aioice's close would even swallow the
+                    # cancellation). close_all() waits for it.
+                    closing = asyncio.get_running_loop().create_task(self.close(viewer_id, why))
+                    self._closing.add(closing)
+                    closing.add_done_callback(self._closing.discard)
+                    await asyncio.shield(closing)
                 await self._drop_stuck()
             except Exception:  # one peer's close must not end the upkeep of the others
                 log.exception("closing viewer %s failed", viewer_id)
@@ -294,9 +320,12 @@ class Viewers:
         return True
 
     async def close_all(self) -> None:
-        """End every viewer (shutdown)."""
+        """End every viewer (shutdown), and wait for the closes whose callers were cancelled."""
         for viewer_id in list(self.viewers):
             await self.close(viewer_id, "the server is stopping")
+        for closing in list(self._closing):
+            with contextlib.suppress(Exception):
+                await closing
 
     def inbound(self) -> dict[str, int]:
         """What viewers sent since the start, by outcome (keyframe, ignored, dropped)."""

@@ -10,6 +10,6 @@ checkout's root, ``python -m scripts.bench.NAME`` (``--help`` for the options):
 - ``webrtc`` (a package: servers, viewers, a browser): live video to viewers;
 - ``soak``: ten minutes on a camera that restarts, for growth.
 
-Their toolkit: :mod:`.proc` (CPU, memory, threads of a process and of the machine), :mod:`.child`
-(starting and stopping the processes measured) and :mod:`.verdict` (the targets and the last
-line)."""
+Their toolkit: :mod:`.proc` (CPU, memory, threads of a process and of the machine, the processes
+below one), :mod:`.child` (starting and stopping the processes measured) and :mod:`.verdict`
+(the targets and the last line)."""

@@ -1,8 +1,8 @@
 """What the kernel says about a process and about the machine: a process's CPU seconds, RSS,
-threads and open descriptors (``/proc/PID/stat``, ``status``, ``fd``, ``task``), the machine's
-busy seconds (``/proc/stat``) and the cores this process may use (its affinity and the cgroup's
-``cpu.max``). The parsers take a file's text, so they are tested on made-up lines; the readers
-return None once the process is gone."""
+threads and open descriptors (``/proc/PID/stat``, ``status``, ``fd``, ``task``) and the
+processes below it, the machine's busy seconds (``/proc/stat``) and the cores this process may
+use (its affinity and the cgroup's ``cpu.max``). The parsers take a file's text, so they are
+tested on made-up lines; the readers return None once the process is gone."""
 
 from __future__ import annotations
 
@@ -22,6 +22,29 @@ def proc_cpu_s(stat_text: str, ticks_per_s: float = TICKS_PER_S) -> float:
     """User + system CPU seconds, every thread, from a ``/proc/PID/stat`` line (fields 14 and 15)."""
     fields = _stat_fields(stat_text)
     return (int(fields[11]) + int(fields[12])) / ticks_per_s
+
+
+def parent_pid(stat_text: str) -> int:
+    """The parent's pid from a ``/proc/PID/stat`` line (field 4)."""
+    return int(_stat_fields(stat_text)[1])
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, children first (from each process's ``/proc/PID/stat``;
+    one that ends meanwhile is left out)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            children.setdefault(parent_pid(stat.read_text()), []).append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    found: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop(0)
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
 
 
 def busy_s(proc_stat_text: str, ticks_per_s: float = TICKS_PER_S) -> float:

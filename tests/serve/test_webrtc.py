@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import numpy as np
 import pytest
@@ -211,3 +212,91 @@ async def test_a_viewer_subscribes_only_once_its_track_is_read() -> None:
     assert enc.subscribers == 0, "a viewer still connecting holds no queue and asks for no keyframe"
     track.stop()
     assert enc.subscribers == 0
+
+
+async def slot_freed_after(viewers: Viewers, leave: Callable[[Client], Awaitable[None]]) -> float:
+    """Seconds from ``leave(client)`` (a connected viewer going away) until its slot is free
+    and a new viewer is answered (viewers' upkeep running, as the HTTP server runs it); at most
+    10 s (aioice's own consent expiry is 30 s)."""
+    client, next_one = Client(), Client()
+    async with asyncio.TaskGroup() as tg:
+        upkeep = tg.create_task(viewers.run())
+        try:
+            await client.connect(viewers)
+            (viewer,) = viewers.viewers.values()
+            for _ in range(200):  # connected, with the results channel open
+                if viewer.channel is not None and viewer.channel.readyState == "open":
+                    break
+                await asyncio.sleep(0.05)
+            assert viewer.pc.connectionState == "connected"
+            assert viewer.channel is not None
+            assert viewer.channel.readyState == "open"
+            t0 = time.monotonic()
+            await leave(client)
+            for _ in range(200):  # 10 s
+                if not viewers.viewers:
+                    break
+                await asyncio.sleep(0.05)
+            freed_s = time.monotonic() - t0
+            if not viewers.viewers:
+                await next_one.connect(viewers)  # the slot is there to take
+        finally:
+            upkeep.cancel()
+            await viewers.close_all()
+            await client.pc.close()
+            await next_one.pc.close()
+    return freed_s
+
+
+@pytest.mark.slow
+async def test_a_viewer_gone_without_a_word_frees_its_slot_within_5_s() -> None:
+    # Its network is gone (the ICE transport stopped: no DTLS close and no SCTP abort reach the
+    # server), as when a browser is killed or a laptop shut: ICE consent finds it.
+    async def vanish(client: Client) -> None:
+        await client.pc.sctp.transport.transport.stop()
+
+    freed_s = await slot_freed_after(Viewers([SharedEncoder("cam")], limit=1), vanish)
+    assert freed_s < 5.0
+
+
+async def test_a_viewer_whose_results_channel_closes_is_ended_at_once() -> None:
+    # The peer ends its SCTP association (an abort): the channel says so, the connection does not.
+    async def abort(client: Client) -> None:
+        await client.pc.sctp.stop()
+
+    freed_s = await slot_freed_after(Viewers([SharedEncoder("cam")], limit=1), abort)
+    assert freed_s < 2.0
+
+
+async def test_the_upkeep_ends_when_cancelled_and_the_close_it_began_is_finished(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The server stops while the upkeep closes a viewer: the upkeep ends at once, and the close
+    # goes on (aiortc cannot take a close cut short up again, and aioice's close swallows the
+    # cancellation of whoever awaits it: an upkeep awaiting it would run on for good).
+    from edgepipe.serve.webrtc import Viewer
+
+    closing, closed = asyncio.Event(), asyncio.Event()
+
+    async def slow_close(self: Viewer) -> None:
+        closing.set()
+        with contextlib.suppress(asyncio.CancelledError):  # as aioice's Connection.close does
+            await asyncio.sleep(0.5)
+        await self.pc.close()
+        closed.set()
+
+    monkeypatch.setattr(Viewer, "close", slow_close)
+    viewers = Viewers([SharedEncoder("cam")])
+    client = Client()
+    try:
+        await client.connect(viewers)
+        (viewer,) = viewers.viewers.values()
+        upkeep = asyncio.get_running_loop().create_task(viewers.run())
+        viewers._end(viewer.viewer_id, "test")
+        await asyncio.wait_for(closing.wait(), 5)
+        upkeep.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(upkeep, 5)
+        assert not closed.is_set()
+        await asyncio.wait_for(viewers.close_all(), 5)  # the server's last step waits for it
+        assert closed.is_set()
+    finally:
+        await client.pc.close()

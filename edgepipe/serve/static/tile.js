@@ -1,11 +1,16 @@
 // One source's tile of the viewer page: its <video>, a <canvas> over it with the boxes of the
-// results of the frame on screen, and its figures (fps, latencies, state).
+// results of the frame on screen and the box of its motion, and its figures (fps, latencies,
+// boxes, motion, state). The video is shown at its own size, or smaller to fit (never larger).
 //
 // Results meet their frame through the sync message (edgepipe.wire.messages): a frame's pts =
 // first_pts_90k + (rtp - rtp_offset - first_pts_90k) mod 2**32 (or, from a server that sends no
 // rtp_offset, first_pts_90k + (rtp - rtp0) mod 2**32 with the RTP timestamp rtp0 of the first
 // frame shown), and the frame shows the latest detections with pts_90k <= its pts. Without
 // requestVideoFrameCallback's rtpTimestamp it shows the latest detections.
+//
+// Motion (a ``motion`` message, as pipelines/demo.py sends: ``box_xyxy`` around what changed,
+// in the frame's pixels, ``w`` x ``h`` when given, else the video's; ``pixels`` changed) comes
+// only while something moves, with no pts: the latest is drawn for MOTION_HOLD_MS after it came.
 //
 // Latency of the frame on screen (one machine, or clocks in sync: the capture time is the
 // server's wall clock): its capture time is its own result's t_ms, or the latest result's t_ms
@@ -20,6 +25,8 @@
   const MAX_BOXES = 256;  // drawn per frame
   const STALE_90K = 2 * 90000;  // results older than their frame by this much are not drawn
   const RECENT = 300;  // frames whose latencies are kept (20 s at 15 fps)
+  const MOTION_HOLD_MS = 500;
+  const MOTION_COLOUR = "#ffd24d";
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -44,7 +51,7 @@
   class Tile {
     constructor(source) {
       this.source = source;
-      this.root = el("div", "tile");
+      this.root = el("div", "tile waiting");  // no picture yet: a placeholder's size
       const screen = el("div", "screen");
       this.video = el("video");
       Object.assign(this.video, { muted: true, autoplay: true, playsInline: true });
@@ -55,7 +62,8 @@
       this.fields = {};
       stats.append(el("span", "name", source));
       for (const [key, label] of [["state", ""], ["fps", "fps"], ["latency", "pipeline"],
-        ["c2d", "capture→display (same clock)"], ["browser", "in browser"], ["boxes", "boxes"]]) {
+        ["c2d", "capture→display (same clock)"], ["browser", "in browser"], ["boxes", "boxes"],
+        ["motion", "motion"]]) {
         const span = el("span");
         this.fields[key] = el("span", "", "–");
         if (label) span.append(`${label} `);
@@ -66,7 +74,8 @@
       this.stats = { framesPresented: 0, fps: 0, lastBoxCount: null, lastBoxes: [], drawnPts: null,
         framePts: null, matchedByPts: 0, matchedLatest: 0, pipelineLatencyMs: null,
         captureToDisplayMs: null, browserMs: null, jitterBufferMs: null, decodeMs: null, videoWidth: 0, videoHeight: 0, video: "no video yet",
-        recent: { captureToDisplayMs: [], pipelineLatencyMs: [], browserMs: [] } };
+        recent: { captureToDisplayMs: [], pipelineLatencyMs: [], browserMs: [] },
+        motionMessages: 0, motionDrawn: 0, lastMotion: null, motionPixels: null };
       this.window = { t: performance.now(), frames: 0 };
       this.lastPresented = null;
       this.shownAt = 0;
@@ -89,6 +98,8 @@
 
     reset() {  // a new connection: a new RTP clock and a new sync
       this.detections = [];
+      this.motion = null;
+      this.motionAt = 0;
       this.lastPresented = null;
       this.firstPts = null;
       this.rtpOffset = null;
@@ -115,6 +126,16 @@
       if (this.detections.length > MAX_DETECTIONS) this.detections.splice(0, this.detections.length - MAX_DETECTIONS);
     }
 
+    addMotion(m) {
+      this.motion = m;
+      this.motionAt = performance.now();
+      this.stats.motionMessages += 1;
+    }
+
+    motionNow() {  // the motion to draw now, or null
+      return this.motion && performance.now() - this.motionAt <= MOTION_HOLD_MS ? this.motion : null;
+    }
+
     frame(meta) {
       if (!this.live) return;  // a frame still shown from a connection that ended
       const v = this.video;
@@ -125,6 +146,7 @@
       if (s.video !== "playing") {
         s.video = "playing";
         this.notice.hidden = true;
+        this.root.classList.remove("waiting");
       }
       let pts = null;
       if (meta && finite(meta.rtpTimestamp)) {
@@ -147,7 +169,7 @@
         chosen = this.detections[this.detections.length - 1];
         s.matchedLatest += 1;
       }
-      this.draw(chosen);
+      this.draw(chosen, this.motionNow());
       this.timeFrame(meta, pts, chosen);
       this.countFps(meta);
     }
@@ -190,6 +212,8 @@
         this.fields.browser.title = s.jitterBufferMs === null ? ""
           : `jitter buffer ${s.jitterBufferMs.toFixed(0)} ms, decode ${(s.decodeMs ?? 0).toFixed(1)} ms`;
         this.fields.boxes.textContent = s.lastBoxCount === null ? "–" : String(s.lastBoxCount);
+        this.fields.motion.textContent = s.lastMotion === null ? "–"
+          : s.motionPixels === null ? "yes" : `${s.motionPixels} px`;
       }
     }
 
@@ -211,7 +235,20 @@
       ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
     }
 
-    draw(m) {
+    // Where the video's picture lies on the canvas, in canvas pixels: inside the video element
+    // (object-fit: contain), wherever the layout put that element over the canvas.
+    picture(ratio) {
+      const v = this.video;
+      const vr = v.getBoundingClientRect();
+      const cr = this.canvas.getBoundingClientRect();
+      const scale = Math.min(vr.width / v.videoWidth, vr.height / v.videoHeight);
+      const w = v.videoWidth * scale;
+      const h = v.videoHeight * scale;
+      return { x: (vr.left - cr.left + (vr.width - w) / 2) * ratio, y: (vr.top - cr.top + (vr.height - h) / 2) * ratio,
+        w: w * ratio, h: h * ratio };
+    }
+
+    draw(m, motion) {
       const v = this.video;
       const c = this.canvas;
       const ratio = window.devicePixelRatio || 1;
@@ -221,40 +258,51 @@
       const ctx = c.getContext("2d");
       ctx.clearRect(0, 0, cw, ch);
       const s = this.stats;
-      if (!m) { s.lastBoxCount = null; return; }
-      s.drawnPts = m.pts_90k;
-      s.lastBoxCount = m.boxes.length;
-      s.lastBoxes = m.boxes.slice(0, 8);
-      if (!v.videoWidth || !v.videoHeight) return;
-      // The video's picture inside the element (object-fit: contain), then the message's w x h onto it.
-      const scale = Math.min(cw / v.videoWidth, ch / v.videoHeight);
-      const pw = v.videoWidth * scale;
-      const ph = v.videoHeight * scale;
-      const ox = (cw - pw) / 2;
-      const oy = (ch - ph) / 2;
-      const sx = pw / m.w;
-      const sy = ph / m.h;
+      s.lastBoxCount = m ? m.boxes.length : null;
+      if (m) {
+        s.drawnPts = m.pts_90k;
+        s.lastBoxes = m.boxes.slice(0, 8);
+      }
+      s.lastMotion = motion ? motion.box_xyxy.map(Number) : null;
+      s.motionPixels = motion && finite(motion.pixels) ? motion.pixels : null;
+      if (!v.videoWidth || !v.videoHeight || (!m && !motion)) return;
+      const pic = this.picture(ratio);
       ctx.lineWidth = Math.max(2, 2 * ratio);
       ctx.font = `${Math.round(13 * ratio)}px system-ui, sans-serif`;
       ctx.textBaseline = "bottom";
-      for (const b of m.boxes.slice(0, MAX_BOXES)) {
-        if (!Array.isArray(b) || b.length < 5) continue;  // a box the schema does not know
-        const [x1, y1, x2, y2, score] = b.slice(0, 5).map(Number);
-        if (![x1, y1, x2, y2, score].every(Number.isFinite)) continue;
-        const label = typeof b[5] === "string" ? b[5] : "";
-        const track = Number.isInteger(b[6]) ? b[6] : null;
-        const x = ox + x1 * sx;
-        const y = oy + y1 * sy;
-        const text = `${label} ${score.toFixed(2)}${track === null ? "" : ` #${track}`}`;
-        ctx.strokeStyle = ctx.fillStyle = colour(label);
-        ctx.strokeRect(x, y, (x2 - x1) * sx, (y2 - y1) * sy);
-        const tw = ctx.measureText(text).width + 6 * ratio;
-        const th = 16 * ratio;
-        const ty = y - th < 0 ? y + th : y;
-        ctx.fillRect(x - ctx.lineWidth / 2, ty - th, tw, th);
-        ctx.fillStyle = "#000";
-        ctx.fillText(text, x + 3 * ratio, ty - 2 * ratio);
+      if (m) {
+        // the message's w x h onto the picture
+        const [sx, sy] = [pic.w / m.w, pic.h / m.h];
+        for (const b of m.boxes.slice(0, MAX_BOXES)) {
+          if (!Array.isArray(b) || b.length < 5) continue;  // a box the schema does not know
+          const [x1, y1, x2, y2, score] = b.slice(0, 5).map(Number);
+          if (![x1, y1, x2, y2, score].every(Number.isFinite)) continue;
+          const label = typeof b[5] === "string" ? b[5] : "";
+          const track = Number.isInteger(b[6]) ? b[6] : null;
+          const text = `${label} ${score.toFixed(2)}${track === null ? "" : ` #${track}`}`;
+          this.box(ctx, [pic.x + x1 * sx, pic.y + y1 * sy, (x2 - x1) * sx, (y2 - y1) * sy], text, colour(label), ratio);
+        }
       }
+      if (motion) {
+        const [x1, y1, x2, y2] = s.lastMotion;
+        const sx = pic.w / (motion.w > 0 ? motion.w : v.videoWidth);
+        const sy = pic.h / (motion.h > 0 ? motion.h : v.videoHeight);
+        ctx.setLineDash([6 * ratio, 4 * ratio]);
+        this.box(ctx, [pic.x + x1 * sx, pic.y + y1 * sy, (x2 - x1) * sx, (y2 - y1) * sy], "motion", MOTION_COLOUR, ratio);
+        ctx.setLineDash([]);
+        s.motionDrawn += 1;
+      }
+    }
+
+    box(ctx, [x, y, w, h], text, fill, ratio) {  // a rectangle with its label above it (below at the top)
+      ctx.strokeStyle = ctx.fillStyle = fill;
+      ctx.strokeRect(x, y, w, h);
+      const tw = ctx.measureText(text).width + 6 * ratio;
+      const th = 16 * ratio;
+      const ty = y - th < 0 ? y + th : y;
+      ctx.fillRect(x - ctx.lineWidth / 2, ty - th, tw, th);
+      ctx.fillStyle = "#000";
+      ctx.fillText(text, x + 3 * ratio, ty - 2 * ratio);
     }
   }
 

@@ -5,7 +5,9 @@
 // offer POSTed to /offer once ICE gathering is complete (the server does not trickle).
 //
 // Messages of the results channel (edgepipe.wire.messages) go to the source's tile (tile.js:
-// detections, sync, source_state) or to the panels (token, event); unknown kinds are counted.
+// detections, motion, sync, source_state) or to the panels (token, event); unknown kinds are
+// counted. Why the page is not connected (an HTTP error's status and the server's own words, a
+// connection that failed) is shown under the header until it connects again.
 //
 // window.edgepipeViewer is a read-only snapshot of what the page received and showed (tests).
 "use strict";
@@ -27,16 +29,21 @@
   // Keyed by names the server sends: no prototype, so a kind "__proto__" is just a kind.
   const status = { connection: "new", connects: 0, attempts: 0, messages: Object.create(null), ignored: 0,
     malformed: 0, disconnects: 0, sourceStates: Object.create(null), tokenLines: 0, events: 0, lastError: null, viewers: null, limit: null,
-    route: null };
+    route: null, problem: null };
 
-  class HttpError extends Error {}
+  class HttpError extends Error {
+    constructor(path, status, text) {
+      super(`HTTP ${status} from ${path}: ${text}`);
+      this.shown = `HTTP ${status}: ${text}`;  // what the page says: the status and the server's words
+    }
+  }
 
   async function api(path, init = {}) {
     const headers = { ...(init.headers || {}) };
     if (TOKEN) headers.Authorization = `Bearer ${TOKEN}`;
     const response = await fetch(path, { ...init, headers, cache: "no-store", credentials: "omit" });
     if (!response.ok) {
-      throw new HttpError(`${path}: HTTP ${response.status} ${(await response.text()).slice(0, 200)}`);
+      throw new HttpError(path, response.status, (await response.text()).trim().slice(0, 200));
     }
     return response.json();
   }
@@ -48,6 +55,12 @@
     }
     m.boxes = m.boxes.filter((b) => Array.isArray(b) && b.length >= 6 && b.slice(0, 5).every(finite));
     return true;
+  }
+
+  // motion: a box of what changed (box_xyxy, in the frame's pixels), for the source's tile.
+  function validMotion(m) {
+    return typeof m.source === "string" && Array.isArray(m.box_xyxy) && m.box_xyxy.length === 4
+      && m.box_xyxy.every(finite);
   }
 
   function addTokens(m) {
@@ -95,6 +108,9 @@
     if (kind === "detections") {
       if (!validDetections(m)) { status.malformed += 1; return; }
       if (tile) tile.addDetections(m);
+    } else if (kind === "motion") {
+      if (!validMotion(m)) { status.malformed += 1; return; }
+      if (tile) tile.addMotion(m);
     } else if (kind === "sync") {
       if (tile && finite(m.first_pts_90k)) {
         tile.firstPts = m.first_pts_90k;
@@ -117,6 +133,12 @@
     status.connection = state;
     stateBadge($("connection"), state);
     $("connection").title = detail || "";
+  }
+
+  function showProblem(text) {
+    status.problem = text || null;
+    $("problem").textContent = text || "";
+    $("problem").hidden = !text;
   }
 
   function showStreams(info) {
@@ -192,15 +214,18 @@
     if (pc) { pc.onconnectionstatechange = null; pc.ondatachannel = null; pc.close(); pc = null; }
   }
 
-  function fail(gen, reason) {
+  function fail(gen, reason) {  // reason: an Error (an HttpError says its status) or a string
     if (gen !== generation) return;  // an older connection's news
     generation += 1;
     teardown();
     status.disconnects += 1;
-    status.lastError = String(reason).slice(0, 300);
+    const text = String(reason && reason.message ? reason.message : reason);
+    status.lastError = text.slice(0, 300);
     setConnection("disconnected", status.lastError);
     for (const tile of tiles.values()) tile.disconnected();
     const delay = BACKOFF_MS[Math.min(status.attempts, BACKOFF_MS.length) - 1] || BACKOFF_MS[0];
+    const shown = reason instanceof HttpError ? reason.shown : text;
+    showProblem(`${shown.slice(0, 300)}. Trying again in ${Math.round(delay / 1000)} s.`);
     clearTimeout(retry);
     retry = setTimeout(connect, delay);
   }
@@ -237,6 +262,7 @@
           status.connects += 1;
           status.attempts = 0;
           setConnection("connected");
+          showProblem(null);
           api("streams").then(showStreams, () => {});  // the viewer count, this page included
           peer.getStats().then((stats) => { status.route = route(stats); }, () => {});
         } else if (state === "failed" || state === "closed") {
@@ -257,7 +283,7 @@
       if (gen !== generation) return;
       await peer.setRemoteDescription({ type: "answer", sdp: answer.sdp });
     } catch (err) {
-      fail(gen, err && err.message ? err.message : err);
+      fail(gen, err);
     }
   }
 

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 
-from scripts.bench.proc import busy_s, cpu_s, footprint, proc_cpu_s, read_proc, usable_cores
+from scripts.bench.proc import (
+    busy_s,
+    cpu_s,
+    descendants,
+    footprint,
+    parent_pid,
+    proc_cpu_s,
+    read_proc,
+    usable_cores,
+)
 
 
 def test_proc_stat_fields_are_counted_after_the_name() -> None:
@@ -13,6 +25,7 @@ def test_proc_stat_fields_are_counted_after_the_name() -> None:
     assert proc_cpu_s(line, 100) == 3.0  # utime 250 + stime 50 ticks
     stat = "cpu  100 20 30 400 50 0 10 40 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
     assert busy_s(stat, 100) == 2.0  # all but idle (400) and iowait (50): 200 ticks
+    assert parent_pid(line) == 1
 
 
 def test_proc_stat_gives_cpu_rss_and_threads_of_a_process() -> None:
@@ -35,3 +48,19 @@ def test_the_footprint_counts_descriptors_and_threads() -> None:
 
 def test_usable_cores_are_at_most_the_affinity() -> None:
     assert 0 < usable_cores() <= len(os.sched_getaffinity(0))
+
+
+def test_descendants_are_the_children_and_theirs() -> None:
+    # a shell that starts a Python that starts a sleep: both are below the shell, nothing else
+    code = "import subprocess, sys; p = subprocess.Popen(['sleep', '30']); print(p.pid, flush=True); p.wait()"
+    with subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "{code}"; exit 0'], stdout=subprocess.PIPE,
+                          text=True) as shell:  # fmt: skip
+        assert shell.stdout is not None
+        sleep_pid = int(shell.stdout.readline())
+        try:
+            below = descendants(shell.pid)
+            assert below[-1] == sleep_pid
+            assert len(below) == 2
+            assert descendants(sleep_pid) == []
+        finally:
+            os.kill(sleep_pid, signal.SIGKILL)
