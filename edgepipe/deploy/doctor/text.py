@@ -18,6 +18,7 @@ BOM is told by the zero bytes of its ASCII characters.
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from edgepipe.deploy.quoting import python_literal, shell_arg
@@ -191,17 +192,13 @@ def _western_codec(sample: bytes) -> str:
 def _western(text: str) -> float:
     """The share of ``text``'s non-ASCII characters that sit as they do in Western text: a letter
     next to an ASCII letter (inside a word), or a :data:`WESTERN_SIGNS` sign next to ASCII."""
-    wide = good = 0
-    for i, char in enumerate(text):
-        if ord(char) <= 0x7F:
-            continue
-        wide += 1
-        near = (text[i - 1] if i else "") + text[i + 1 : i + 2]
+
+    def fits(char: str, near: str) -> bool:
         if char.isalpha():
-            good += any(c.isascii() and c.isalpha() for c in near)
-        elif char in WESTERN_SIGNS:
-            good += any(c.isascii() for c in near)
-    return good / wide if wide else 0.0
+            return any(c.isascii() and c.isalpha() for c in near)
+        return char in WESTERN_SIGNS and any(c.isascii() for c in near)
+
+    return _share(text, fits)
 
 
 def _cyrillic(text: str) -> float:
@@ -209,13 +206,19 @@ def _cyrillic(text: str) -> float:
     another Cyrillic letter: words of Russian, Ukrainian, Bulgarian … read in the right one of
     the two common encodings (KOI8-R read as Windows-1251, or the reverse, swaps the letters'
     case; Latin-1 accents read as either are single letters between ASCII ones)."""
+    return _share(
+        text, lambda char, near: char.islower() and _is_cyrillic(char) and any(map(_is_cyrillic, near))
+    )
+
+
+def _share(text: str, fits: Callable[[str, str], bool]) -> float:
+    """The share of ``text``'s non-ASCII characters for which ``fits(char, its neighbours)``."""
     wide = good = 0
     for i, char in enumerate(text):
         if ord(char) <= 0x7F:
             continue
         wide += 1
-        near = (text[i - 1] if i else "") + text[i + 1 : i + 2]
-        good += char.islower() and _is_cyrillic(char) and any(_is_cyrillic(c) for c in near)
+        good += fits(char, (text[i - 1] if i else "") + text[i + 1 : i + 2])
     return good / wide if wide else 0.0
 
 
