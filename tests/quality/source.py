@@ -7,8 +7,15 @@ import functools
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "edgepipe"
+
+ONE_WORKER = pytest.mark.xdist_group("quality")
+"""The checks' mark: one worker runs them all (``--dist loadgroup``), so each file is parsed and
+walked once for every check (the caches below are a process's); spread over two workers, each
+parsed the package and the tests again."""
 
 
 def module_name(path: Path) -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, module_name, parse, walk
+from tests.quality.source import ONE_WORKER, PACKAGE, REPO, module_name, parse, walk
+
+pytestmark = ONE_WORKER
 
 CLI = PACKAGE / "cli"
 HANDLER = CLI / "failures.py"

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 
-from tests.quality.source import PACKAGE, REPO, parse
+from tests.quality.source import ONE_WORKER, PACKAGE, REPO, parse
+
+pytestmark = ONE_WORKER
 
 HOOKS = {"loads_model", "governor_knobs", "plan_memory", "keep_up_interval"}
 """The node hooks declared as protocols."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, imports, module_name, walk
+from tests.quality.source import ONE_WORKER, PACKAGE, REPO, imports, module_name, walk
+
+pytestmark = ONE_WORKER
 
 MAX_MODULE_LINES = 400
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, imports, modules, parse, walk
+from tests.quality.source import ONE_WORKER, PACKAGE, REPO, imports, modules, parse, walk
+
+pytestmark = ONE_WORKER
 
 HEADROOM_HOME = "edgepipe.core.headroom"
 HEADROOM_USERS = (

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, imports, module_name, parse, walk
+from tests.quality.source import ONE_WORKER, PACKAGE, REPO, imports, module_name, parse, walk
+
+pytestmark = ONE_WORKER
 
 # One of each: each of these is defined once in the package, where the layers let
 # every user reach it, and its users import it. Each rule reads the source (AST), so a copy pasted

@@ -7,7 +7,9 @@ import ast
 import re
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, parse
+from tests.quality.source import ONE_WORKER, PACKAGE, REPO, parse
+
+pytestmark = ONE_WORKER
 
 PIPELINES = sorted((REPO / "pipelines").glob("*.py"))
 

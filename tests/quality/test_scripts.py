@@ -8,7 +8,9 @@ import ast
 import re
 from pathlib import Path
 
-from tests.quality.source import PACKAGE, REPO, parse, walk
+from tests.quality.source import ONE_WORKER, PACKAGE, REPO, parse, walk
+
+pytestmark = ONE_WORKER
 
 SCRIPTS = REPO / "scripts"
 PROC_HOME = SCRIPTS / "bench" / "proc.py"

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 import re
 
-from tests.quality.source import REPO, modules, parse
+from tests.quality.source import ONE_WORKER, REPO, modules, parse
+
+pytestmark = ONE_WORKER
 
 # format -> (its one home, the name of its version there)
 FORMATS = {

@@ -68,14 +68,15 @@ async def test_without_aioices_internals_the_checks_stop_and_end_nobody(
         raise AttributeError("'RTCIceTransport' object has no attribute '_connection'")
 
     monkeypatch.setattr(consent, "_pairs", changed)
-    monkeypatch.setattr(consent, "SILENCE_S", 0.5)
+    monkeypatch.setattr(consent, "CHECK_INTERVAL_S", 0.05)
+    monkeypatch.setattr(consent, "SILENCE_S", 0.2)
     viewers = Viewers([SharedEncoder("cam")])
     client = Client()
     try:
         await client.connect(viewers)
         async with asyncio.TaskGroup() as tg:
             upkeep = tg.create_task(viewers.run())
-            await asyncio.sleep(2.0)  # four times the silence that would end it
+            await asyncio.sleep(0.8)  # four times the silence that would end it
             upkeep.cancel()
         assert len(viewers.viewers) == 1
     finally:
