@@ -9,11 +9,15 @@ from typing import Any
 from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamTrack
 
+from edgepipe.serve import ice
 from edgepipe.wire import messages
 
 
 class Peer:
     def __init__(self) -> None:
+        # This peer gathers what EDGEPIPE_ICE_HOSTS says too (127.0.0.1 in the tests), even when
+        # it makes its offer before any server of this process has put the rule in place.
+        ice.restrict_host_addresses()
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         self.pc.addTransceiver("video", direction="recvonly")
         self.channel = self.pc.createDataChannel("client")
